@@ -1,0 +1,39 @@
+# Two commands for users: `make run` and `make test`. Both install what is missing first.
+SHELL := /bin/bash
+VENV  := $(CURDIR)/.venv
+PY    := $(VENV)/bin/python
+BUILD := $(CURDIR)/build
+CORES ?= all
+export PATH := $(VENV)/bin:$(PATH)
+
+.PHONY: run test setup build build-simulator build-lu test-python test-cpp lint clean
+
+run: setup build
+	snakemake --cores $(CORES) all
+
+test: setup build
+	$(MAKE) --no-print-directory test-cpp test-python
+
+setup:
+	@bash envs/setup.sh
+
+build: build-simulator build-lu
+
+build-simulator:
+	@cmake -S simulator -B $(BUILD)/simulator -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake --build $(BUILD)/simulator
+
+build-lu:
+	@if [ -f apps/lu/Makefile ]; then $(MAKE) --no-print-directory -C apps/lu BUILD=$(BUILD) STARPU_DEPS=$(CURDIR)/.deps; fi
+
+test-cpp:
+	@cd $(BUILD)/simulator && if [ -x numasim_tests ]; then ctest --output-on-failure; else echo "no C++ tests built"; fi
+
+test-python:
+	$(PY) -m pytest -q
+
+lint:
+	snakemake --lint
+
+clean:
+	rm -rf $(BUILD) results .snakemake

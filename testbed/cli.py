@@ -1,0 +1,53 @@
+"""The `testbed` command line: one subcommand per step of the workflow.
+
+Each subcommand lives in its own module, which exposes
+``add_arguments(parser)`` and ``run(args) -> int``; this file only wires them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from testbed.errors import InputError
+
+#: subcommand -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "platform": ("testbed.platform_cmd", "describe machines, generate SimGrid/hwloc/StarPU platforms"),
+    "simulate": ("testbed.simulate", "run the LU once with an engine (numasim, starpu-simgrid, real)"),
+    "design": ("testbed.design", "write the design table of an experiment"),
+    "campaign": ("testbed.campaign", "run a batch of design rows, append to runs"),
+    "analyze": ("testbed.analyze", "linear model, ANOVA and plots of a runs.csv"),
+    "report": ("testbed.report", "assemble the HTML/Markdown report"),
+    "calibrate": ("testbed.calibrate", "calibrate a machine into a calibration bundle"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="testbed", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (module_name, help_text) in COMMANDS.items():
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            continue  # not built yet: the command is simply not offered
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args._run(args) or 0)
+    except InputError as exc:
+        print(f"error: {exc.message()}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""`testbed simulate`: one LU run with one engine; prints one JSON object."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import time
+
+from testbed.engines import ENGINES, RunSpec
+from testbed.errors import InputError
+
+
+def parse_assignments(items: list[str], what: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        for part in filter(None, item.split(",")):
+            if "=" not in part:
+                raise InputError(None, what, f"NAME=VALUE, got {part!r}")
+            k, v = part.split("=", 1)
+            out[k.strip()] = v.strip()
+    return out
+
+
+def resolve_env(cluster: str, factors: dict[str, int], env: dict[str, str], sched: str | None) -> dict[str, str]:
+    """StarPU variables of a run: the factors' settings, then the user's raw variables."""
+    resolved: dict[str, str] = {}
+    if factors:
+        from testbed.factors import env_for_factors  # config/factors.yaml
+
+        resolved.update(env_for_factors(cluster, factors))
+    if sched:
+        resolved["STARPU_SCHED"] = sched
+    resolved.update(env)
+    return resolved
+
+
+def simulate(spec: RunSpec) -> dict:
+    if spec.engine not in ENGINES:
+        raise InputError(None, "--engine", f"one of {', '.join(ENGINES)}, got {spec.engine!r}")
+    if spec.n <= 0 or spec.b <= 0 or spec.n % spec.b:
+        raise InputError(None, "--n/--b", f"positive N that is a multiple of b, got N={spec.n} b={spec.b}")
+    engine = importlib.import_module(ENGINES[spec.engine])
+    t0 = time.perf_counter()
+    result = engine.run(spec)
+    wall = time.perf_counter() - t0
+    out = {
+        "engine": spec.engine,
+        "cluster": spec.cluster,
+        "n": spec.n,
+        "b": spec.b,
+        "factors": spec.factors,
+        "env": spec.env,
+        "seed": spec.seed,
+        **result,
+    }
+    out.setdefault("wall_s", wall)
+    return out
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--engine", required=True, choices=sorted(ENGINES))
+    p.add_argument("--cluster", required=True, help="cluster name (platforms/clusters/NAME.yaml) or path")
+    p.add_argument("--n", type=int, required=True, help="matrix order N")
+    p.add_argument("--b", type=int, required=True, help="tile size b (N must be a multiple)")
+    p.add_argument("--factors", default="", help="factor levels, e.g. A=1,E=1 (others at -1)")
+    p.add_argument("--env", action="append", default=[], metavar="VAR=VALUE", help="raw STARPU_* variable")
+    p.add_argument("--sched", default=None, help="StarPU scheduler (STARPU_SCHED), default dmdas")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--no-variability", action="store_true", help="use model means (as StarPU-SimGrid)")
+    p.add_argument("--distribution", default="block-cyclic",
+                   help="block-cyclic | heterogeneous | FILE (owner rank per tile)")
+    p.add_argument("--platform-dir", default=None, help="output of `testbed platform` to reuse")
+    p.add_argument("--trace", default=None, help="per-task trace CSV")
+    p.add_argument("--transfers", default=None, help="per-transfer CSV (numasim)")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object (default)")
+
+
+def spec_from_args(args: argparse.Namespace) -> RunSpec:
+    from pathlib import Path
+
+    raw_factors = parse_assignments([args.factors], "--factors")
+    factors: dict[str, int] = {}
+    for k, v in raw_factors.items():
+        if v not in ("1", "-1", "+1"):
+            raise InputError(None, f"--factors {k}", f"level -1 or 1, got {v!r}")
+        factors[k.upper()] = int(v)
+    env = parse_assignments(args.env, "--env")
+    dist: dict
+    if args.distribution in ("block-cyclic", "heterogeneous"):
+        dist = {"kind": args.distribution}
+    else:
+        dist = {"kind": "file", "path": args.distribution}
+    return RunSpec(
+        engine=args.engine,
+        cluster=args.cluster,
+        n=args.n,
+        b=args.b,
+        env=resolve_env(args.cluster, factors, env, args.sched),
+        factors=factors,
+        seed=args.seed,
+        distribution=dist,
+        variability=not args.no_variability,
+        trace=Path(args.trace) if args.trace else None,
+        transfers=Path(args.transfers) if args.transfers else None,
+        platform_dir=Path(args.platform_dir) if args.platform_dir else None,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    print(json.dumps(simulate(spec_from_args(args)), sort_keys=True))
+    return 0
