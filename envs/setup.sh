@@ -15,7 +15,7 @@ STARPU_SUITE="forky"                    # Debian suite whose pool serves that so
 JOBS="$(nproc)"
 mkdir -p "$DEPS"
 
-say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
+say() { printf '\033[1m[setup %4ds]\033[0m %s\n' "$SECONDS" "$*"; }
 die() { printf '\033[31m[setup] error:\033[0m %s\n' "$*" >&2; exit 1; }
 
 SUDO=""
@@ -107,7 +107,7 @@ if [ ! -f "$PYSTAMP" ]; then
   [ -x "$VENV/bin/python" ] || /usr/bin/python3 -m venv "$VENV" || die "python3 -m venv failed"
   "$VENV/bin/pip" install -q --upgrade pip >/dev/null || die "pip cannot reach PyPI"
   "$VENV/bin/pip" install -q -r "$REQ" || die "pip install -r envs/requirements.txt failed (PyPI unreachable?)"
-  "$VENV/bin/pip" install -q --no-deps -e "$ROOT" || die "installing the testbed package failed"
+  "$VENV/bin/pip" install -q --no-deps -e "$ROOT" >"$VENV/testbed-install.log" 2>&1 || die "installing the testbed package failed"
   rm -f "$VENV"/.installed-*; touch "$PYSTAMP"
 else
   say "Python venv: up to date"

@@ -1,0 +1,366 @@
+/* Tiled LU without pivoting on StarPU-MPI, with Chameleon's task graph,
+ * priorities and perf-model symbols (compute/pzgetrf_nopiv.c). Owner computes:
+ * each rank inserts every task; StarPU-MPI runs a task on the owner of the data
+ * it writes and moves the tiles it reads. Prints one JSON line on rank 0.
+ *
+ * usage: lu --n N --b B [--dist FILE | --p P --q Q] [--seed S] [--check]
+ *           [--symbols chameleon|starpu-lu] [--no-folded] */
+#include <getopt.h>
+#include <math.h>
+#include <mpi.h>
+#include <starpu.h>
+#include <starpu_mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lu_codelets.h"
+#include "lu_distribution.h"
+
+#ifndef STARPU_SIMGRID
+#include <cblas.h>
+#endif
+
+struct options {
+	long n, b;
+	const char *dist_file;
+	int p, q;
+	unsigned long long seed;
+	int check;
+	const char *symbols;
+	int folded;
+};
+
+static unsigned long executed[LU_NKINDS];
+
+/* Runs after each task on the rank that executed it (also in simulation). */
+static void count_task(void *arg)
+{
+	__atomic_fetch_add((unsigned long *)arg, 1, __ATOMIC_RELAXED);
+}
+
+static int usage_error(int rank, const char *key, const char *expected)
+{
+	if (rank == 0)
+		fprintf(stderr, "error: %s: expected %s\n", key, expected);
+	return 2;
+}
+
+/* Returns 0, or an exit status (2) after printing the error on rank 0. */
+static int parse_options(int argc, char **argv, struct options *o, int rank)
+{
+	static const struct option longopts[] = {
+		{"n", required_argument, 0, 'n'},      {"b", required_argument, 0, 'b'},
+		{"dist", required_argument, 0, 'd'},   {"p", required_argument, 0, 'p'},
+		{"q", required_argument, 0, 'q'},      {"seed", required_argument, 0, 's'},
+		{"check", no_argument, 0, 'c'},        {"symbols", required_argument, 0, 'y'},
+		{"no-folded", no_argument, 0, 'f'},    {0, 0, 0, 0},
+	};
+	*o = (struct options){.seed = 1, .symbols = "chameleon", .folded = 1};
+	int c;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'n': o->n = atol(optarg); break;
+		case 'b': o->b = atol(optarg); break;
+		case 'd': o->dist_file = optarg; break;
+		case 'p': o->p = atoi(optarg); break;
+		case 'q': o->q = atoi(optarg); break;
+		case 's': o->seed = strtoull(optarg, NULL, 10); break;
+		case 'c': o->check = 1; break;
+		case 'y': o->symbols = optarg; break;
+		case 'f': o->folded = 0; break;
+		default:
+			return usage_error(rank, "arguments",
+			                   "lu --n N --b B [--dist FILE|--p P --q Q] [--seed S] [--check] "
+			                   "[--symbols chameleon|starpu-lu] [--no-folded]");
+		}
+	}
+	if (o->n <= 0 || o->b <= 0 || o->n % o->b != 0) {
+		char msg[128];
+		snprintf(msg, sizeof msg, "N a positive multiple of b, got N=%ld b=%ld", o->n, o->b);
+		return usage_error(rank, "--n/--b", msg);
+	}
+	if (lu_select_symbols(o->symbols) != 0)
+		return usage_error(rank, "--symbols", "chameleon or starpu-lu");
+#ifdef STARPU_SIMGRID
+	if (o->check)
+		return usage_error(rank, "--check", "a real build (simulation computes no values)");
+#endif
+	return 0;
+}
+
+static int priority(int nt, int k, int m, int n, enum lu_kind kind)
+{
+	switch (kind) {
+	case LU_GETRF: return 2 * nt - 2 * k;
+	case LU_TRSM_COL: return 2 * nt - 2 * k - m;
+	case LU_TRSM_ROW: return 2 * nt - 2 * k - n;
+	case LU_GEMM: return 2 * nt - 2 * k - n - m;
+	default: return 0;
+	}
+}
+
+#define TILE(m, n) tiles[(size_t)(m) * nt + (n)]
+
+#ifndef STARPU_SIMGRID
+static void submit_generation(starpu_data_handle_t *tiles, int nt, const struct options *o)
+{
+	for (int m = 0; m < nt; m++)
+		for (int n = 0; n < nt; n++) {
+			struct lu_plrnt_args a = {m, n, (int)o->b, (int)o->n, o->seed};
+			int ret = starpu_mpi_task_insert(MPI_COMM_WORLD, &lu_cl_plrnt, STARPU_VALUE, &a, sizeof a,
+			                                 STARPU_W, TILE(m, n), STARPU_CALLBACK_WITH_ARG_NFREE,
+			                                 count_task, &executed[LU_PLRNT], 0);
+			STARPU_CHECK_RETURN_VALUE(ret, "starpu_mpi_task_insert plrnt");
+		}
+}
+
+#endif
+
+/* Right-looking LU without pivoting, loop order of Chameleon's pzgetrf_nopiv. */
+static void submit_lu(starpu_data_handle_t *tiles, int nt)
+{
+	int ret;
+	for (int k = 0; k < nt; k++) {
+		ret = starpu_mpi_task_insert(MPI_COMM_WORLD, &lu_cl_getrf, STARPU_RW, TILE(k, k), STARPU_PRIORITY,
+		                             priority(nt, k, k, k, LU_GETRF), STARPU_CALLBACK_WITH_ARG_NFREE,
+		                             count_task, &executed[LU_GETRF], 0);
+		STARPU_CHECK_RETURN_VALUE(ret, "starpu_mpi_task_insert getrf");
+		for (int m = k + 1; m < nt; m++) {
+			ret = starpu_mpi_task_insert(MPI_COMM_WORLD, &lu_cl_trsm_col, STARPU_R, TILE(k, k), STARPU_RW,
+			                             TILE(m, k), STARPU_PRIORITY, priority(nt, k, m, k, LU_TRSM_COL),
+			                             STARPU_CALLBACK_WITH_ARG_NFREE, count_task,
+			                             &executed[LU_TRSM_COL], 0);
+			STARPU_CHECK_RETURN_VALUE(ret, "starpu_mpi_task_insert trsm");
+		}
+		for (int n = k + 1; n < nt; n++) {
+			ret = starpu_mpi_task_insert(MPI_COMM_WORLD, &lu_cl_trsm_row, STARPU_R, TILE(k, k), STARPU_RW,
+			                             TILE(k, n), STARPU_PRIORITY, priority(nt, k, k, n, LU_TRSM_ROW),
+			                             STARPU_CALLBACK_WITH_ARG_NFREE, count_task,
+			                             &executed[LU_TRSM_ROW], 0);
+			STARPU_CHECK_RETURN_VALUE(ret, "starpu_mpi_task_insert trsm");
+			for (int m = k + 1; m < nt; m++) {
+				ret = starpu_mpi_task_insert(MPI_COMM_WORLD, &lu_cl_gemm, STARPU_R, TILE(m, k), STARPU_R,
+				                             TILE(k, n), STARPU_RW, TILE(m, n), STARPU_PRIORITY,
+				                             priority(nt, k, m, n, LU_GEMM), STARPU_CALLBACK_WITH_ARG_NFREE,
+				                             count_task, &executed[LU_GEMM], 0);
+				STARPU_CHECK_RETURN_VALUE(ret, "starpu_mpi_task_insert gemm");
+			}
+		}
+		/* The panel and row of step k are not read again after step k. */
+		for (int i = k; i < nt; i++) {
+			starpu_mpi_cache_flush(MPI_COMM_WORLD, TILE(i, k));
+			if (i > k)
+				starpu_mpi_cache_flush(MPI_COMM_WORLD, TILE(k, i));
+		}
+	}
+}
+
+#ifndef STARPU_SIMGRID
+/* Copies every tile into a dense column-major N x N matrix on rank 0. */
+static double *gather(starpu_data_handle_t *tiles, int nt, int b, int rank)
+{
+	size_t n = (size_t)nt * b;
+	double *dense = rank == 0 ? malloc(sizeof(double) * n * n) : NULL;
+	for (int m = 0; m < nt; m++)
+		for (int j = 0; j < nt; j++) {
+			starpu_mpi_get_data_on_node(MPI_COMM_WORLD, TILE(m, j), 0);
+			if (rank != 0)
+				continue;
+			starpu_data_acquire(TILE(m, j), STARPU_R);
+			const double *t = (const double *)starpu_data_get_local_ptr(TILE(m, j));
+			for (int c = 0; c < b; c++)
+				memcpy(dense + (size_t)(m * b) + ((size_t)j * b + c) * n, t + (size_t)c * b,
+				       sizeof(double) * b);
+			starpu_data_release(TILE(m, j));
+		}
+	starpu_mpi_cache_flush_all_data(MPI_COMM_WORLD);
+	return dense;
+}
+
+/* ||A - L U||_F / ||A||_F with L unit lower and U upper packed in lu. */
+static double residual(const double *a, const double *lu, size_t n)
+{
+	double *l = calloc(n * n, sizeof(double)), *u = calloc(n * n, sizeof(double));
+	double *r = malloc(sizeof(double) * n * n);
+	for (size_t j = 0; j < n; j++)
+		for (size_t i = 0; i < n; i++) {
+			double v = lu[i + j * n];
+			if (i > j)
+				l[i + j * n] = v;
+			else
+				u[i + j * n] = v;
+			if (i == j)
+				l[i + j * n] = 1.0;
+		}
+	memcpy(r, a, sizeof(double) * n * n);
+	cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)n, (int)n, -1.0, l, (int)n, u,
+	            (int)n, 1.0, r, (int)n);
+	double num = 0, den = 0;
+	for (size_t i = 0; i < n * n; i++) {
+		num += r[i] * r[i];
+		den += a[i] * a[i];
+	}
+	free(l);
+	free(u);
+	free(r);
+	return sqrt(num) / sqrt(den);
+}
+#endif
+
+/* Task counts of all ranks, summed on rank 0 through StarPU-MPI (in SimGrid
+ * mode StarPU owns MPI initialization and finalization, so no raw MPI calls). */
+static void sum_counts_on_root(int rank, int size, unsigned long total[LU_NKINDS])
+{
+	memcpy(total, executed, sizeof executed);
+	unsigned long remote[LU_NKINDS];
+	starpu_data_handle_t h;
+	starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)(rank == 0 ? remote : executed), LU_NKINDS,
+	                            sizeof(unsigned long));
+	for (int r = 1; r < size; r++) {
+		if (rank == r)
+			starpu_mpi_send(h, 0, 0x7fff0000 + r, MPI_COMM_WORLD);
+		else if (rank == 0) {
+			MPI_Status st;
+			starpu_mpi_recv(h, r, 0x7fff0000 + r, MPI_COMM_WORLD, &st);
+			starpu_data_acquire(h, STARPU_R);
+			for (int k = 0; k < LU_NKINDS; k++)
+				total[k] += remote[k];
+			starpu_data_release(h);
+		}
+	}
+	starpu_data_unregister(h);
+}
+
+int main(int argc, char **argv)
+{
+	setenv("STARPU_SILENT", "1", 0); /* stdout carries only the JSON line */
+	struct starpu_conf conf;
+	starpu_conf_init(&conf);
+	int ret = starpu_mpi_init_conf(&argc, &argv, 1, MPI_COMM_WORLD, &conf);
+	if (ret == -ENODEV) {
+		fprintf(stderr, "error: StarPU: workers: expected at least one CPU worker\n");
+		return 1;
+	}
+	STARPU_CHECK_RETURN_VALUE(ret, "starpu_mpi_init_conf");
+	int rank, size;
+	starpu_mpi_comm_rank(MPI_COMM_WORLD, &rank);
+	starpu_mpi_comm_size(MPI_COMM_WORLD, &size);
+
+	struct options o;
+	int status = parse_options(argc, argv, &o, rank);
+	if (status) {
+		starpu_mpi_shutdown();
+		return status;
+	}
+	int nt = (int)(o.n / o.b), b = (int)o.b;
+
+	struct lu_distribution dist;
+	if (o.dist_file) {
+		char err[512];
+		if (lu_distribution_read(&dist, o.dist_file, nt, size, err, sizeof err) != 0) {
+			if (rank == 0)
+				fprintf(stderr, "%s\n", err);
+			starpu_mpi_shutdown();
+			return 2;
+		}
+	} else {
+		if (o.p <= 0 || o.q <= 0)
+			lu_near_square_grid(size, &o.p, &o.q);
+		if (o.p * o.q != size) {
+			char msg[128];
+			snprintf(msg, sizeof msg, "P x Q = number of ranks (%d), got %d x %d", size, o.p, o.q);
+			status = usage_error(rank, "--p/--q", msg);
+			starpu_mpi_shutdown();
+			return status;
+		}
+		lu_distribution_block_cyclic(&dist, nt, o.p, o.q);
+	}
+
+	/* Owned tiles live in main RAM; the others are registered without home and
+	 * receive copies as needed. In simulation the tiles are folded (their
+	 * content is bogus, so a 96000^2 matrix takes no real memory) and unique:
+	 * all tiles share one folded block, because one mapping per 1 MiB of a
+	 * 74 GB matrix exceeds vm.max_map_count (65530) and counts in the RSS. */
+	size_t tile_bytes = sizeof(double) * (size_t)b * b;
+	int flags = STARPU_MALLOC_PINNED;
+	if (o.folded)
+		flags |= STARPU_MALLOC_SIMULATION_FOLDED | STARPU_MALLOC_SIMULATION_UNIQUE;
+	starpu_data_handle_t *tiles = malloc(sizeof(*tiles) * (size_t)nt * nt);
+	void **ptrs = calloc((size_t)nt * nt, sizeof(void *));
+	for (int m = 0; m < nt; m++)
+		for (int n = 0; n < nt; n++) {
+			int owner = dist.owners[m * nt + n];
+			if (owner == rank) {
+				ret = starpu_malloc_flags(&ptrs[m * nt + n], tile_bytes, flags);
+				STARPU_CHECK_RETURN_VALUE(ret, "starpu_malloc_flags");
+				starpu_matrix_data_register(&TILE(m, n), STARPU_MAIN_RAM, (uintptr_t)ptrs[m * nt + n], b, b,
+				                            b, sizeof(double));
+			} else {
+				starpu_matrix_data_register(&TILE(m, n), -1, 0, b, b, b, sizeof(double));
+			}
+			starpu_mpi_data_register(TILE(m, n), (int64_t)m * nt + n, owner);
+		}
+
+	/* In simulation the tiles' values are meaningless and generation would need
+	 * its own calibrated model: only the factorization is simulated. */
+#ifndef STARPU_SIMGRID
+	submit_generation(tiles, nt, &o);
+	starpu_mpi_wait_for_all(MPI_COMM_WORLD);
+	double *a_copy = o.check ? gather(tiles, nt, b, rank) : NULL;
+#endif
+	starpu_mpi_barrier(MPI_COMM_WORLD);
+
+	double t0 = starpu_timing_now();
+	submit_lu(tiles, nt);
+	starpu_mpi_wait_for_all(MPI_COMM_WORLD);
+	starpu_mpi_barrier(MPI_COMM_WORLD);
+	double makespan = (starpu_timing_now() - t0) * 1e-6;
+
+	double res = NAN;
+#ifndef STARPU_SIMGRID
+	if (o.check) {
+		double *lu = gather(tiles, nt, b, rank);
+		if (rank == 0)
+			res = residual(a_copy, lu, (size_t)nt * b);
+		free(lu);
+		free(a_copy);
+	}
+#endif
+
+	for (size_t i = 0; i < (size_t)nt * nt; i++) {
+		starpu_data_unregister(tiles[i]);
+		if (ptrs[i])
+			starpu_free_flags(ptrs[i], tile_bytes, flags);
+	}
+	free(tiles);
+	free(ptrs);
+	unsigned long total[LU_NKINDS];
+	sum_counts_on_root(rank, size, total);
+	if (rank == 0) {
+		double n = (double)o.n;
+		unsigned long ntasks = total[LU_GETRF] + total[LU_TRSM_ROW] + total[LU_TRSM_COL] + total[LU_GEMM];
+		printf("{\"build\": \"%s\", \"n\": %ld, \"b\": %ld, \"nt\": %d, \"ranks\": %d, \"symbols\": \"%s\", "
+		       "\"seed\": %llu, \"makespan_s\": %.9g, \"gflops\": %.6g, \"tasks\": %lu, "
+		       "\"tasks_by_kind\": {\"getrf\": %lu, \"trsm\": %lu, \"gemm\": %lu, \"plrnt\": %lu}",
+#ifdef STARPU_SIMGRID
+		       "simgrid",
+#else
+		       "real",
+#endif
+		       o.n, o.b, nt, size, o.symbols, o.seed, makespan, 2.0 / 3.0 * n * n * n / makespan * 1e-9,
+		       ntasks, total[LU_GETRF], total[LU_TRSM_ROW] + total[LU_TRSM_COL], total[LU_GEMM],
+		       total[LU_PLRNT]);
+		if (!o.dist_file)
+			printf(", \"p\": %d, \"q\": %d", o.p, o.q);
+		if (o.check)
+			printf(", \"residual\": %.6e", res);
+		printf("}\n");
+		fflush(stdout);
+	}
+	lu_distribution_free(&dist);
+	starpu_mpi_shutdown();
+	return 0;
+}

@@ -1,0 +1,25 @@
+/* Tile -> owner rank maps (format: docs/interfaces.md section 5; the same
+ * rules as testbed/distribution.py). */
+#ifndef LU_DISTRIBUTION_H
+#define LU_DISTRIBUTION_H
+
+/* Owner of tile (m, n) is owners[m * nt + n]. */
+struct lu_distribution {
+	int nt;
+	int *owners;
+};
+
+/* P x Q as close to square as possible: P the largest divisor of nranks <= sqrt. */
+void lu_near_square_grid(int nranks, int *p, int *q);
+
+/* 2D block-cyclic: owner(m, n) = (m mod P) * Q + (n mod Q), as Chameleon. */
+void lu_distribution_block_cyclic(struct lu_distribution *d, int nt, int p, int q);
+
+/* Reads a distribution file; on error writes "error: FILE: KEY: expected ..."
+ * into err and returns -1. */
+int lu_distribution_read(struct lu_distribution *d, const char *path, int nt, int nranks, char *err,
+                         int errlen);
+
+void lu_distribution_free(struct lu_distribution *d);
+
+#endif

@@ -1,0 +1,7 @@
+;; Packages for the testbed under Guix (guix-hpc provides starpu-simgrid).
+;; Not exercised by this project's CI; envs/setup.sh is the tested path.
+(specifications->manifest
+ (list "starpu-simgrid" "starpu" "simgrid" "hwloc" "openblas" "lapack" "openmpi"
+       "gcc-toolchain" "cmake" "ninja" "pkg-config" "googletest" "libxslt"
+       "snakemake" "python" "python-pandas" "python-statsmodels" "python-matplotlib"
+       "python-pyyaml" "python-jsonschema" "python-lxml" "python-pytest"))

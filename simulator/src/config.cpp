@@ -1,0 +1,400 @@
+#include "config.hpp"
+#include "error.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace numasim {
+
+const char* kind_name(TaskKind k)
+{
+  switch (k) {
+    case TaskKind::getrf: return "getrf";
+    case TaskKind::trsm_row:
+    case TaskKind::trsm_col: return "trsm";
+    case TaskKind::gemm: return "gemm";
+  }
+  return "?";
+}
+
+namespace {
+long parse_int(const std::string& s, const std::string& file, const std::string& key, const std::string& expected)
+{
+  char* end = nullptr;
+  long v = std::strtol(s.c_str(), &end, 10);
+  if (s.empty() || *end)
+    throw InputError(file, key, expected + ", got '" + s + "'");
+  return v;
+}
+double parse_double(const std::string& s, const std::string& file, const std::string& key)
+{
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || *end || !std::isfinite(v))
+    throw InputError(file, key, "a number, got '" + s + "'");
+  return v;
+}
+bool parse_bool01(const std::string& s, const std::string& file, const std::string& key)
+{
+  long v = parse_int(s, file, key, "0 or 1");
+  if (v != 0 && v != 1)
+    throw InputError(file, key, "0 or 1, got '" + s + "'");
+  return v == 1;
+}
+// "0 1 2", "0,1,2" or ranges "0-3" (StarPU's workers bindid list, src/core/topology.c).
+std::vector<int> parse_id_list(const std::string& s, const std::string& file, const std::string& key)
+{
+  std::vector<int> out;
+  std::string t = s;
+  std::replace(t.begin(), t.end(), ',', ' ');
+  std::istringstream in(t);
+  std::string item;
+  while (in >> item) {
+    auto dash = item.find('-', 1);
+    if (dash != std::string::npos) {
+      long a = parse_int(item.substr(0, dash), file, key, "integers or ranges a-b");
+      long b = parse_int(item.substr(dash + 1), file, key, "integers or ranges a-b");
+      for (long x = a; x <= b; x++)
+        out.push_back(static_cast<int>(x));
+    } else
+      out.push_back(static_cast<int>(parse_int(item, file, key, "a list of integers")));
+  }
+  return out;
+}
+} // namespace
+
+StarpuEnv parse_starpu_env(const std::map<std::string, std::string>& env, const std::string& file)
+{
+  StarpuEnv e;
+  // Variables with no effect on a simulated run (output, calibration, tracing).
+  static const std::set<std::string> inert = {
+      "STARPU_SILENT",        "STARPU_HOSTNAME",      "STARPU_CALIBRATE",     "STARPU_FXT_PREFIX",
+      "STARPU_FXT_TRACE",     "STARPU_GENERATE_TRACE", "STARPU_WORKER_STATS", "STARPU_BUS_STATS",
+      "STARPU_MEMORY_STATS",  "STARPU_PROFILING",     "STARPU_MALLOC_SIMULATION_FOLD",
+      "STARPU_SIMGRID_CUDA_MALLOC_COST", "STARPU_PERF_MODEL_DIR", "STARPU_HOME", "STARPU_LOGFILENAME",
+      "STARPU_MPI_STATS",     "STARPU_COMM_STATS",    "STARPU_DISPLAY_BINDINGS", "STARPU_ENABLE_STATS"};
+  for (const auto& [k, v] : env) {
+    std::string key = "env." + k;
+    if (k == "STARPU_SCHED") {
+      if (v == "dmda")
+        e.sched = Scheduler::dmda;
+      else if (v == "dmdas")
+        e.sched = Scheduler::dmdas;
+      else if (v == "eager")
+        e.sched = Scheduler::eager;
+      else if (v == "lws")
+        e.sched = Scheduler::lws;
+      else
+        throw InputError(file, key, "one of dmda, dmdas, eager, lws (schedulers numasim models), got '" + v + "'");
+    } else if (k == "STARPU_SCHED_ALPHA")
+      e.alpha = parse_double(v, file, key);
+    else if (k == "STARPU_SCHED_BETA")
+      e.beta = parse_double(v, file, key);
+    else if (k == "STARPU_SCHED_GAMMA")
+      e.gamma = parse_double(v, file, key);
+    else if (k == "STARPU_PREFETCH")
+      e.prefetch = parse_bool01(v, file, key);
+    else if (k == "STARPU_CUDA_PIPELINE") {
+      e.cuda_pipeline = static_cast<int>(parse_int(v, file, key, "a non-negative integer"));
+      if (e.cuda_pipeline < 0)
+        throw InputError(file, key, "a non-negative integer, got '" + v + "'");
+    } else if (k == "STARPU_USE_NUMA")
+      e.use_numa = parse_bool01(v, file, key);
+    else if (k == "STARPU_NCPU" || k == "STARPU_NCPUS")
+      e.ncpu = static_cast<int>(parse_int(v, file, key, "an integer"));
+    else if (k == "STARPU_NCUDA")
+      e.ncuda = static_cast<int>(parse_int(v, file, key, "an integer"));
+    else if (k == "STARPU_RESERVE_NCPU")
+      e.reserve_ncpu = static_cast<int>(parse_int(v, file, key, "an integer"));
+    else if (k == "STARPU_WORKERS_CPUID")
+      e.workers_cpuid = parse_id_list(v, file, key);
+    else if (k == "STARPU_WORKERS_CUDAID")
+      e.workers_cudaid = parse_id_list(v, file, key);
+    else if (k == "STARPU_MAIN_THREAD_CPUID")
+      e.main_thread_cpuid = static_cast<int>(parse_int(v, file, key, "a CPU id"));
+    else if (k == "STARPU_MAIN_THREAD_BIND")
+      e.main_thread_bind = parse_bool01(v, file, key);
+    else if (k == "STARPU_MPI_THREAD_CPUID")
+      e.mpi_thread_cpuid = static_cast<int>(parse_int(v, file, key, "a CPU id"));
+    else if (k == "STARPU_PERF_MODEL_HOMOGENEOUS_CUDA")
+      e.homogeneous_cuda = parse_bool01(v, file, key);
+    else if (k == "STARPU_PERF_MODEL_HOMOGENEOUS_CPU")
+      e.homogeneous_cpu = parse_bool01(v, file, key);
+    else if (inert.count(k))
+      continue;
+    else
+      throw InputError(file, key,
+                       "a StarPU variable numasim interprets (STARPU_SCHED, STARPU_SCHED_ALPHA/BETA/GAMMA, "
+                       "STARPU_PREFETCH, STARPU_CUDA_PIPELINE, STARPU_USE_NUMA, STARPU_NCPU, STARPU_NCUDA, "
+                       "STARPU_RESERVE_NCPU, STARPU_WORKERS_CPUID, STARPU_WORKERS_CUDAID, "
+                       "STARPU_MAIN_THREAD_CPUID, STARPU_MAIN_THREAD_BIND, STARPU_MPI_THREAD_CPUID, "
+                       "STARPU_PERF_MODEL_HOMOGENEOUS_CPU/CUDA)");
+  }
+  if (!e.homogeneous_cpu)
+    throw InputError(file, "env.STARPU_PERF_MODEL_HOMOGENEOUS_CPU", "1 (per-core CPU models are not modelled)");
+  return e;
+}
+
+RunConfig RunConfig::from_json(const Json& j, const std::string& file)
+{
+  RunConfig c;
+  c.file = file;
+  auto str = [&](const Json& parent, const std::string& key, const std::string& where) -> std::string {
+    const Json* v = parent.find(key);
+    if (!v || v->type != Json::Type::String)
+      throw InputError(file, where + key, "a string");
+    return v->string;
+  };
+  auto num = [&](const Json& parent, const std::string& key, const std::string& where) -> double {
+    const Json* v = parent.find(key);
+    if (!v || v->type != Json::Type::Number)
+      throw InputError(file, where + key, "a number");
+    return v->number;
+  };
+  if (j.type != Json::Type::Object)
+    throw InputError(file, "", "a JSON object (run description)");
+  c.platform = str(j, "platform", "");
+  const Json* pm = j.find("perfmodels");
+  if (!pm || pm->type != Json::Type::Object || pm->object.empty())
+    throw InputError(file, "perfmodels", "an object {machine type: StarPU sampling directory}");
+  for (const auto& [m, dir] : pm->object) {
+    if (dir.type != Json::Type::String)
+      throw InputError(file, "perfmodels." + m, "a directory path");
+    c.perfmodels[m] = dir.string;
+  }
+  // Chameleon's codelet symbols by default; "trsm_row"/"trsm_col" override "trsm" (StarPU's LU
+  // example has two models: trsm_ll solves the row panel A(k,n), trsm_ru the column panel A(m,k),
+  // examples/lu/xlu.c create_task_trsm_ll/ru).
+  std::string getrf = "dgetrf_nopiv", trsm = "dtrsm", gemm = "dgemm";
+  std::string trsm_row, trsm_col;
+  if (const Json* s = j.find("symbols")) {
+    if (s->type != Json::Type::Object)
+      throw InputError(file, "symbols", "an object {kind: perf-model symbol}");
+    for (const auto& [k, v] : s->object) {
+      if (v.type != Json::Type::String)
+        throw InputError(file, "symbols." + k, "a string");
+      if (k == "getrf")
+        getrf = v.string;
+      else if (k == "trsm")
+        trsm = v.string;
+      else if (k == "trsm_row")
+        trsm_row = v.string;
+      else if (k == "trsm_col")
+        trsm_col = v.string;
+      else if (k == "gemm")
+        gemm = v.string;
+      else if (k == "plrnt")
+        continue; // matrix generation is not simulated (data start in place)
+      else
+        throw InputError(file, "symbols." + k, "one of getrf, trsm, trsm_row, trsm_col, gemm, plrnt");
+    }
+  }
+  c.symbols[0] = getrf;
+  c.symbols[1] = trsm_row.empty() ? trsm : trsm_row;
+  c.symbols[2] = trsm_col.empty() ? trsm : trsm_col;
+  c.symbols[3] = gemm;
+  if (const Json* a = j.find("getrf_on_cuda")) {
+    if (a->type != Json::Type::Bool)
+      throw InputError(file, "getrf_on_cuda", "true or false");
+    c.kind_on_cuda[0] = a->boolean;
+  }
+  const Json* w = j.find("workload");
+  if (!w || w->type != Json::Type::Object)
+    throw InputError(file, "workload", "an object {kind: lu, n, b, distribution}");
+  if (str(*w, "kind", "workload.") != "lu")
+    throw InputError(file, "workload.kind", "\"lu\"");
+  double n = num(*w, "n", "workload."), b = num(*w, "b", "workload.");
+  if (n <= 0 || b <= 0 || std::fmod(n, b) != 0 || n != std::floor(n) || b != std::floor(b))
+    throw InputError(file, "workload.n/b", "positive integers with n a multiple of b");
+  c.n = static_cast<int>(n);
+  c.b = static_cast<int>(b);
+  c.nt = c.n / c.b;
+  if (const Json* d = w->find("distribution")) {
+    c.dist_kind = str(*d, "kind", "workload.distribution.");
+    if (c.dist_kind == "block-cyclic") {
+      if (d->has("p"))
+        c.p = static_cast<int>(num(*d, "p", "workload.distribution."));
+      if (d->has("q"))
+        c.q = static_cast<int>(num(*d, "q", "workload.distribution."));
+    } else if (c.dist_kind == "file" || c.dist_kind == "heterogeneous")
+      c.dist_path = str(*d, "path", "workload.distribution.");
+    else
+      throw InputError(file, "workload.distribution.kind", "block-cyclic, file or heterogeneous");
+  }
+  if (const Json* e = j.find("env")) {
+    if (e->type != Json::Type::Object)
+      throw InputError(file, "env", "an object of STARPU_* variables");
+    for (const auto& [k, v] : e->object)
+      c.env_raw[k] = v.scalar_text();
+  }
+  c.env = parse_starpu_env(c.env_raw, file);
+  if (const Json* s = j.find("seed"))
+    c.seed = static_cast<uint64_t>(s->number);
+  if (const Json* v = j.find("variability"))
+    c.variability = v->boolean;
+  if (const Json* m = j.find("mpi")) {
+    if (m->has("overhead_s"))
+      c.mpi_overhead_s = num(*m, "overhead_s", "mpi.");
+  }
+  if (const Json* t = j.find("trace"); t && !t->is_null())
+    c.trace = t->string;
+  if (const Json* t = j.find("transfers"); t && !t->is_null())
+    c.transfers = t->string;
+  return c;
+}
+
+void RunConfig::resolve_distribution(int nranks)
+{
+  owner.assign(static_cast<size_t>(nt) * nt, 0);
+  if (dist_kind == "block-cyclic") {
+    if (p <= 0 && q <= 0) { // most square grid p <= q with p*q = nranks
+      p = 1;
+      for (int d = 1; d * d <= nranks; d++)
+        if (nranks % d == 0)
+          p = d;
+      q = nranks / p;
+    } else if (p <= 0)
+      p = nranks / std::max(q, 1);
+    else if (q <= 0)
+      q = nranks / p;
+    if (p * q != nranks)
+      throw InputError(file, "workload.distribution.p/q",
+                       "p*q equal to the number of nodes (" + std::to_string(nranks) + "), got " +
+                           std::to_string(p) + "x" + std::to_string(q));
+    // Chameleon's 2D block-cyclic: rank of tile (m, n) = (m mod p) * q + (n mod q).
+    for (int m = 0; m < nt; m++)
+      for (int n2 = 0; n2 < nt; n2++)
+        owner[static_cast<size_t>(m) * nt + n2] = (m % p) * q + (n2 % q);
+    return;
+  }
+  std::ifstream in(dist_path);
+  if (!in)
+    throw InputError(dist_path, "", "a readable tile distribution file (docs/interfaces.md §5)");
+  std::string line;
+  int row = 0;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#' || line.find_first_not_of(" \t\r") == std::string::npos)
+      continue;
+    if (row >= nt)
+      throw InputError(dist_path, "line " + std::to_string(row + 1), std::to_string(nt) + " rows only");
+    std::istringstream ls(line);
+    int col = 0, r;
+    while (ls >> r) {
+      if (col >= nt || r < 0 || r >= nranks)
+        throw InputError(dist_path, "row " + std::to_string(row),
+                         std::to_string(nt) + " ranks in 0.." + std::to_string(nranks - 1));
+      owner[static_cast<size_t>(row) * nt + col++] = r;
+    }
+    if (col != nt)
+      throw InputError(dist_path, "row " + std::to_string(row), std::to_string(nt) + " integers");
+    row++;
+  }
+  if (row != nt)
+    throw InputError(dist_path, "rows", std::to_string(nt) + " rows, got " + std::to_string(row));
+}
+
+NodeThreads place_threads(const MachineNode& node, const StarpuEnv& env)
+{
+  NodeThreads t;
+  auto numa_of = [&](int core) {
+    for (const auto& c : node.cpus)
+      if (c.index == core)
+        return c.numa;
+    return -1;
+  };
+  auto check_core = [&](int core, const char* var) {
+    if (numa_of(core) < 0)
+      throw InputError("env", var, "a CPU id of node " + node.name + " (0.." +
+                                       std::to_string(node.cpus.back().index) + "), got " + std::to_string(core));
+  };
+  std::set<int> taken; // cores bound to an active thread (starpu_get_next_bindid skips them)
+  // Main thread (topology.c: STARPU_MAIN_THREAD_CPUID / STARPU_MAIN_THREAD_BIND).
+  if (env.main_thread_cpuid >= 0) {
+    check_core(env.main_thread_cpuid, "STARPU_MAIN_THREAD_CPUID");
+    taken.insert(env.main_thread_cpuid);
+  }
+  if (env.mpi_thread_cpuid >= 0) {
+    check_core(env.mpi_thread_cpuid, "STARPU_MPI_THREAD_CPUID");
+    taken.insert(env.mpi_thread_cpuid);
+  }
+  // reserve_ncpus (workers.c): STARPU_RESERVE_NCPU, +1 for a bound main thread, +1 for the MPI
+  // progression thread when neither STARPU_MPI_THREAD_CPUID nor STARPU_NCPU is set
+  // (mpi/src/starpu_mpi_init.c). The explicitly placed threads use their own cores.
+  int reserve = std::max(env.reserve_ncpu, 0);
+  if (env.main_thread_bind && env.main_thread_cpuid < 0)
+    reserve++;
+  if (env.mpi_thread_cpuid < 0 && env.ncpu < 0)
+    reserve++;
+  // Bind ids in order: STARPU_WORKERS_CPUID (wrapping when shorter, topology.c) or all cores.
+  std::vector<int> order;
+  if (!env.workers_cpuid.empty()) {
+    for (int c : env.workers_cpuid)
+      check_core(c, "STARPU_WORKERS_CPUID");
+    for (size_t i = 0; i < node.cpus.size(); i++)
+      order.push_back(env.workers_cpuid[i % env.workers_cpuid.size()]);
+  } else
+    for (const auto& c : node.cpus)
+      order.push_back(c.index);
+  size_t next = 0;
+  auto next_bindid = [&]() -> int {
+    while (next < order.size() && taken.count(order[next]))
+      next++;
+    if (next >= order.size()) { // fall back to any free core
+      for (const auto& c : node.cpus)
+        if (!taken.count(c.index)) {
+          taken.insert(c.index);
+          return c.index;
+        }
+      return -1;
+    }
+    int c = order[next++];
+    taken.insert(c);
+    return c;
+  };
+  // CUDA workers: STARPU_NCUDA (-1: all), devices from STARPU_WORKERS_CUDAID (driver_cuda_init.c).
+  int ngpu = static_cast<int>(node.gpus.size());
+  int ncuda = env.ncuda < 0 ? ngpu : std::min(env.ncuda, ngpu); // StarPU warns and caps
+  for (int i = 0; i < ncuda; i++) {
+    int dev = env.workers_cudaid.empty() ? i : env.workers_cudaid[i % env.workers_cudaid.size()];
+    const GpuInfo* g = nullptr;
+    for (const auto& x : node.gpus)
+      if (x.index == dev)
+        g = &x;
+    if (!g)
+      throw InputError("env", "STARPU_WORKERS_CUDAID", "GPU ids of node " + node.name + ", got " + std::to_string(dev));
+    WorkerPlacement w;
+    w.cuda = true;
+    w.gpu = dev;
+    w.core = next_bindid();
+    w.numa = numa_of(w.core);
+    t.workers.push_back(w);
+  }
+  int free_cores = static_cast<int>(node.cpus.size()) - static_cast<int>(taken.size());
+  int ncpu = env.ncpu >= 0 ? std::min(env.ncpu, free_cores) : std::max(0, free_cores - reserve);
+  for (int i = 0; i < ncpu; i++) {
+    WorkerPlacement w;
+    w.core = next_bindid();
+    if (w.core < 0)
+      break;
+    w.numa = numa_of(w.core);
+    t.workers.push_back(w);
+  }
+  if (env.main_thread_cpuid >= 0)
+    t.main_core = env.main_thread_cpuid;
+  else if (env.main_thread_bind)
+    t.main_core = next_bindid();
+  // An unbound main thread first-touches on NUMA 0 (the study's observation: "mostly NUMA 0").
+  t.main_numa = t.main_core >= 0 ? numa_of(t.main_core) : 0;
+  // MPI progression thread: STARPU_MPI_THREAD_CPUID, else the next free bind id after the workers
+  // (mpi/src/starpu_mpi_private.c / starpu_get_next_bindid).
+  t.mpi_core = env.mpi_thread_cpuid >= 0 ? env.mpi_thread_cpuid : next_bindid();
+  if (t.mpi_core < 0)
+    t.mpi_core = node.cpus.back().index;
+  t.mpi_numa = numa_of(t.mpi_core);
+  return t;
+}
+
+} // namespace numasim

@@ -1,0 +1,73 @@
+// Run description (docs/interfaces.md §4) and the StarPU environment variables
+// it carries, interpreted with StarPU 1.4.10's meanings and defaults.
+#pragma once
+#include "json.hpp"
+#include "platform.hpp"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace numasim {
+
+enum class Scheduler { dmda, dmdas, eager, lws };
+enum class TaskKind : uint8_t { getrf = 0, trsm_row = 1, trsm_col = 2, gemm = 3 }; // row: A(k,n), col: A(m,k)
+constexpr int kNumKinds = 4;
+const char* kind_name(TaskKind k); // "getrf", "trsm", "trsm", "gemm" (Value column of the trace)
+
+struct StarpuEnv {
+  Scheduler sched = Scheduler::dmdas; // study default (Chameleon picks dmdas with CUDA workers)
+  double alpha = 1, beta = 1, gamma = 1000; // deque_modeling_policy_data_aware.c defaults
+  bool prefetch = true;                     // starpu_get_prefetch_flag(): STARPU_PREFETCH default 1
+  int cuda_pipeline = 2;                    // drivers/cuda/driver_cuda.c: STARPU_CUDA_PIPELINE default 2
+  bool use_numa = false;                    // STARPU_USE_NUMA default 0 (one RAM memory node)
+  int ncpu = -1, ncuda = -1, reserve_ncpu = -1;
+  std::vector<int> workers_cpuid, workers_cudaid;
+  int main_thread_cpuid = -1, mpi_thread_cpuid = -1;
+  bool main_thread_bind = false;
+  bool homogeneous_cuda = false, homogeneous_cpu = true; // perfmodel.c defaults
+};
+
+struct RunConfig {
+  std::string file; // the run description (for error messages)
+  std::string platform;
+  std::map<std::string, std::string> perfmodels; // machine type -> sampling dir
+  std::string symbols[kNumKinds];
+  bool kind_on_cuda[kNumKinds] = {false, true, true, true}; // Chameleon: dgetrf_nopiv is CPU-only
+  int n = 0, b = 0, nt = 0;
+  std::string dist_kind = "block-cyclic";
+  int p = 0, q = 0;
+  std::string dist_path;
+  std::vector<int> owner; // nt*nt, filled by resolve_distribution
+  std::map<std::string, std::string> env_raw;
+  StarpuEnv env;
+  uint64_t seed = 1;
+  bool variability = true;
+  double mpi_overhead_s = 0; // per request on the progression thread
+  std::string trace, transfers;
+
+  static RunConfig from_json(const Json& j, const std::string& file);
+  void resolve_distribution(int nranks);
+  int owner_of(int m, int n) const { return owner[static_cast<size_t>(m) * nt + n]; }
+};
+
+StarpuEnv parse_starpu_env(const std::map<std::string, std::string>& env, const std::string& file);
+
+// Where StarPU's threads run on one node (src/core/topology.c, mpi/src/starpu_mpi_init.c).
+struct WorkerPlacement {
+  bool cuda = false;
+  int core = -1; // OS index of the core the worker (or CUDA driver) thread is bound to
+  int numa = 0;
+  int gpu = -1; // index of the GPU driven
+};
+struct NodeThreads {
+  std::vector<WorkerPlacement> workers; // CUDA workers first, then CPU workers (StarPU's order)
+  int main_core = -1;                   // -1: not bound
+  int main_numa = 0;                    // NUMA node where the main thread first-touches data
+  int mpi_core = -1;
+  int mpi_numa = 0;
+};
+NodeThreads place_threads(const MachineNode& node, const StarpuEnv& env);
+
+} // namespace numasim

@@ -1,0 +1,138 @@
+#include "lu_dag.hpp"
+
+#include <unordered_map>
+#include <utility>
+
+namespace numasim {
+
+namespace {
+class Builder {
+public:
+  explicit Builder(const RunConfig& cfg) : cfg_(cfg), nt_(cfg.nt)
+  {
+    size_t ntiles = static_cast<size_t>(nt_) * nt_;
+    last_writer_.assign(ntiles, kNone);
+    version_.assign(ntiles, 0);
+    readers_.resize(ntiles);
+  }
+
+  void add(TaskKind kind, int k, int prio, std::initializer_list<std::pair<int, int>> operands)
+  {
+    Task t;
+    t.kind = kind;
+    t.prio = prio;
+    t.step = static_cast<uint16_t>(k);
+    for (auto [m, n] : operands)
+      t.tiles[t.nbuf++] = static_cast<uint32_t>(m * nt_ + n);
+    uint32_t written = t.tiles[t.nbuf - 1];
+    t.rank = static_cast<uint16_t>(cfg_.owner[written]);
+    uint32_t id = static_cast<uint32_t>(dag_.tasks.size());
+    dag_.tasks.push_back(t);
+    dag_.count_by_kind[static_cast<int>(kind)]++;
+    for (uint8_t i = 0; i + 1 < t.nbuf; i++)
+      read(id, t.tiles[i], t.rank);
+    write(id, written);
+  }
+
+  Dag finish()
+  {
+    const uint32_t ntasks = static_cast<uint32_t>(dag_.tasks.size());
+    const size_t nnodes = ntasks + dag_.receptions.size();
+    auto node = [ntasks](uint32_t id) { return id >= kRecvBase ? ntasks + (id - kRecvBase) : id; };
+    std::vector<uint32_t> count(nnodes + 1, 0);
+    for (auto& [from, to] : edges_)
+      count[node(from) + 1]++;
+    for (size_t i = 0; i < nnodes; i++)
+      count[i + 1] += count[i];
+    dag_.succ.resize(edges_.size());
+    std::vector<uint32_t> fill(count.begin(), count.end() - 1);
+    for (auto& [from, to] : edges_) // stable: successors keep insertion order
+      dag_.succ[fill[node(from)]++] = node(to);
+    for (uint32_t i = 0; i < ntasks; i++) {
+      dag_.tasks[i].succ_begin = count[i];
+      dag_.tasks[i].succ_end = count[i + 1];
+      if (dag_.tasks[i].ndeps == 0)
+        dag_.ready.push_back(i);
+    }
+    for (size_t r = 0; r < dag_.receptions.size(); r++) {
+      dag_.receptions[r].succ_begin = count[ntasks + r];
+      dag_.receptions[r].succ_end = count[ntasks + r + 1];
+    }
+    edges_.clear();
+    edges_.shrink_to_fit();
+    return std::move(dag_);
+  }
+
+private:
+  // Receptions get provisional node ids until the number of tasks is known.
+  static constexpr uint32_t kRecvBase = 0x80000000u;
+  const RunConfig& cfg_;
+  int nt_;
+  Dag dag_;
+  std::vector<uint32_t> last_writer_, version_;
+  std::vector<std::vector<uint32_t>> readers_; // local readers since the last write (WAR)
+  std::unordered_map<uint64_t, uint32_t> recv_index_; // looked up only, never iterated
+  std::vector<std::pair<uint32_t, uint32_t>> edges_;   // (from, to) with provisional reception ids
+
+  void edge(uint32_t from, uint32_t to)
+  {
+    edges_.emplace_back(from, to);
+    if (to < kRecvBase)
+      dag_.tasks[to].ndeps++;
+  }
+  uint32_t node_of_recv(uint32_t r) const { return kRecvBase + r; }
+  void read(uint32_t task, uint32_t tile, uint16_t rank)
+  {
+    uint32_t writer = last_writer_[tile];
+    if (cfg_.owner[tile] == rank) {
+      if (writer != kNone)
+        edge(writer, task);
+      readers_[tile].push_back(task);
+      return;
+    }
+    uint64_t key = (static_cast<uint64_t>(tile) << 32) | (static_cast<uint64_t>(version_[tile]) << 16) | rank;
+    auto [it, inserted] = recv_index_.try_emplace(key, static_cast<uint32_t>(dag_.receptions.size()));
+    uint32_t r = it->second;
+    if (inserted) {
+      dag_.receptions.push_back({tile, version_[tile], static_cast<uint16_t>(cfg_.owner[tile]), rank});
+      if (writer != kNone)
+        edge(writer, node_of_recv(r));
+      else
+        dag_.ready_recvs.push_back(r);
+    }
+    edge(node_of_recv(r), task);
+  }
+  void write(uint32_t task, uint32_t tile)
+  {
+    if (last_writer_[tile] != kNone && last_writer_[tile] != task)
+      edge(last_writer_[tile], task);
+    for (uint32_t r : readers_[tile])
+      if (r != task)
+        edge(r, task);
+    readers_[tile].clear();
+    last_writer_[tile] = task;
+    version_[tile]++;
+  }
+
+};
+} // namespace
+
+Dag build_lu_dag(const RunConfig& cfg)
+{
+  Builder b(cfg);
+  const int NT = cfg.nt;
+  // Chameleon pzgetrf_nopiv.c: per step k, getrf, the column panel, the row panel, then updates.
+  for (int k = 0; k < NT; k++) {
+    b.add(TaskKind::getrf, k, 2 * NT - 2 * k, {{k, k}});
+    for (int m = k + 1; m < NT; m++)
+      b.add(TaskKind::trsm_col, k, 2 * NT - 2 * k - m, {{k, k}, {m, k}});
+    for (int n = k + 1; n < NT; n++)
+      b.add(TaskKind::trsm_row, k, 2 * NT - 2 * k - n, {{k, k}, {k, n}});
+    for (int n = k + 1; n < NT; n++)
+      for (int m = k + 1; m < NT; m++)
+        b.add(TaskKind::gemm, k, 2 * NT - 2 * k - n - m, {{m, k}, {k, n}, {m, n}});
+  }
+  return b.finish();
+}
+
+} // namespace numasim

@@ -1,0 +1,50 @@
+// The tiled LU without pivoting as a task graph (Chameleon compute/pzgetrf_nopiv.c
+// submission order and priorities), with StarPU-MPI's owner-computes rule
+// (mpi/src/starpu_mpi_task_insert.c): a task runs on the rank owning the tile it
+// writes; a tile version read on another rank is sent there once (per version and
+// destination) and cached.
+#pragma once
+#include "config.hpp"
+
+#include <cstdint>
+#include <vector>
+
+namespace numasim {
+
+constexpr uint32_t kNone = 0xFFFFFFFFu;
+
+struct Task {
+  uint32_t tiles[3] = {0, 0, 0}; // operands; the last one is written (RW), the others read
+  uint8_t nbuf = 0;
+  TaskKind kind = TaskKind::gemm;
+  uint16_t rank = 0;
+  int32_t prio = 0;
+  int32_t ndeps = 0; // unresolved predecessors (tasks and receptions)
+  uint32_t succ_begin = 0, succ_end = 0;
+  uint16_t step = 0; // k
+  // runtime state
+  int32_t worker = -1;
+  uint8_t pending = 0; // operands not yet on the worker's memory node
+  float predicted = 0; // expected length on the chosen worker (s)
+  double start = 0, end = 0;
+};
+
+// A tile version that a rank reads but does not own: one MPI message.
+struct Reception {
+  uint32_t tile, version;
+  uint16_t src, dst;
+  uint32_t succ_begin = 0, succ_end = 0;
+};
+
+struct Dag {
+  std::vector<Task> tasks;
+  std::vector<Reception> receptions;
+  std::vector<uint32_t> succ; // node ids: < tasks.size() is a task, else a reception (id - tasks.size())
+  std::vector<uint32_t> ready;        // tasks without predecessors, in submission order
+  std::vector<uint32_t> ready_recvs;  // receptions of initial data
+  uint64_t count_by_kind[kNumKinds] = {0, 0, 0, 0};
+};
+
+Dag build_lu_dag(const RunConfig& cfg);
+
+} // namespace numasim

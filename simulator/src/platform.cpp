@@ -1,0 +1,108 @@
+#include "platform.hpp"
+#include "error.hpp"
+
+#include <algorithm>
+#include <map>
+
+XBT_LOG_NEW_DEFAULT_CATEGORY(numasim_platform, "numasim platform discovery");
+
+namespace numasim {
+
+const RamInfo& MachineNode::ram_of_numa(int numa) const
+{
+  for (const auto& r : rams)
+    if (r.numa == numa)
+      return r;
+  return rams.front();
+}
+
+std::string link_class(const std::string& link_name)
+{
+  auto dot = link_name.find('.');
+  std::string cls = dot == std::string::npos ? link_name : link_name.substr(dot + 1);
+  while (!cls.empty() && std::isdigit(static_cast<unsigned char>(cls.back())))
+    cls.pop_back();
+  return cls;
+}
+
+namespace {
+int int_prop(const sg4::Host* h, const char* key, const std::string& file)
+{
+  const char* v = h->get_property(key);
+  if (!v)
+    throw InputError(file, "host " + h->get_name() + " property '" + key + "'", "an integer");
+  char* end = nullptr;
+  long x = std::strtol(v, &end, 10);
+  if (*end || end == v)
+    throw InputError(file, "host " + h->get_name() + " property '" + key + "'", "an integer, got '" + v + "'");
+  return static_cast<int>(x);
+}
+double double_prop(const sg4::Host* h, const char* key, const std::string& file)
+{
+  const char* v = h->get_property(key);
+  if (!v)
+    throw InputError(file, "host " + h->get_name() + " property '" + key + "'", "a number of bytes");
+  return std::strtod(v, nullptr);
+}
+} // namespace
+
+std::vector<MachineNode> discover_platform(const sg4::Engine& e, const std::string& file)
+{
+  auto hosts = e.get_all_hosts();
+  std::sort(hosts.begin(), hosts.end(), [](auto* a, auto* b) { return a->get_name() < b->get_name(); });
+  std::map<std::string, MachineNode> by_name;
+  for (auto* h : hosts) {
+    const char* node = h->get_property("node");
+    const char* kind = h->get_property("kind");
+    if (!node || !kind)
+      continue; // not a numasim host (e.g. a helper host)
+    MachineNode& n = by_name[node];
+    if (n.name.empty()) {
+      n.name = node;
+      auto* zone = h->get_englobing_zone();
+      const char* machine = zone->get_property("machine");
+      const char* rank = zone->get_property("rank");
+      if (!machine || !rank)
+        throw InputError(file, "zone " + zone->get_name() + " properties 'machine' and 'rank'",
+                         "both set on the zone of node " + n.name);
+      n.machine = machine;
+      n.rank = std::atoi(rank);
+    }
+    std::string k = kind;
+    int numa = int_prop(h, "numa", file);
+    if (k == "cpu")
+      n.cpus.push_back({h, int_prop(h, "index", file), numa});
+    else if (k == "gpu")
+      n.gpus.push_back({h, int_prop(h, "index", file), numa, double_prop(h, "memory", file)});
+    else if (k == "ram")
+      n.rams.push_back({h, numa, double_prop(h, "memory", file)});
+    else if (k == "nic")
+      n.nics.push_back({h, int_prop(h, "index", file), numa});
+    else
+      throw InputError(file, "host " + h->get_name() + " property 'kind'", "cpu, gpu, ram or nic, got '" + k + "'");
+  }
+  if (by_name.empty())
+    throw InputError(file, "hosts", "hosts with properties kind/node/numa (numasim platform, docs/interfaces.md §2)");
+  std::vector<MachineNode> nodes;
+  for (auto& [name, n] : by_name) {
+    std::sort(n.cpus.begin(), n.cpus.end(), [](auto& a, auto& b) { return a.index < b.index; });
+    std::sort(n.gpus.begin(), n.gpus.end(), [](auto& a, auto& b) { return a.index < b.index; });
+    std::sort(n.rams.begin(), n.rams.end(), [](auto& a, auto& b) { return a.numa < b.numa; });
+    std::sort(n.nics.begin(), n.nics.end(), [](auto& a, auto& b) { return a.index < b.index; });
+    if (n.cpus.empty() || n.rams.empty())
+      throw InputError(file, "node " + name, "at least one host of kind cpu and one of kind ram");
+    for (size_t k = 0; k < n.rams.size(); k++)
+      if (n.rams[k].numa != static_cast<int>(k))
+        throw InputError(file, "node " + name + " ram hosts", "one ram host per NUMA node 0..K-1");
+    nodes.push_back(std::move(n));
+  }
+  std::sort(nodes.begin(), nodes.end(), [](auto& a, auto& b) { return a.rank < b.rank; });
+  for (size_t i = 0; i < nodes.size(); i++)
+    if (nodes[i].rank != static_cast<int>(i))
+      throw InputError(file, "zone property 'rank'", "ranks 0.." + std::to_string(nodes.size() - 1) +
+                                                         " each used once (node " + nodes[i].name + ")");
+  XBT_DEBUG("%zu nodes", nodes.size());
+  return nodes;
+}
+
+} // namespace numasim

@@ -1,0 +1,52 @@
+// The numasim platform (docs/interfaces.md §2): nodes, their cores, GPUs, RAM
+// (one host per NUMA node) and NICs, found from host and zone properties.
+#pragma once
+#include <simgrid/s4u.hpp>
+
+#include <string>
+#include <vector>
+
+namespace numasim {
+namespace sg4 = simgrid::s4u;
+
+struct CoreInfo {
+  sg4::Host* host;
+  int index; // OS index (STARPU_WORKERS_CPUID refers to it)
+  int numa;
+};
+struct GpuInfo {
+  sg4::Host* host;
+  int index;
+  int numa;
+  double memory; // bytes
+};
+struct RamInfo {
+  sg4::Host* host;
+  int numa;
+  double memory;
+};
+struct NicInfo {
+  sg4::Host* host;
+  int index;
+  int numa;
+};
+
+struct MachineNode {
+  std::string name;
+  std::string machine;
+  int rank = -1;
+  std::vector<CoreInfo> cpus; // sorted by index
+  std::vector<GpuInfo> gpus;  // sorted by index
+  std::vector<RamInfo> rams;  // sorted by numa; rams[k].numa == k
+  std::vector<NicInfo> nics;
+  const RamInfo& ram_of_numa(int numa) const;
+};
+
+// Reads the loaded platform; nodes sorted by rank (rank i at position i).
+// Throws InputError(platform_file, ...) when properties are missing or inconsistent.
+std::vector<MachineNode> discover_platform(const sg4::Engine& e, const std::string& platform_file);
+
+// "n1.membus0" -> "membus"; "g5k.switch" -> "switch".
+std::string link_class(const std::string& link_name);
+
+} // namespace numasim

@@ -1,0 +1,199 @@
+// The StarPU runtime model: workers, memory nodes and replicas, schedulers,
+// StarPU-MPI, all driven by a small number of S4U actors (one per worker, one
+// progression thread per node, a pool of data movers) — never one actor per task.
+#pragma once
+#include "config.hpp"
+#include "lu_dag.hpp"
+#include "perfmodel.hpp"
+#include "platform.hpp"
+
+#include <deque>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace numasim {
+
+constexpr int kMaxMemNodes = 8; // per machine node: RAM nodes + GPU memories
+
+struct MemNode {
+  int rank;
+  int local;  // index within its rank
+  bool gpu;
+  int numa;   // NUMA node of the RAM, or the GPU's NUMA node
+  sg4::Host* host;
+  double capacity; // bytes usable for tiles (GPU memory); RAM is not limited
+  double used = 0;
+  std::set<std::pair<uint64_t, uint32_t>> lru; // (last use stamp, handle) of GPU replicas
+};
+
+struct QueueKey {
+  int32_t prio;
+  uint64_t seq;
+  uint32_t task;
+  bool operator<(const QueueKey& o) const { return prio != o.prio ? prio > o.prio : seq < o.seq; }
+};
+
+struct Worker {
+  int id, rank;
+  bool cuda;
+  int core, numa, gpu;
+  int mem;       // local memory node
+  int devid;     // perf-model device id (CUDA device, or 0 for CPUs)
+  sg4::Host* host;
+  std::string name; // e.g. chifflet-1.cpu2 / chifflet-1.gpu0
+  double length[kNumKinds] = {0, 0, 0, 0}; // perf-model mean (s), <0: cannot run
+  double dev[kNumKinds] = {0, 0, 0, 0};
+  // dmda's per-worker expectations (deque_modeling_policy_data_aware.c)
+  double exp_start = 0, exp_len = 0;
+  std::set<QueueKey> queue;
+  std::deque<uint32_t> inflight; // popped tasks (more than one with STARPU_CUDA_PIPELINE)
+  sg4::ActorPtr actor;
+  bool suspended = false;
+  uint64_t executed = 0;
+};
+
+struct Transfer {
+  int rank;          // rank of the handle (local) or of the destination (MPI)
+  uint32_t handle;   // handle index
+  int gsrc, gdst;    // global memory nodes
+  bool mpi = false;  // network message of reception `recv`
+  uint32_t recv = 0;
+  uint32_t version = 0;
+  double start = 0;
+  std::vector<uint32_t> waiters; // task ids, or kRecvFlag|reception id
+};
+
+struct Summary {
+  double makespan = 0;
+  uint64_t tasks = 0;
+  uint64_t by_kind[kNumKinds] = {0, 0, 0, 0};
+  uint64_t on_cpu = 0, on_cuda = 0;
+  uint64_t transfers = 0, mpi_messages = 0, evictions = 0, overcommits = 0;
+  std::map<std::string, double> bytes_by_link_class;
+  size_t workers = 0, cpu_workers = 0, cuda_workers = 0;
+};
+
+class Simulation {
+public:
+  // Loads the platform into `engine` and the models; throws InputError on bad input.
+  Simulation(sg4::Engine& engine, RunConfig cfg);
+  Summary run();
+
+  // Introspection for tests and traces.
+  const std::vector<MachineNode>& nodes() const { return nodes_; }
+  const std::vector<Worker>& workers() const { return workers_; }
+  const std::vector<MemNode>& memnodes() const { return mem_; }
+  const NodeThreads& threads(int rank) const { return threads_[rank]; }
+  const Dag& dag() const { return dag_; }
+  int global_mem(int rank, int local) const { return rank_mem_[rank][local]; }
+  int home_mem(int rank) const { return home_[rank]; } // local index of the main RAM node
+  uint8_t valid_mask(int rank, uint32_t tile) const { return hstate_[handle(rank, tile)].valid; }
+  double estimate(int gsrc, int gdst, double bytes);
+  struct TransferRecord {
+    double start, end, bytes;
+    int gsrc, gdst;
+  };
+  const std::vector<TransferRecord>& transfer_log() const { return transfer_log_; }
+  std::vector<std::string> route_links(int gsrc, int gdst);
+
+  // Scheduling decision of dmda for a ready task (exposed for unit tests).
+  int dmda_choose(uint32_t task, double* best_fitness = nullptr);
+
+  void write_trace(const std::string& path) const;
+  void write_transfers(const std::string& path) const;
+
+private:
+  static constexpr uint32_t kRecvFlag = 0x80000000u;
+  struct HandleState {
+    uint32_t version = 0;
+    uint8_t valid = 0;    // memory nodes (local indices) holding the current version
+    uint8_t fetching = 0; // memory nodes with a transfer under way
+  };
+  struct Route {
+    bool known = false;
+    double latency = 0, bandwidth = 0;
+    std::vector<int> classes;
+    std::vector<std::string> links;
+  };
+  struct MpiThread {
+    std::deque<std::pair<bool, uint32_t>> requests; // (is_send, reception)
+    sg4::ActorPtr actor;
+    bool suspended = false;
+  };
+
+  sg4::Engine& engine_;
+  RunConfig cfg_;
+  std::vector<MachineNode> nodes_;
+  std::vector<NodeThreads> threads_;
+  std::vector<MemNode> mem_;
+  std::vector<std::vector<int>> rank_mem_; // local -> global memory node
+  std::vector<int> home_;                  // per rank: local index of the main RAM node
+  std::vector<std::vector<int>> rank_workers_;
+  std::vector<Worker> workers_;
+  Dag dag_;
+  double tile_bytes_ = 0;
+  size_t ntiles_ = 0;
+  std::vector<HandleState> hstate_;
+  std::vector<int32_t> fetch_id_; // (handle, local mem) -> transfer in flight
+  std::vector<uint16_t> pins_;    // (handle, local mem) -> tasks holding the replica
+  std::vector<uint64_t> stamp_;   // (handle, local mem) -> LRU stamp (GPU only)
+  uint64_t stamp_clock_ = 0, seq_ = 0;
+  std::vector<Transfer> transfers_;
+  std::vector<uint32_t> free_transfers_;
+  std::vector<std::pair<sg4::ActorPtr, int32_t>> movers_; // (actor, transfer or -1)
+  std::vector<int> idle_movers_;
+  std::vector<MpiThread> mpi_;
+  std::vector<std::set<QueueKey>> central_; // eager: one queue per rank
+  std::vector<Route> routes_;               // dense [gsrc * nmem + gdst]
+  std::vector<std::string> class_names_;
+  std::vector<double> class_bytes_;
+  std::mt19937_64 rng_;
+  std::normal_distribution<double> normal_{0.0, 1.0};
+  uint64_t done_tasks_ = 0;
+  bool finished_ = false;
+  Summary sum_;
+  std::vector<TransferRecord> transfer_log_;
+  bool log_transfers_ = false;
+
+  uint32_t handle(int rank, uint32_t tile) const { return static_cast<uint32_t>(rank * ntiles_ + tile); }
+  size_t slot(uint32_t h, int local) const { return static_cast<size_t>(h) * kMaxMemNodes + local; }
+  Route& route(int gsrc, int gdst);
+  void setup_nodes();
+  void load_models();
+
+  // scheduling
+  void push_ready(uint32_t task, int releasing_worker);
+  void push_to_worker(Worker& w, uint32_t task, double predicted_length, double predicted_transfer);
+  int32_t pop(Worker& w);
+  double data_penalty(const Task& t, const Worker& w);
+  void wake(Worker& w);
+  void wake_idle(int rank, const Task& t);
+
+  // data
+  int best_source(int rank, uint32_t h, int dst_local);
+  bool request(int rank, uint32_t h, int dst_local, uint32_t waiter); // true if already valid
+  void allocate(int rank, uint32_t h, int local);
+  void drop_replica(int rank, uint32_t h, int local);
+  void touch(int rank, uint32_t h, int local);
+  void start_transfer(uint32_t tid);
+  void transfer_done(uint32_t tid);
+  void account(int gsrc, int gdst, double bytes, double start);
+  void satisfy(uint32_t waiter);
+
+  // execution
+  void worker_loop(int wid);
+  void prepare(Worker& w, uint32_t task);
+  void execute(Worker& w, uint32_t task);
+  void release(uint32_t node_id, int releasing_worker);
+  void trigger_reception(uint32_t r);
+  void mpi_loop(int rank);
+  void mpi_enqueue(int rank, bool send, uint32_t r);
+  void mover_loop(int mid);
+  void finish_all();
+  double sample_duration(const Worker& w, TaskKind k);
+};
+
+} // namespace numasim

@@ -1,0 +1,148 @@
+"""hwloc topology XML (format 2.0, as written by hwloc 2.x `lstopo --of xml`) of a machine.
+
+Structure matched against `lstopo --of xml` output of hwloc 2.9 and its importer
+(hwloc/topology-xml.c): Machine > Package > {NUMANode (memory child), L3Cache > Core > PU}
+and, per NUMA node with devices, a host Bridge under that Package holding the PCI devices
+(GPUs with a CUDA OS device, NICs with a network OS device), so that hwloc attaches each
+device to the right NUMA node. PU OS indices follow Linux's numbering of hyper-threads:
+thread t of core c is PU c + t * ncores.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lxml import etree
+
+from testbed.errors import InputError
+from testbed.machines import Machine
+
+#: PCI vendor:device ids of known device models (cosmetic: lets lstopo print a name).
+PCI_IDS = {
+    "NVIDIA GeForce GTX 1080 Ti": "10de:1b06",
+    "Intel 82599ES": "8086:10fb",
+}
+
+
+def bitmap(bits: set[int] | list[int]) -> str:
+    """hwloc's bitmap string: 32-bit hex words, most significant first ("0x000000ff,0xffffffff")."""
+    value = 0
+    for b in bits:
+        value |= 1 << b
+    words = []
+    while True:
+        words.append(value & 0xFFFFFFFF)
+        value >>= 32
+        if not value:
+            break
+    return ",".join(f"0x{w:08x}" for w in reversed(words))
+
+
+class _Ids:
+    def __init__(self) -> None:
+        self.next = 1
+
+    def __call__(self) -> str:
+        self.next += 1
+        return str(self.next - 1)
+
+
+def topology_tree(machine: Machine) -> etree._ElementTree:
+    m = machine
+    for s, numas in enumerate(m.sockets):
+        if len(numas) != 1:
+            raise InputError(m.path, f"sockets[{s}].numa_nodes", "exactly one NUMA node per socket for the hwloc export")
+    ncores = m.ncores
+    threads = m.threads_per_core
+    gp = _Ids()
+
+    def pus_of(cores: list[int] | tuple[int, ...]) -> set[int]:
+        return {c + t * ncores for c in cores for t in range(threads)}
+
+    def sets(el: etree._Element, pus: set[int], numas: set[int], allowed: bool = False) -> None:
+        el.set("cpuset", bitmap(pus))
+        el.set("complete_cpuset", bitmap(pus))
+        if allowed:
+            el.set("allowed_cpuset", bitmap(pus))
+        el.set("nodeset", bitmap(numas))
+        el.set("complete_nodeset", bitmap(numas))
+        if allowed:
+            el.set("allowed_nodeset", bitmap(numas))
+
+    def info(el: etree._Element, name: str, value: object) -> None:
+        etree.SubElement(el, "info", name=name, value=str(value))
+
+    root = etree.Element("topology", version="2.0")
+    mach = etree.SubElement(root, "object", type="Machine", os_index="0")
+    sets(mach, pus_of(m.cores), set(range(len(m.numa_nodes))), allowed=True)
+    mach.set("gp_index", gp())
+    info(mach, "Backend", "testbed")
+    info(mach, "HostName", m.name)
+    info(mach, "Architecture", "x86_64")
+    info(mach, "testbedMachineFile", m.path.name)
+
+    pci_bus = 1
+    for s, (numa_index,) in enumerate(m.sockets):
+        numa = m.numa_nodes[numa_index]
+        pkg = etree.SubElement(mach, "object", type="Package", os_index=str(s))
+        sets(pkg, pus_of(numa.cores), {numa.index})
+        pkg.set("gp_index", gp())
+        info(pkg, "CPUModel", m.cpu_model)
+        node = etree.SubElement(pkg, "object", type="NUMANode", os_index=str(numa.index))
+        sets(node, pus_of(numa.cores), {numa.index})
+        node.set("gp_index", gp())
+        node.set("local_memory", str(numa.memory_bytes))
+        parent = pkg
+        if m.l3_cache_bytes:
+            parent = etree.SubElement(pkg, "object", type="L3Cache", os_index=str(s))
+            sets(parent, pus_of(numa.cores), {numa.index})
+            parent.set("gp_index", gp())
+            for k, v in (("cache_size", m.l3_cache_bytes), ("depth", 3), ("cache_linesize", 64),
+                         ("cache_associativity", 0), ("cache_type", 0)):
+                parent.set(k, str(v))
+        for c in numa.cores:
+            core = etree.SubElement(parent, "object", type="Core", os_index=str(c))
+            sets(core, pus_of([c]), {numa.index})
+            core.set("gp_index", gp())
+            for t in range(threads):
+                pu = etree.SubElement(core, "object", type="PU", os_index=str(c + t * ncores))
+                sets(pu, {c + t * ncores}, {numa.index})
+                pu.set("gp_index", gp())
+
+        gpus = [g for g in m.gpus if g.numa_node == numa.index]
+        nics = [n for n in m.nics if n.numa_node == numa.index]
+        if not gpus and not nics:
+            continue
+        first = pci_bus
+        devices: list[tuple[str, str, float, str, dict[str, object], str]] = []
+        for g in gpus:
+            ids = PCI_IDS.get(g.model, "10de:0000" if "NVIDIA" in g.model else "0000:0000")
+            devices.append(("0302" if "Tesla" in g.model else "0300", ids, g.pcie_bandwidth_Bps, f"cuda{g.index}",
+                            {"Backend": "CUDA", "GPUVendor": "NVIDIA Corporation", "GPUModel": g.model,
+                             "CUDAGlobalMemorySize": g.memory_bytes // 1024}, "5"))
+        for n in nics:
+            devices.append(("0200", PCI_IDS.get(n.model, "0000:0000"), n.pcie_bandwidth_Bps, n.name,
+                            {"Backend": "testbed"}, "2"))
+        last = first + len(devices) - 1
+        bridge = etree.SubElement(pkg, "object", type="Bridge", gp_index=gp(), bridge_type="0-1", depth="0",
+                                  bridge_pci=f"0000:[{first:02x}-{last:02x}]")
+        for cls, ids, bw, osname, infos, ostype in devices:
+            dev = etree.SubElement(bridge, "object", type="PCIDev", gp_index=gp(),
+                                   pci_busid=f"0000:{pci_bus:02x}:00.0",
+                                   pci_type=f"{cls} [{ids}] [0000:0000] 00",
+                                   pci_link_speed=f"{bw / 1e9:.6f}")
+            osdev = etree.SubElement(dev, "object", type="OSDev", gp_index=gp(), name=osname, osdev_type=ostype)
+            if ostype == "5":
+                osdev.set("subtype", "CUDA")
+            for k, v in infos.items():
+                info(osdev, k, v)
+            pci_bus += 1
+        pci_bus = max(pci_bus, last + 1)
+    return etree.ElementTree(root)
+
+
+def write_topology(machine: Machine, path: str | Path) -> None:
+    tree = topology_tree(machine)
+    with open(path, "wb") as fh:
+        fh.write(b'<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE topology SYSTEM "hwloc2.dtd">\n')
+        fh.write(etree.tostring(tree.getroot(), pretty_print=True))

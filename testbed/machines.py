@@ -1,0 +1,402 @@
+"""Machine and cluster descriptions: load, validate, and expose them as plain objects.
+
+A machine type lives in ``platforms/machines/<name>.yaml`` (schema
+``testbed/schemas/machine.schema.json``); a cluster in
+``platforms/clusters/<name>.yaml`` lists node groups in rank order. Every
+physical quantity in these files is ``{value, source}`` or ``{value, derived}``;
+this module checks that, the schema, and the cross references (NUMA nodes named
+by GPUs, NICs, sockets and links exist) and raises ``InputError(file, key,
+expected)`` on the first problem.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from testbed import ROOT
+from testbed.errors import InputError
+from testbed.paths import CLUSTERS, MACHINES
+
+SCHEMAS = Path(__file__).resolve().parent / "schemas"
+
+
+# --------------------------------------------------------------------------- objects
+
+
+@dataclass(frozen=True)
+class NumaNode:
+    index: int
+    socket: int
+    cores: tuple[int, ...]  # OS indices of the physical cores
+    memory_bytes: int
+    memory_bandwidth_Bps: float
+    memory_latency_s: float
+    core_bandwidth_Bps: float
+
+
+@dataclass(frozen=True)
+class InterSocketLink:
+    numa_nodes: tuple[int, int]
+    bandwidth_Bps: float
+    latency_s: float
+
+
+@dataclass(frozen=True)
+class Gpu:
+    index: int
+    model: str
+    numa_node: int
+    memory_bytes: int
+    flops: float
+    pcie_bandwidth_Bps: float
+    pcie_latency_s: float
+
+
+@dataclass(frozen=True)
+class Nic:
+    index: int
+    name: str
+    model: str
+    numa_node: int
+    bandwidth_Bps: float
+    pcie_bandwidth_Bps: float
+    pcie_latency_s: float
+
+
+@dataclass(frozen=True)
+class BwLat:
+    bandwidth_Bps: float
+    latency_s: float
+
+
+@dataclass
+class Machine:
+    name: str
+    path: Path
+    cpu_model: str
+    frequency_hz: float
+    threads_per_core: int
+    core_flops: float
+    l3_cache_bytes: int | None
+    sockets: list[list[int]]  # socket -> NUMA node indices
+    numa_nodes: list[NumaNode]
+    inter_socket_links: list[InterSocketLink]
+    gpus: list[Gpu]
+    nics: list[Nic]
+    gpu_peer: dict[str, BwLat]
+    kernels: Path | None
+    raw: dict[str, Any] = field(repr=False)
+
+    @property
+    def cores(self) -> list[int]:
+        """OS indices of all physical cores, in NUMA order."""
+        return [c for n in self.numa_nodes for c in n.cores]
+
+    @property
+    def ncores(self) -> int:
+        return len(self.cores)
+
+    def numa_of_core(self, core: int) -> int:
+        for n in self.numa_nodes:
+            if core in n.cores:
+                return n.index
+        raise KeyError(core)
+
+    def socket_of_numa(self, numa: int) -> int:
+        return self.numa_nodes[numa].socket
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    machine: Machine
+    rank: int
+
+
+@dataclass
+class Network:
+    link_bandwidth_Bps: float
+    link_latency_s: float
+    switch_bandwidth_Bps: float
+    switch_latency_s: float
+
+
+@dataclass
+class Cluster:
+    name: str
+    path: Path
+    nodes: list[Node]
+    network: Network
+    raw: dict[str, Any] = field(repr=False)
+
+    @property
+    def machines(self) -> dict[str, Machine]:
+        """Machine types of the cluster, in order of first appearance."""
+        out: dict[str, Machine] = {}
+        for n in self.nodes:
+            out.setdefault(n.machine.name, n.machine)
+        return out
+
+
+# --------------------------------------------------------------------------- validation
+
+
+@cache
+def _schema(name: str) -> dict:
+    return json.loads((SCHEMAS / name).read_text())
+
+
+def key_path(parts: list[Any] | tuple[Any, ...]) -> str:
+    """`['gpus', 0, 'numa_node']` -> `gpus[0].numa_node`."""
+    out = ""
+    for p in parts:
+        if isinstance(p, int):
+            out += f"[{p}]"
+        else:
+            out += f".{p}" if out else str(p)
+    return out or "(top level)"
+
+
+def _schema_error(file: Path, err: jsonschema.ValidationError) -> InputError:
+    path = list(err.absolute_path)
+    if err.validator == "additionalProperties":
+        allowed = sorted(err.schema.get("properties", {}))
+        extra = sorted(set(err.instance) - set(allowed))
+        return InputError(file, key_path(path + [extra[0]]), f"one of the known keys ({', '.join(allowed)})")
+    if err.validator == "required":
+        missing = [k for k in err.validator_value if k not in err.instance]
+        return InputError(file, key_path(path + [missing[0]]), "this key to be present")
+    if err.validator == "type":
+        want = err.validator_value if isinstance(err.validator_value, str) else " or ".join(err.validator_value)
+        if want == "object" and path and isinstance(err.instance, (int, float)):
+            want = "a mapping {value: ..., source: ...} or {value: ..., derived: ...}"
+        return InputError(file, key_path(path), f"{want}, got {err.instance!r}")
+    return InputError(file, key_path(path), f"{err.message}")
+
+
+def _validate(file: Path, data: Any, schema_name: str) -> None:
+    validator = jsonschema.Draft202012Validator(_schema(schema_name))
+    errors = sorted(validator.iter_errors(data), key=lambda e: (list(map(str, e.absolute_path)), e.validator))
+    if errors:
+        raise _schema_error(file, jsonschema.exceptions.best_match(errors))
+    _check_quantities(file, data, [])
+
+
+def _check_quantities(file: Path, node: Any, path: list[Any]) -> None:
+    """Each quantity states where it comes from: exactly one of `source` or `derived`."""
+    if isinstance(node, dict):
+        if "value" in node:
+            has = [k for k in ("source", "derived") if k in node]
+            if len(has) != 1:
+                raise InputError(file, key_path(path), "exactly one of `source` (a citation) or `derived` (how it was computed)")
+            return
+        for k, v in node.items():
+            _check_quantities(file, v, path + [k])
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            _check_quantities(file, v, path + [i])
+
+
+def _read_yaml(file: Path) -> Any:
+    try:
+        text = file.read_text()
+    except OSError as exc:
+        raise InputError(file, None, f"a readable YAML file ({exc.strerror})") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise InputError(file, None, f"valid YAML ({str(exc).splitlines()[0]})") from None
+
+
+def _resolve(name_or_path: str | Path, folder: Path, relative_to: Path | None = None) -> Path:
+    s = str(name_or_path)
+    if s.endswith((".yaml", ".yml")) or "/" in s:
+        p = Path(s)
+        if not p.is_absolute() and relative_to is not None and (relative_to / p).exists():
+            p = relative_to / p
+        return p
+    return folder / f"{s}.yaml"
+
+
+def _v(q: dict) -> Any:
+    return q["value"]
+
+
+# --------------------------------------------------------------------------- loaders
+
+
+def parse_machine(data: Any, file: Path) -> Machine:
+    """Validate a machine mapping (as read from `file`) and build a Machine."""
+    _validate(file, data, "machine.schema.json")
+    numa_raw = data["numa_nodes"]
+    nnuma = len(numa_raw)
+
+    socket_of: dict[int, int] = {}
+    for s, sock in enumerate(data["sockets"]):
+        for j, k in enumerate(sock["numa_nodes"]):
+            if k >= nnuma:
+                raise InputError(file, f"sockets[{s}].numa_nodes[{j}]", f"a NUMA node index < {nnuma}, got {k}")
+            if k in socket_of:
+                raise InputError(file, f"sockets[{s}].numa_nodes[{j}]", f"NUMA node {k} in only one socket")
+            socket_of[k] = s
+    for k in range(nnuma):
+        if k not in socket_of:
+            raise InputError(file, "sockets", f"every NUMA node in a socket; NUMA node {k} is in none")
+
+    seen: dict[int, int] = {}
+    numa_nodes = []
+    for k, n in enumerate(numa_raw):
+        for c in _v(n["cores"]):
+            if c in seen:
+                raise InputError(file, f"numa_nodes[{k}].cores", f"distinct core OS indices; {c} is also in NUMA node {seen[c]}")
+            seen[c] = k
+        numa_nodes.append(
+            NumaNode(
+                index=k,
+                socket=socket_of[k],
+                cores=tuple(_v(n["cores"])),
+                memory_bytes=int(_v(n["memory_bytes"])),
+                memory_bandwidth_Bps=float(_v(n["memory_bandwidth_Bps"])),
+                memory_latency_s=float(_v(n["memory_latency_s"])),
+                core_bandwidth_Bps=float(_v(n["core_bandwidth_Bps"])),
+            )
+        )
+
+    def check_numa(key: str, k: int) -> int:
+        if not 0 <= k < nnuma:
+            raise InputError(file, key, f"an existing NUMA node index (0..{nnuma - 1}), got {k}")
+        return k
+
+    links = []
+    for i, link in enumerate(data.get("inter_socket_links", [])):
+        a, b = (check_numa(f"inter_socket_links[{i}].numa_nodes", k) for k in link["numa_nodes"])
+        if a == b:
+            raise InputError(file, f"inter_socket_links[{i}].numa_nodes", "two different NUMA nodes")
+        links.append(InterSocketLink((a, b), float(_v(link["bandwidth_Bps"])), float(_v(link["latency_s"]))))
+    _check_connected(file, nnuma, links)
+
+    gpus = [
+        Gpu(
+            index=j,
+            model=g["model"],
+            numa_node=check_numa(f"gpus[{j}].numa_node", g["numa_node"]),
+            memory_bytes=int(_v(g["memory_bytes"])),
+            flops=float(_v(g["flops"])),
+            pcie_bandwidth_Bps=float(_v(g["pcie_bandwidth_Bps"])),
+            pcie_latency_s=float(_v(g["pcie_latency_s"])),
+        )
+        for j, g in enumerate(data.get("gpus", []))
+    ]
+    nics = [
+        Nic(
+            index=l,
+            name=n["name"],
+            model=n.get("model", ""),
+            numa_node=check_numa(f"nics[{l}].numa_node", n["numa_node"]),
+            bandwidth_Bps=float(_v(n["bandwidth_Bps"])),
+            pcie_bandwidth_Bps=float(_v(n["pcie_bandwidth_Bps"])),
+            pcie_latency_s=float(_v(n["pcie_latency_s"])),
+        )
+        for l, n in enumerate(data["nics"])
+    ]
+    gpu_peer = {
+        k: BwLat(float(_v(v["bandwidth_Bps"])), float(_v(v["latency_s"]))) for k, v in data.get("gpu_peer", {}).items()
+    }
+    kernels = None
+    if "kernels" in data:
+        kernels = Path(data["kernels"])
+        if not kernels.is_absolute():
+            kernels = ROOT / kernels
+        if not (kernels / "kernels.yaml").is_file():
+            raise InputError(file, "kernels", f"a calibration bundle directory containing kernels.yaml, got {data['kernels']!r}")
+    cpu = data["cpu"]
+    return Machine(
+        name=data["name"],
+        path=file,
+        cpu_model=cpu["model"],
+        frequency_hz=float(_v(cpu["frequency_hz"])),
+        threads_per_core=int(_v(cpu["threads_per_core"])),
+        core_flops=float(_v(cpu["core_flops"])),
+        l3_cache_bytes=int(_v(cpu["l3_cache_bytes"])) if "l3_cache_bytes" in cpu else None,
+        sockets=[list(s["numa_nodes"]) for s in data["sockets"]],
+        numa_nodes=numa_nodes,
+        inter_socket_links=links,
+        gpus=gpus,
+        nics=nics,
+        gpu_peer=gpu_peer,
+        kernels=kernels,
+        raw=data,
+    )
+
+
+def _check_connected(file: Path, nnuma: int, links: list[InterSocketLink]) -> None:
+    """Every NUMA node must be reachable from NUMA 0, else routes cannot exist."""
+    reach = {0}
+    changed = True
+    while changed:
+        changed = False
+        for link in links:
+            a, b = link.numa_nodes
+            if (a in reach) != (b in reach):
+                reach |= {a, b}
+                changed = True
+    if len(reach) != nnuma:
+        missing = sorted(set(range(nnuma)) - reach)
+        raise InputError(file, "inter_socket_links", f"links connecting every NUMA node; NUMA {missing} unreachable")
+
+
+def load_machine(path_or_name: str | Path, relative_to: Path | None = None) -> Machine:
+    """Load `platforms/machines/NAME.yaml` (or a path) into a validated Machine."""
+    file = _resolve(path_or_name, MACHINES, relative_to)
+    if not file.is_file():
+        raise InputError(file, None, "an existing machine file")
+    data = _read_yaml(file)
+    machine = parse_machine(data, file)
+    if machine.name != file.stem:
+        raise InputError(file, "name", f"the file's base name {file.stem!r}, got {machine.name!r}")
+    return machine
+
+
+def load_cluster(path_or_name: str | Path) -> Cluster:
+    """Load `platforms/clusters/NAME.yaml` (or a path) into a validated Cluster."""
+    file = _resolve(path_or_name, CLUSTERS)
+    if not file.is_file():
+        raise InputError(file, None, "an existing cluster file")
+    data = _read_yaml(file)
+    _validate(file, data, "cluster.schema.json")
+    nodes: list[Node] = []
+    counters: dict[str, int] = {}
+    machines: dict[str, Machine] = {}
+    for g, group in enumerate(data["nodes"]):
+        ref = group["machine"]
+        mfile = _resolve(ref, MACHINES, file.parent)
+        if not mfile.is_file():
+            known = sorted(p.stem for p in MACHINES.glob("*.yaml"))
+            raise InputError(file, f"nodes[{g}].machine", f"a known machine ({', '.join(known)}) or a machine file, got {ref!r}")
+        machine = load_machine(mfile)
+        if machine.name in machines and machines[machine.name].path.resolve() != mfile.resolve():
+            raise InputError(file, f"nodes[{g}].machine", f"one definition per machine name; {machine.name!r} comes from two files")
+        machines[machine.name] = machine
+        for _ in range(group["count"]):
+            counters[machine.name] = counters.get(machine.name, 0) + 1
+            nodes.append(Node(f"{machine.name}-{counters[machine.name]}", machine, len(nodes)))
+    net = data["network"]
+    return Cluster(
+        name=data["name"],
+        path=file,
+        nodes=nodes,
+        network=Network(
+            link_bandwidth_Bps=float(_v(net["link_bandwidth_Bps"])),
+            link_latency_s=float(_v(net["link_latency_s"])),
+            switch_bandwidth_Bps=float(_v(net["switch_bandwidth_Bps"])),
+            switch_latency_s=float(_v(net["switch_latency_s"])),
+        ),
+        raw=data,
+    )

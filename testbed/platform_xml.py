@@ -1,0 +1,135 @@
+"""numasim's SimGrid platform (v4.1) with NUMA-split memory (docs/interfaces.md §2).
+
+One zone per node (Floyd routing) holding a host per core, GPU, NUMA memory and NIC,
+one router per NUMA node, and links for memory buses, inter-socket links, PCIe and
+per-core paths; a Full top zone joins the nodes through their NIC, Ethernet link and
+one switch. Only adjacent pairs get explicit routes: Floyd derives the rest, so a
+transfer from NUMA 1 memory to a NIC on NUMA 0 crosses the inter-socket link.
+"""
+
+from __future__ import annotations
+
+from lxml import etree
+
+from testbed.machines import Cluster, Machine, Node
+
+
+def _bw(v: float) -> str:
+    return f"{v:.10g}Bps"
+
+
+def _lat(v: float) -> str:
+    return f"{v:.10g}s"
+
+
+def _flops(v: float) -> str:
+    return f"{v:.10g}f"
+
+
+def _props(el: etree._Element, **props: object) -> None:
+    for k, v in props.items():
+        etree.SubElement(el, "prop", id=k, value=str(v))
+
+
+def inter_socket_link_ids(machine: Machine) -> list[str]:
+    """`qpi` for the usual single link, `qpi0`, `qpi1`, ... when there are several."""
+    n = len(machine.inter_socket_links)
+    return ["qpi"] if n == 1 else [f"qpi{i}" for i in range(n)]
+
+
+def _node_zone(parent: etree._Element, node: Node) -> None:
+    m = node.machine
+    p = node.name
+    zone = etree.SubElement(parent, "zone", id=p, routing="Floyd")
+    _props(zone, machine=m.name, rank=node.rank, ncores=m.ncores, ngpus=len(m.gpus), nnuma=len(m.numa_nodes))
+
+    for numa in m.numa_nodes:
+        for core in numa.cores:
+            h = etree.SubElement(zone, "host", id=f"{p}.cpu{core}", speed=_flops(m.core_flops))
+            _props(h, kind="cpu", node=p, numa=numa.index, socket=numa.socket, index=core)
+    for g in m.gpus:
+        h = etree.SubElement(zone, "host", id=f"{p}.gpu{g.index}", speed=_flops(g.flops))
+        _props(h, kind="gpu", node=p, numa=g.numa_node, index=g.index, memory=g.memory_bytes, model=g.model)
+    for numa in m.numa_nodes:
+        h = etree.SubElement(zone, "host", id=f"{p}.ram{numa.index}", speed="1f")
+        _props(h, kind="ram", node=p, numa=numa.index, socket=numa.socket, memory=numa.memory_bytes)
+    for nic in m.nics:
+        h = etree.SubElement(zone, "host", id=f"{p}.nic{nic.index}", speed="1f")
+        _props(h, kind="nic", node=p, numa=nic.numa_node, index=nic.index, name=nic.name)
+    for numa in m.numa_nodes:
+        etree.SubElement(zone, "router", id=f"{p}.socket{numa.index}")
+
+    for numa in m.numa_nodes:
+        etree.SubElement(zone, "link", id=f"{p}.membus{numa.index}",
+                         bandwidth=_bw(numa.memory_bandwidth_Bps), latency=_lat(numa.memory_latency_s))
+    qpi_ids = inter_socket_link_ids(m)
+    for lid, link in zip(qpi_ids, m.inter_socket_links):
+        etree.SubElement(zone, "link", id=f"{p}.{lid}", bandwidth=_bw(link.bandwidth_Bps), latency=_lat(link.latency_s))
+    for g in m.gpus:
+        etree.SubElement(zone, "link", id=f"{p}.pcie{g.index}",
+                         bandwidth=_bw(g.pcie_bandwidth_Bps), latency=_lat(g.pcie_latency_s))
+    for nic in m.nics:
+        etree.SubElement(zone, "link", id=f"{p}.nicpcie{nic.index}",
+                         bandwidth=_bw(nic.pcie_bandwidth_Bps), latency=_lat(nic.pcie_latency_s))
+    for numa in m.numa_nodes:
+        for core in numa.cores:
+            # Latency is counted once, on the memory bus; the core link only caps bandwidth.
+            etree.SubElement(zone, "link", id=f"{p}.core{core}", bandwidth=_bw(numa.core_bandwidth_Bps), latency="0s")
+
+    def route(src: str, dst: str, *links: str) -> None:
+        r = etree.SubElement(zone, "route", src=src, dst=dst)
+        for lid in links:
+            etree.SubElement(r, "link_ctn", id=lid)
+
+    for numa in m.numa_nodes:
+        route(f"{p}.ram{numa.index}", f"{p}.socket{numa.index}", f"{p}.membus{numa.index}")
+    for lid, link in zip(qpi_ids, m.inter_socket_links):
+        a, b = link.numa_nodes
+        route(f"{p}.socket{a}", f"{p}.socket{b}", f"{p}.{lid}")
+    for g in m.gpus:
+        route(f"{p}.gpu{g.index}", f"{p}.socket{g.numa_node}", f"{p}.pcie{g.index}")
+    for nic in m.nics:
+        route(f"{p}.nic{nic.index}", f"{p}.socket{nic.numa_node}", f"{p}.nicpcie{nic.index}")
+    for numa in m.numa_nodes:
+        for core in numa.cores:
+            route(f"{p}.cpu{core}", f"{p}.socket{numa.index}", f"{p}.core{core}")
+
+
+def platform_tree(cluster: Cluster) -> etree._ElementTree:
+    root = etree.Element("platform", version="4.1")
+    top = etree.SubElement(root, "zone", id=cluster.name, routing="Full")
+    _props(top, cluster=cluster.name, nnodes=len(cluster.nodes))
+    for node in cluster.nodes:
+        _node_zone(top, node)
+    net = cluster.network
+    for node in cluster.nodes:
+        nic = node.machine.nics[0]
+        etree.SubElement(top, "link", id=f"{node.name}.eth",
+                         bandwidth=_bw(min(nic.bandwidth_Bps, net.link_bandwidth_Bps)), latency=_lat(net.link_latency_s))
+    etree.SubElement(top, "link", id=f"{cluster.name}.switch", bandwidth=_bw(net.switch_bandwidth_Bps),
+                     latency=_lat(net.switch_latency_s), sharing_policy="FATPIPE")
+    for i, a in enumerate(cluster.nodes):
+        for b in cluster.nodes[i + 1:]:
+            zr = etree.SubElement(top, "zoneRoute", src=a.name, dst=b.name,
+                                  gw_src=f"{a.name}.nic0", gw_dst=f"{b.name}.nic0")
+            for lid in (f"{a.name}.eth", f"{cluster.name}.switch", f"{b.name}.eth"):
+                etree.SubElement(zr, "link_ctn", id=lid)
+    return etree.ElementTree(root)
+
+
+def write_platform(cluster: Cluster, path) -> None:
+    tree = platform_tree(cluster)
+    with open(path, "wb") as fh:
+        fh.write(b"<?xml version='1.0'?>\n")
+        fh.write(b'<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">\n')
+        fh.write(etree.tostring(tree.getroot(), pretty_print=True))
+
+
+def expected_counts(cluster: Cluster) -> dict[str, int]:
+    """Hosts and links the platform must contain, computed from the YAML only (for tests)."""
+    hosts = links = 0
+    for node in cluster.nodes:
+        m = node.machine
+        hosts += m.ncores + len(m.gpus) + len(m.numa_nodes) + len(m.nics)
+        links += len(m.numa_nodes) + len(m.inter_socket_links) + len(m.gpus) + len(m.nics) + m.ncores + 1  # + eth
+    return {"hosts": hosts, "links": links + 1}  # + switch
