@@ -227,14 +227,11 @@ def best_configuration(runs: pd.DataFrame, factors: list[str], summary: pd.DataF
 
 
 # ------------------------------------------------------------------ formatting
-def fmt(x: float, digits: int = 3) -> str:
+def fmt(x: float, digits: int = 4) -> str:
+    """A number with `digits` significant digits; an en dash for a missing value."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "–"
-    if x == 0:
-        return "0"
-    if abs(x) < 10 ** -(digits + 1) or abs(x) >= 10 ** (digits + 3):
-        return f"{x:.{digits - 1}e}"
-    return f"{x:.{digits}g}" if abs(x) < 1 else f"{x:.{digits}f}".rstrip("0").rstrip(".") if abs(x) < 100 else f"{x:.1f}"
+    return f"{x:.{digits}g}"
 
 
 def fmt_p(p: float) -> str:

@@ -39,12 +39,16 @@ def read_design(path: str | Path) -> pd.DataFrame:
 def spec_for(row: dict, factors: list[str], platform_dir: Path | None, workdir: Path) -> RunSpec:
     levels = {f: int(row[f]) for f in factors}
     fixed_env = json.loads(row["env"]) if isinstance(row["env"], str) and row["env"] else {}
+    factor_env = json.loads(row["factor_env"]) if isinstance(row.get("factor_env"), str) and row["factor_env"] else {}
+    # Factors with explicit variables bypass config/factors.yaml; the others follow its rules.
+    explicit = {k: v for f, e in sorted(factor_env.items()) for k, v in e["low" if levels[f] == -1 else "high"].items()}
+    ruled = {f: lv for f, lv in levels.items() if f not in factor_env}
     return RunSpec(
         engine=row["engine"],
         cluster=row["cluster"],
         n=int(row["n"]),
         b=int(row["b"]),
-        env=resolve_env(row["cluster"], levels, fixed_env, None),
+        env=resolve_env(row["cluster"], ruled, {**explicit, **fixed_env}, None),
         factors=levels,
         seed=int(row["seed"]),
         distribution=json.loads(row["distribution"]),
@@ -55,8 +59,9 @@ def spec_for(row: dict, factors: list[str], platform_dir: Path | None, workdir: 
 
 
 def run_batch(design: pd.DataFrame, batch: int, platform_dir: Path | None = None,
-              where: str = "design", progress=sys.stderr) -> list[dict]:
+              where: str = "design", progress=None) -> list[dict]:
     """Run every design row of `batch` (in design order); returns the runs-table rows."""
+    progress = progress or sys.stderr
     rows = design[design["batch"] == batch].sort_values("order").to_dict("records")
     if not rows:
         batches = sorted(design["batch"].unique())

@@ -28,7 +28,7 @@ CONFIG_SCHEMA = ROOT / "config" / "config.schema.yaml"
 #: columns of a design table that are not factor levels
 DESIGN_COLUMNS = [
     "experiment", "run", "order", "batch", "config", "repetition", "seed",
-    "engine", "cluster", "n", "b", "distribution", "env", "variability",
+    "engine", "cluster", "n", "b", "distribution", "env", "factor_env", "variability",
 ]
 
 
@@ -66,7 +66,7 @@ def validate_config(config: dict, file: str | Path) -> dict:
     import jsonschema
 
     schema = _schema()
-    validator = jsonschema.Draft7Validator(schema)
+    validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
     if errors:
         err = errors[0]
@@ -210,6 +210,13 @@ def design_table(exp: dict, where: str = "config") -> pd.DataFrame:
     table["b"] = b
     table["distribution"] = json.dumps(exp["workload"].get("distribution", {"kind": "block-cyclic"}), sort_keys=True)
     table["env"] = json.dumps({k: str(v) for k, v in exp.get("env", {}).items()}, sort_keys=True)
+    factor_env = exp.get("factor_env", {})
+    for letter in factor_env:
+        if letter not in exp["factors"]:
+            raise InputError(where, f"experiments.{exp['name']}.factor_env.{letter}",
+                             f"a factor of the experiment ({', '.join(sorted(exp['factors']))})")
+    table["factor_env"] = json.dumps({f: {lv: {k: str(v) for k, v in e[lv].items()} for lv in ("low", "high")}
+                                      for f, e in factor_env.items()}, sort_keys=True)
     table["variability"] = bool(exp.get("variability", True))
     factor_cols = sorted(exp["factors"])
     return table[DESIGN_COLUMNS + factor_cols]

@@ -12,9 +12,9 @@
   pick the smallest S whose slot shares are within `tolerance` of the speed
   shares (else the S with the smallest error). Slots are dealt in row-major
   order by smooth weighted round-robin (each step the node with the largest
-  accumulated credit takes the slot), which spreads every node over the rows
-  and columns of the pattern; the pattern then repeats cyclically over the
-  NT x NT tiles. With equal speeds this is exactly `block_cyclic` on the
+  accumulated credit takes the slot), and row i of the pattern is rotated by i
+  columns, which spreads every node over the rows and columns of the pattern;
+  the pattern then repeats cyclically over the NT x NT tiles. With equal speeds this is exactly `block_cyclic` on the
   near-square grid.
 * Node speed (`node_gemm_speed`): the sum over a node's workers of their gemm
   throughput, 2 b^3 / mean gemm time, the means read from the node's StarPU
@@ -105,8 +105,11 @@ def heterogeneous(nt: int, speeds: Sequence[float], tolerance: float = 0.01) -> 
         r = c = nt
         best = (0.0, nt * nt, r, c, _apportion(speeds, nt * nt))
     _, _, r, c, counts = best
-    pattern = _deal_slots(counts)
-    return [[pattern[(m % r) * c + (n % c)] for n in range(nt)] for m in range(nt)]
+    dealt = _deal_slots(counts)
+    # row i of the pattern is the i-th run of C dealt slots rotated by i, so that
+    # a node's slots do not stack in the same pattern columns (1D-like pattern)
+    pattern = [[dealt[i * c + (j - i) % c] for j in range(c)] for i in range(r)]
+    return [[pattern[m % r][n % c] for n in range(nt)] for m in range(nt)]
 
 
 def tile_shares(owners: Owners, nodes: int) -> list[float]:

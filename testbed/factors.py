@@ -280,6 +280,10 @@ def env_for_node(machine: Any, factors: dict[str, int]) -> dict[str, str]:
     layout = layout_of(machine)
     p = place(layout, levels, cfg)
     env: dict[str, str] = {k: str(v) for k, v in cfg["baseline"].get("env", {}).items()}
+    if layout.ncores - len(layout.gpu_numa) - 2 < 1:
+        # Too small for the study's two reserved cores (e.g. a 2-core laptop):
+        # keep only the MPI thread's core so that one CPU worker remains.
+        env.pop("STARPU_MAIN_THREAD_BIND", None)
     for letter in LETTERS:
         f = cfg["factors"][letter]
         if _applicable(layout, f.get("needs")):

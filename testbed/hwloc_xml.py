@@ -146,3 +146,130 @@ def write_topology(machine: Machine, path: str | Path) -> None:
     with open(path, "wb") as fh:
         fh.write(b'<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE topology SYSTEM "hwloc2.dtd">\n')
         fh.write(etree.tostring(tree.getroot(), pretty_print=True))
+
+
+# --------------------------------------------------------------------------- hwloc XML -> machine YAML
+
+
+def _bits(text: str | None) -> set[int]:
+    """Parse hwloc's bitmap string ("0x000000ff,0xffffffff"; "0x0...0,,0x1" style gaps allowed)."""
+    if not text:
+        return set()
+    value = 0
+    for word in text.split(","):
+        value = (value << 32) | (int(word, 16) if word else 0)
+    return {i for i in range(value.bit_length()) if value >> i & 1}
+
+
+def _placeholder(value: float, what: str) -> dict:
+    return {"value": value, "derived": f"placeholder: hwloc gives no {what}; measure it with `testbed calibrate`",
+            "needs_calibration": True}
+
+
+def describe_local(xml: bytes, name: str = "local", kernels: str | None = None) -> str:
+    """Machine YAML (text) from an hwloc 2.x XML topology: structure from hwloc, other numbers marked."""
+    import yaml
+
+    from testbed import ROOT
+
+    root = etree.fromstring(xml)
+    objs = root.iter("object")
+    machine = next(o for o in root.iter("object") if o.get("type") == "Machine")
+    host = next((i.get("value") for i in machine.findall("info") if i.get("name") == "HostName"), "this machine")
+    src = f"hwloc {next((i.get('value') for i in machine.findall('info') if i.get('name') == 'hwlocVersion'), '2')} topology of {host} (lstopo --of xml)"
+    del objs
+
+    numas = sorted((o for o in root.iter("object") if o.get("type") == "NUMANode"), key=lambda o: int(o.get("os_index")))
+    numa_ids = [int(o.get("os_index")) for o in numas]
+    index_of = {os: k for k, os in enumerate(numa_ids)}
+    cores = [o for o in root.iter("object") if o.get("type") == "Core"]
+    if not cores:  # some VMs expose PUs only
+        cores = [o for o in root.iter("object") if o.get("type") == "PU"]
+    pus = [o for o in root.iter("object") if o.get("type") == "PU"]
+    threads = max(1, len(pus) // max(1, len(cores)))
+
+    def numa_of(obj: etree._Element) -> int:
+        node = obj
+        while node is not None and not node.get("nodeset"):
+            node = node.getparent()
+        ns = _bits(node.get("nodeset")) if node is not None else set()
+        mine = sorted(index_of[n] for n in ns if n in index_of)
+        return mine[0] if mine else 0
+
+    numa_cores: dict[int, list[int]] = {k: [] for k in range(len(numas))}
+    for c in cores:
+        numa_cores[numa_of(c)].append(int(c.get("os_index")))
+    packages = [o for o in root.iter("object") if o.get("type") == "Package"] or [machine]
+    sockets = []
+    for p in packages:
+        mine = sorted({index_of[n] for n in _bits(p.get("nodeset")) if n in index_of})
+        if mine:
+            sockets.append({"numa_nodes": mine})
+    assigned = {k for s in sockets for k in s["numa_nodes"]}
+    if assigned != set(range(len(numas))):
+        sockets = [{"numa_nodes": list(range(len(numas)))}]
+    model = next((i.get("value") for p in packages for i in p.findall("info") if i.get("name") == "CPUModel"), "unknown")
+
+    data: dict = {
+        "name": name,
+        "description": f"Described from the {src} by `testbed platform --describe-local`; numbers marked needs_calibration are placeholders",
+        "cpu": {
+            "model": model,
+            "frequency_hz": _placeholder(2.0e9, "clock frequency"),
+            "threads_per_core": {"value": threads, "source": f"{src}: {len(pus)} PUs / {len(cores)} cores"},
+            "core_flops": _placeholder(1.0e10, "per-core kernel throughput"),
+        },
+        "sockets": sockets,
+        "numa_nodes": [
+            {
+                "cores": {"value": sorted(numa_cores[k]), "source": f"{src}: Core os_index under NUMANode P#{numa_ids[k]}"},
+                "memory_bytes": {"value": int(numas[k].get("local_memory", 0)) or 1, "source": f"{src}: NUMANode P#{numa_ids[k]} local_memory"},
+                "memory_bandwidth_Bps": _placeholder(1.0e10, "memory bandwidth"),
+                "memory_latency_s": _placeholder(1.0e-7, "memory latency"),
+                "core_bandwidth_Bps": _placeholder(5.0e9, "per-core memory bandwidth"),
+            }
+            for k in range(len(numas))
+        ],
+        "inter_socket_links": [
+            {"numa_nodes": [k, k + 1], "bandwidth_Bps": _placeholder(2.0e10, "inter-socket bandwidth"),
+             "latency_s": _placeholder(5.0e-8, "inter-socket latency")}
+            for k in range(len(numas) - 1)
+        ],
+        "gpus": [],
+        "nics": [],
+    }
+    cls_cuda = [o for o in root.iter("object") if o.get("type") == "OSDev" and o.get("osdev_type") == "5"
+                and (o.get("subtype") == "CUDA" or o.get("name", "").startswith("cuda"))]
+    for o in cls_cuda:
+        infos = {i.get("name"): i.get("value") for i in o.findall("info")}
+        mem = int(infos.get("CUDAGlobalMemorySize", "0")) * 1024
+        data["gpus"].append({
+            "model": infos.get("GPUModel", "unknown GPU"),
+            "numa_node": numa_of(o),
+            "memory_bytes": {"value": mem, "source": f"{src}: CUDAGlobalMemorySize"} if mem else _placeholder(1.0e9, "GPU memory size"),
+            "flops": _placeholder(1.0e11, "GPU kernel throughput"),
+            "pcie_bandwidth_Bps": _placeholder(1.0e10, "PCIe bandwidth"),
+            "pcie_latency_s": _placeholder(1.0e-5, "PCIe latency"),
+        })
+    for o in root.iter("object"):
+        if o.get("type") == "OSDev" and o.get("osdev_type") == "2":
+            data["nics"].append({
+                "name": o.get("name"),
+                "numa_node": numa_of(o),
+                "bandwidth_Bps": _placeholder(1.25e9, "network bandwidth"),
+                "pcie_bandwidth_Bps": _placeholder(4.0e9, "NIC PCIe bandwidth"),
+                "pcie_latency_s": _placeholder(1.0e-6, "NIC PCIe latency"),
+            })
+    if not data["nics"]:
+        data["nics"].append({"name": "net0", "numa_node": 0,
+                             "bandwidth_Bps": _placeholder(1.25e9, "network device (none reported)"),
+                             "pcie_bandwidth_Bps": _placeholder(4.0e9, "NIC PCIe bandwidth"),
+                             "pcie_latency_s": _placeholder(1.0e-6, "NIC PCIe latency")})
+    bundle = kernels or (f"calibration/{name}" if (ROOT / "calibration" / name / "kernels.yaml").is_file() else None)
+    if bundle:
+        data["kernels"] = bundle
+    header = ("# Generated by `testbed platform --describe-local` from hwloc; edit or recalibrate.\n"
+              "# Numbers with needs_calibration: true are placeholders, not measurements.\n")
+    if not bundle:
+        header += "# No calibration bundle yet: `testbed platform` needs `kernels:` (run `testbed calibrate`).\n"
+    return header + yaml.safe_dump(data, sort_keys=False, width=200)

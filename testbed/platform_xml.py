@@ -97,7 +97,8 @@ def _node_zone(parent: etree._Element, node: Node) -> None:
 
 def platform_tree(cluster: Cluster) -> etree._ElementTree:
     root = etree.Element("platform", version="4.1")
-    top = etree.SubElement(root, "zone", id=cluster.name, routing="Full")
+    # Suffixed: a cluster may be named like one of its nodes (chifflet-1), zone ids must be unique.
+    top = etree.SubElement(root, "zone", id=f"{cluster.name}.cluster", routing="Full")
     _props(top, cluster=cluster.name, nnodes=len(cluster.nodes))
     for node in cluster.nodes:
         _node_zone(top, node)

@@ -155,3 +155,10 @@ def test_bad_factors_rejected(bad: dict) -> None:
 def test_all_letters_defined() -> None:
     assert check_factors({}) == {letter: -1 for letter in LETTERS}
     assert check_factors({"a": 1})["A"] == 1
+
+
+def test_small_machine_keeps_one_worker() -> None:
+    tiny = Layout("tiny", (0, 0), nic_numa=(0,))
+    for factors in ({}, {"C": 1}):
+        p = starpu_placement(tiny, env_for_node(tiny, factors))
+        assert len(p.cpu_workers) == 1 and p.mpi not in p.cpu_workers

@@ -237,6 +237,9 @@ static void sum_counts_on_root(int rank, int size, unsigned long total[LU_NKINDS
 int main(int argc, char **argv)
 {
 	setenv("STARPU_SILENT", "1", 0); /* stdout carries only the JSON line */
+#ifndef STARPU_SIMGRID
+	openblas_set_num_threads(1); /* StarPU workers are the parallelism: sequential kernels */
+#endif
 	struct starpu_conf conf;
 	starpu_conf_init(&conf);
 	int ret = starpu_mpi_init_conf(&argc, &argv, 1, MPI_COMM_WORLD, &conf);
@@ -288,6 +291,13 @@ int main(int argc, char **argv)
 	int flags = STARPU_MALLOC_PINNED;
 	if (o.folded)
 		flags |= STARPU_MALLOC_SIMULATION_FOLDED | STARPU_MALLOC_SIMULATION_UNIQUE;
+#ifdef STARPU_SIMGRID
+	/* Copies StarPU allocates in RAM (tiles received from other ranks) are
+	 * folded too, as Chameleon does in simulation. */
+	if (o.folded)
+		starpu_malloc_on_node_set_default_flags(STARPU_MAIN_RAM, STARPU_MALLOC_PINNED | STARPU_MALLOC_COUNT |
+		                                                             STARPU_MALLOC_SIMULATION_FOLDED);
+#endif
 	starpu_data_handle_t *tiles = malloc(sizeof(*tiles) * (size_t)nt * nt);
 	void **ptrs = calloc((size_t)nt * nt, sizeof(void *));
 	for (int m = 0; m < nt; m++)

@@ -239,10 +239,22 @@ RunConfig RunConfig::from_json(const Json& j, const std::string& file)
     if (m->has("overhead_s"))
       c.mpi_overhead_s = num(*m, "overhead_s", "mpi.");
   }
+  // Relative paths are relative to the run description's directory.
+  std::string base = file.find('/') == std::string::npos ? "" : file.substr(0, file.rfind('/') + 1);
+  auto rel = [&](std::string& path) {
+    if (!path.empty() && path[0] != '/' && !base.empty())
+      path = base + path;
+  };
+  rel(c.platform);
+  for (auto& [m, dir] : c.perfmodels)
+    rel(dir);
+  rel(c.dist_path);
   if (const Json* t = j.find("trace"); t && !t->is_null())
     c.trace = t->string;
   if (const Json* t = j.find("transfers"); t && !t->is_null())
     c.transfers = t->string;
+  rel(c.trace);
+  rel(c.transfers);
   return c;
 }
 

@@ -34,7 +34,7 @@ int int_prop(const sg4::Host* h, const char* key, const std::string& file)
   char* end = nullptr;
   long x = std::strtol(v, &end, 10);
   if (*end || end == v)
-    throw InputError(file, "host " + h->get_name() + " property '" + key + "'", "an integer, got '" + v + "'");
+    throw InputError(file, "host " + h->get_name() + " property '" + key + "'", std::string("an integer, got '") + v + "'");
   return static_cast<int>(x);
 }
 double double_prop(const sg4::Host* h, const char* key, const std::string& file)

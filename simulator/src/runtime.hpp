@@ -143,8 +143,15 @@ private:
   uint64_t stamp_clock_ = 0, seq_ = 0;
   std::vector<Transfer> transfers_;
   std::vector<uint32_t> free_transfers_;
-  std::vector<std::pair<sg4::ActorPtr, int32_t>> movers_; // (actor, transfer or -1)
-  std::vector<int> idle_movers_;
+  // One runner per (source, destination) memory node pair: transfers of a pair are sequential,
+  // as in StarPU-SimGrid (core/simgrid.c transfer_queue/transfer_execute: one CUDA stream per pair).
+  struct Runner {
+    std::deque<uint32_t> queue;
+    sg4::ActorPtr actor;
+    bool suspended = false;
+  };
+  std::vector<int32_t> runner_of_pair_; // dense [gsrc * nmem + gdst] -> runner, -1 if none yet
+  std::vector<Runner> runners_;
   std::vector<MpiThread> mpi_;
   std::vector<std::set<QueueKey>> central_; // eager: one queue per rank
   std::vector<Route> routes_;               // dense [gsrc * nmem + gdst]
@@ -191,7 +198,7 @@ private:
   void trigger_reception(uint32_t r);
   void mpi_loop(int rank);
   void mpi_enqueue(int rank, bool send, uint32_t r);
-  void mover_loop(int mid);
+  void runner_loop(int rid);
   void finish_all();
   double sample_duration(const Worker& w, TaskKind k);
 };

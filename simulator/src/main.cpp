@@ -1,0 +1,61 @@
+// numasim: simulate one run described by a JSON file (docs/interfaces.md §4).
+//   numasim RUN.json [--out SUMMARY.json] [SimGrid --cfg=... / --log=... options]
+#include "error.hpp"
+#include "report.hpp"
+#include "runtime.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+
+XBT_LOG_NEW_DEFAULT_CATEGORY(numasim, "numasim main");
+
+int main(int argc, char** argv)
+{
+  auto t0 = std::chrono::steady_clock::now();
+  std::string run_file, out_file;
+  std::vector<char*> sg_args = {argv[0]};
+  std::string quiet = "--log=root.thresh:warning";
+  sg_args.push_back(quiet.data());
+  for (int i = 1; i < argc; i++) {
+    if (!std::strcmp(argv[i], "--out") && i + 1 < argc)
+      out_file = argv[++i];
+    else if (!std::strncmp(argv[i], "--", 2))
+      sg_args.push_back(argv[i]);
+    else if (run_file.empty())
+      run_file = argv[i];
+    else {
+      std::fprintf(stderr, "error: unexpected argument '%s'\n", argv[i]);
+      return 2;
+    }
+  }
+  if (run_file.empty()) {
+    std::fprintf(stderr, "usage: %s RUN.json [--out SUMMARY.json]\n", argv[0]);
+    return 2;
+  }
+  try {
+    auto cfg = numasim::RunConfig::from_json(numasim::load_json_file(run_file), run_file);
+    int sg_argc = static_cast<int>(sg_args.size());
+    simgrid::s4u::Engine engine(&sg_argc, sg_args.data());
+    numasim::Simulation sim(engine, cfg);
+    numasim::Summary s = sim.run();
+    if (!cfg.trace.empty())
+      sim.write_trace(cfg.trace);
+    if (!cfg.transfers.empty())
+      sim.write_transfers(cfg.transfers);
+    double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::string json = numasim::summary_json(s, cfg.seed, wall);
+    if (out_file.empty())
+      std::cout << json << std::endl;
+    else
+      numasim::write_file_atomically(out_file, json + "\n");
+  } catch (const numasim::InputError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,63 @@
+#include "report.hpp"
+#include "error.hpp"
+#include "json.hpp"
+
+#include <cstdio>
+#include <fstream>
+
+namespace numasim {
+
+namespace {
+std::string num(double x)
+{
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.12g", x);
+  return buf;
+}
+} // namespace
+
+std::string summary_json(const Summary& s, uint64_t seed, double wall_s)
+{
+  std::string o = "{";
+  o += "\"bytes_by_link_class\": {";
+  bool first = true;
+  for (const auto& [cls, bytes] : s.bytes_by_link_class) { // std::map: sorted keys
+    o += (first ? "" : ", ") + ("\"" + json_escape(cls) + "\": ") + num(bytes);
+    first = false;
+  }
+  o += "}";
+  o += ", \"evictions\": " + std::to_string(s.evictions);
+  o += ", \"makespan_s\": " + num(s.makespan);
+  o += ", \"mpi_messages\": " + std::to_string(s.mpi_messages);
+  o += ", \"seed\": " + std::to_string(seed);
+  o += ", \"tasks\": " + std::to_string(s.tasks);
+  o += ", \"tasks_by_kind\": {\"gemm\": " + std::to_string(s.by_kind[3]) +
+       ", \"getrf\": " + std::to_string(s.by_kind[0]) + ", \"trsm\": " + std::to_string(s.by_kind[1] + s.by_kind[2]) +
+       "}";
+  o += ", \"tasks_by_worker_type\": {\"cpu\": " + std::to_string(s.on_cpu) + ", \"cuda\": " + std::to_string(s.on_cuda) +
+       "}";
+  o += ", \"transfers\": " + std::to_string(s.transfers);
+  o += ", \"wall_s\": " + num(wall_s);
+  o += ", \"workers\": " + std::to_string(s.workers);
+  o += ", \"workers_by_type\": {\"cpu\": " + std::to_string(s.cpu_workers) +
+       ", \"cuda\": " + std::to_string(s.cuda_workers) + "}";
+  o += "}";
+  return o;
+}
+
+void write_file_atomically(const std::string& path, const std::string& content)
+{
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    if (!out)
+      throw InputError(path, "--out", "a writable path");
+    out << content;
+    if (!out)
+      throw InputError(path, "--out", "a writable path");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    throw InputError(path, "--out", "a writable path");
+}
+
+} // namespace numasim

@@ -1,0 +1,850 @@
+#include "runtime.hpp"
+#include "error.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <limits>
+
+XBT_LOG_NEW_DEFAULT_CATEGORY(numasim_runtime, "numasim StarPU runtime model");
+
+namespace numasim {
+
+Simulation::Simulation(sg4::Engine& engine, RunConfig cfg) : engine_(engine), cfg_(std::move(cfg)), rng_(cfg_.seed)
+{
+  engine_.load_platform(cfg_.platform);
+  nodes_ = discover_platform(engine_, cfg_.platform);
+  cfg_.resolve_distribution(static_cast<int>(nodes_.size()));
+  if (nodes_.size() > 65535)
+    throw InputError(cfg_.platform, "nodes", "at most 65535 nodes");
+  setup_nodes();
+  load_models();
+  dag_ = build_lu_dag(cfg_);
+  tile_bytes_ = static_cast<double>(cfg_.b) * cfg_.b * sizeof(double);
+  ntiles_ = static_cast<size_t>(cfg_.nt) * cfg_.nt;
+  size_t nh = ntiles_ * nodes_.size();
+  hstate_.assign(nh, {});
+  fetch_id_.assign(nh * kMaxMemNodes, -1);
+  pins_.assign(nh * kMaxMemNodes, 0);
+  stamp_.assign(nh * kMaxMemNodes, 0);
+  // Initial data: each tile on its owner's main RAM node (first touch by the main thread).
+  for (uint32_t t = 0; t < ntiles_; t++) {
+    int r = cfg_.owner[t];
+    hstate_[handle(r, t)].valid = static_cast<uint8_t>(1u << home_[r]);
+  }
+  routes_.resize(mem_.size() * mem_.size());
+  runner_of_pair_.assign(mem_.size() * mem_.size(), -1);
+  central_.resize(nodes_.size());
+  log_transfers_ = !cfg_.transfers.empty();
+}
+
+void Simulation::setup_nodes()
+{
+  int nranks = static_cast<int>(nodes_.size());
+  threads_.resize(nranks);
+  rank_mem_.resize(nranks);
+  home_.resize(nranks);
+  rank_workers_.resize(nranks);
+  mpi_.resize(nranks);
+  for (int r = 0; r < nranks; r++) {
+    const MachineNode& n = nodes_[r];
+    if (!cfg_.perfmodels.count(n.machine))
+      throw InputError(cfg_.file, "perfmodels", "an entry for machine type '" + n.machine + "' (node " + n.name + ")");
+    threads_[r] = place_threads(n, cfg_.env);
+    const NodeThreads& th = threads_[r];
+    // Memory nodes (src/core/topology.c): with STARPU_USE_NUMA=1 one RAM node per NUMA node,
+    // else one RAM node whose pages the main thread first-touched (its NUMA node).
+    auto add_mem = [&](bool gpu, int numa, sg4::Host* host, double cap) {
+      MemNode m{r, static_cast<int>(rank_mem_[r].size()), gpu, numa, host, cap};
+      rank_mem_[r].push_back(static_cast<int>(mem_.size()));
+      mem_.push_back(m);
+      return m.local;
+    };
+    if (cfg_.env.use_numa) {
+      for (const auto& ram : n.rams)
+        add_mem(false, ram.numa, ram.host, 0);
+      home_[r] = th.main_numa;
+    } else {
+      const RamInfo& ram = n.ram_of_numa(th.main_numa);
+      home_[r] = add_mem(false, ram.numa, ram.host, 0);
+    }
+    std::map<int, int> gpu_mem;
+    for (const auto& wp : th.workers)
+      if (wp.cuda)
+        for (const auto& g : n.gpus)
+          if (g.index == wp.gpu && !gpu_mem.count(g.index))
+            gpu_mem[g.index] = add_mem(true, g.numa, g.host, g.memory);
+    if (rank_mem_[r].size() > kMaxMemNodes)
+      throw InputError(cfg_.platform, "node " + n.name, "at most 8 memory nodes (RAM NUMA nodes + GPUs)");
+    for (const auto& wp : th.workers) {
+      Worker w;
+      w.id = static_cast<int>(workers_.size());
+      w.rank = r;
+      w.cuda = wp.cuda;
+      w.core = wp.core;
+      w.numa = wp.numa;
+      w.gpu = wp.gpu;
+      if (wp.cuda) {
+        w.mem = gpu_mem.at(wp.gpu);
+        w.devid = cfg_.env.homogeneous_cuda ? 0 : wp.gpu;
+        for (const auto& g : n.gpus)
+          if (g.index == wp.gpu)
+            w.host = g.host;
+        w.name = w.host->get_name();
+      } else {
+        // A CPU worker works on its NUMA node's memory node when there is one per NUMA node.
+        w.mem = cfg_.env.use_numa ? wp.numa : home_[r];
+        w.devid = 0;
+        for (const auto& c : n.cpus)
+          if (c.index == wp.core)
+            w.host = c.host;
+        w.name = w.host->get_name();
+      }
+      rank_workers_[r].push_back(w.id);
+      workers_.push_back(std::move(w));
+    }
+    if (rank_workers_[r].empty())
+      throw InputError("env", "STARPU_NCPU/STARPU_NCUDA", "at least one worker on node " + n.name);
+  }
+}
+
+void Simulation::load_models()
+{
+  // One model file per (machine type, kind); the footprint is that of the kind's nbuf b×b matrices.
+  const int nbuf[kNumKinds] = {1, 2, 2, 3};
+  std::map<std::pair<std::string, std::string>, PerfModel> cache;
+  for (auto& w : workers_) {
+    const std::string& machine = nodes_[w.rank].machine;
+    for (int k = 0; k < kNumKinds; k++) {
+      if (w.cuda && !cfg_.kind_on_cuda[k]) {
+        w.length[k] = -1;
+        continue;
+      }
+      auto key = std::make_pair(machine, cfg_.symbols[k]);
+      auto it = cache.find(key);
+      if (it == cache.end())
+        it = cache.emplace(key, PerfModel::load(cfg_.perfmodels.at(machine), cfg_.symbols[k], machine)).first;
+      const PerfModel& m = it->second;
+      uint32_t fp = matrix_task_footprint(nbuf[k], cfg_.b, cfg_.b);
+      uint64_t size = static_cast<uint64_t>(nbuf[k]) * cfg_.b * cfg_.b * sizeof(double);
+      const HistoryEntry* e = m.lookup(w.cuda ? 1 : 0, w.devid, 1, fp, size);
+      if (!e) {
+        char fps[16];
+        std::snprintf(fps, sizeof fps, "%08x", fp);
+        throw InputError(m.path, std::string(w.cuda ? "cuda" : "cpu") + (w.cuda ? std::to_string(w.devid) : "") +
+                                     "_impl0",
+                         std::string("a calibrated history entry for footprint ") + fps + " (size " + std::to_string(size) +
+                             ", tile " + std::to_string(cfg_.b) + ") used by worker " + w.name);
+      }
+      w.length[k] = e->mean_us * 1e-6;
+      w.dev[k] = e->dev_us * 1e-6;
+    }
+  }
+}
+
+Simulation::Route& Simulation::route(int gsrc, int gdst)
+{
+  Route& r = routes_[static_cast<size_t>(gsrc) * mem_.size() + gdst];
+  if (!r.known) {
+    std::vector<sg4::Link*> links;
+    double lat = 0;
+    mem_[gsrc].host->route_to(mem_[gdst].host, links, &lat);
+    r.latency = lat;
+    r.bandwidth = std::numeric_limits<double>::infinity();
+    for (auto* l : links) {
+      r.bandwidth = std::min(r.bandwidth, l->get_bandwidth());
+      r.links.push_back(l->get_name());
+      std::string cls = link_class(l->get_name());
+      auto it = std::find(class_names_.begin(), class_names_.end(), cls);
+      if (it == class_names_.end()) {
+        class_names_.push_back(cls);
+        class_bytes_.push_back(0);
+        it = class_names_.end() - 1;
+      }
+      r.classes.push_back(static_cast<int>(it - class_names_.begin()));
+    }
+    r.known = true;
+  }
+  return r;
+}
+
+double Simulation::estimate(int gsrc, int gdst, double bytes)
+{
+  if (gsrc == gdst)
+    return 0;
+  // StarPU's bus model (starpu_transfer_predict): latency + size / bandwidth of the path.
+  const Route& r = route(gsrc, gdst);
+  return r.latency + (std::isfinite(r.bandwidth) && r.bandwidth > 0 ? bytes / r.bandwidth : 0);
+}
+
+std::vector<std::string> Simulation::route_links(int gsrc, int gdst) { return route(gsrc, gdst).links; }
+
+// ---------------------------------------------------------------- data management
+
+int Simulation::best_source(int rank, uint32_t h, int dst_local)
+{
+  // _starpu_select_src_node: among valid replicas, the one with the best predicted time.
+  uint8_t valid = hstate_[h].valid;
+  int best = -1;
+  double best_t = std::numeric_limits<double>::infinity();
+  for (int l = 0; l < kMaxMemNodes; l++)
+    if (valid & (1u << l)) {
+      double t = estimate(rank_mem_[rank][l], rank_mem_[rank][dst_local], tile_bytes_);
+      if (t < best_t) {
+        best_t = t;
+        best = l;
+      }
+    }
+  return best;
+}
+
+double Simulation::data_penalty(const Task& t, const Worker& w)
+{
+  double penalty = 0;
+  for (uint8_t i = 0; i < t.nbuf; i++) {
+    uint32_t h = handle(w.rank, t.tiles[i]);
+    const HandleState& s = hstate_[h];
+    if ((s.valid | s.fetching) & (1u << w.mem))
+      continue; // present or already requested: _starpu_is_data_present_or_requested
+    int src = best_source(w.rank, h, w.mem);
+    if (src >= 0)
+      penalty += estimate(rank_mem_[w.rank][src], rank_mem_[w.rank][w.mem], tile_bytes_);
+  }
+  return penalty;
+}
+
+void Simulation::touch(int rank, uint32_t h, int local)
+{
+  MemNode& m = mem_[rank_mem_[rank][local]];
+  if (!m.gpu)
+    return;
+  size_t s = slot(h, local);
+  m.lru.erase({stamp_[s], h});
+  stamp_[s] = ++stamp_clock_;
+  m.lru.insert({stamp_[s], h});
+}
+
+void Simulation::drop_replica(int rank, uint32_t h, int local)
+{
+  MemNode& m = mem_[rank_mem_[rank][local]];
+  hstate_[h].valid &= static_cast<uint8_t>(~(1u << local));
+  if (m.gpu) {
+    size_t s = slot(h, local);
+    if (m.lru.erase({stamp_[s], h}))
+      m.used -= tile_bytes_;
+  }
+}
+
+void Simulation::allocate(int rank, uint32_t h, int local)
+{
+  MemNode& m = mem_[rank_mem_[rank][local]];
+  if (!m.gpu)
+    return;
+  // LRU eviction when the GPU memory is full (datawizard/memalloc.c frees unused replicas).
+  auto it = m.lru.begin();
+  while (m.used + tile_bytes_ > m.capacity && it != m.lru.end()) {
+    uint32_t victim = it->second;
+    size_t vs = slot(victim, local);
+    bool busy = pins_[vs] > 0 || fetch_id_[vs] >= 0 || victim == h;
+    if (busy) {
+      ++it;
+      continue;
+    }
+    ++it;
+    HandleState& vstate = hstate_[victim];
+    if (vstate.valid == (1u << local)) {
+      // Only copy: write it back to the main RAM node first. The space is reused at once
+      // (optimistic: StarPU waits for the write-back before reusing it).
+      request(rank, victim, home_[rank], kNone);
+    }
+    drop_replica(rank, victim, local);
+    sum_.evictions++;
+  }
+  if (m.used + tile_bytes_ > m.capacity)
+    sum_.overcommits++;
+  m.used += tile_bytes_;
+  size_t s = slot(h, local);
+  stamp_[s] = ++stamp_clock_;
+  m.lru.insert({stamp_[s], h});
+}
+
+bool Simulation::request(int rank, uint32_t h, int dst_local, uint32_t waiter)
+{
+  HandleState& s = hstate_[h];
+  uint8_t bit = static_cast<uint8_t>(1u << dst_local);
+  if (s.valid & bit)
+    return true;
+  size_t sl = slot(h, dst_local);
+  if (s.fetching & bit) {
+    if (waiter != kNone)
+      transfers_[fetch_id_[sl]].waiters.push_back(waiter);
+    return false;
+  }
+  int src = best_source(rank, h, dst_local);
+  xbt_assert(src >= 0, "no valid replica of handle %u on rank %d", h, rank);
+  uint32_t tid;
+  if (!free_transfers_.empty()) {
+    tid = free_transfers_.back();
+    free_transfers_.pop_back();
+  } else {
+    tid = static_cast<uint32_t>(transfers_.size());
+    transfers_.emplace_back();
+  }
+  Transfer& t = transfers_[tid];
+  t.rank = rank;
+  t.handle = h;
+  t.gsrc = rank_mem_[rank][src];
+  t.gdst = rank_mem_[rank][dst_local];
+  t.mpi = false;
+  t.version = s.version;
+  t.waiters.clear();
+  if (waiter != kNone)
+    t.waiters.push_back(waiter);
+  s.fetching |= bit;
+  fetch_id_[sl] = static_cast<int32_t>(tid);
+  allocate(rank, h, dst_local);
+  start_transfer(tid);
+  return false;
+}
+
+void Simulation::start_transfer(uint32_t tid)
+{
+  Transfer& t = transfers_[tid];
+  t.start = sg4::Engine::get_clock();
+  int32_t& rid = runner_of_pair_[static_cast<size_t>(t.gsrc) * mem_.size() + t.gdst];
+  if (rid < 0) {
+    rid = static_cast<int32_t>(runners_.size());
+    runners_.emplace_back();
+    runners_[rid].queue.push_back(tid);
+    int id = rid;
+    runners_[rid].actor = sg4::Actor::create("runner", mem_[t.gsrc].host, [this, id] { runner_loop(id); });
+    return;
+  }
+  Runner& r = runners_[rid];
+  r.queue.push_back(tid);
+  if (r.suspended) {
+    r.suspended = false;
+    r.actor->resume();
+  }
+}
+
+void Simulation::runner_loop(int rid)
+{
+  while (true) {
+    if (runners_[rid].queue.empty()) {
+      if (finished_)
+        return;
+      runners_[rid].suspended = true;
+      sg4::this_actor::suspend();
+      continue;
+    }
+    uint32_t tid = runners_[rid].queue.front();
+    runners_[rid].queue.pop_front();
+    transfers_[tid].start = sg4::Engine::get_clock();
+    sg4::Comm::sendto(mem_[transfers_[tid].gsrc].host, mem_[transfers_[tid].gdst].host,
+                      static_cast<uint64_t>(tile_bytes_));
+    transfer_done(tid);
+  }
+}
+
+void Simulation::account(int gsrc, int gdst, double bytes, double start)
+{
+  sum_.transfers++;
+  const Route& r = route(gsrc, gdst);
+  for (int c : r.classes)
+    class_bytes_[c] += bytes;
+  if (log_transfers_)
+    transfer_log_.push_back({start, sg4::Engine::get_clock(), bytes, gsrc, gdst});
+}
+
+void Simulation::transfer_done(uint32_t tid)
+{
+  Transfer& t = transfers_[tid];
+  account(t.gsrc, t.gdst, tile_bytes_, t.start);
+  if (t.mpi) {
+    sum_.mpi_messages++;
+    uint32_t r = t.recv;
+    free_transfers_.push_back(tid);
+    mpi_enqueue(dag_.receptions[r].dst, false, r);
+    return;
+  }
+  int local = mem_[t.gdst].local;
+  HandleState& s = hstate_[t.handle];
+  uint8_t bit = static_cast<uint8_t>(1u << local);
+  s.fetching &= static_cast<uint8_t>(~bit);
+  fetch_id_[slot(t.handle, local)] = -1;
+  if (s.version == t.version)
+    s.valid |= bit;
+  else // the tile was rewritten meanwhile: the copy is stale
+    drop_replica(t.rank, t.handle, local);
+  std::vector<uint32_t> waiters;
+  waiters.swap(t.waiters);
+  free_transfers_.push_back(tid);
+  for (uint32_t w : waiters)
+    satisfy(w);
+  waiters.clear();
+  transfers_[tid].waiters.swap(waiters); // keep the capacity for reuse
+}
+
+void Simulation::satisfy(uint32_t waiter)
+{
+  if (waiter & kRecvFlag) { // an MPI send waiting for the data to reach RAM
+    mpi_enqueue(dag_.receptions[waiter & ~kRecvFlag].src, true, waiter & ~kRecvFlag);
+    return;
+  }
+  Task& t = dag_.tasks[waiter];
+  if (--t.pending == 0 && t.worker >= 0)
+    wake(workers_[t.worker]);
+}
+
+// ---------------------------------------------------------------- scheduling
+
+void Simulation::wake(Worker& w)
+{
+  if (w.suspended) {
+    w.suspended = false;
+    w.actor->resume();
+  }
+}
+
+void Simulation::wake_idle(int rank, const Task& t)
+{
+  for (int wid : rank_workers_[rank]) {
+    Worker& w = workers_[wid];
+    if (w.suspended && w.inflight.empty() && w.length[static_cast<int>(t.kind)] >= 0) {
+      wake(w);
+      return;
+    }
+  }
+}
+
+int Simulation::dmda_choose(uint32_t task, double* best_fitness)
+{
+  // compute_all_performance_predictions + the fitness loop of dmda_push_task
+  // (sched_policies/deque_modeling_policy_data_aware.c).
+  const Task& t = dag_.tasks[task];
+  const double now = sg4::Engine::get_clock();
+  const auto& ws = rank_workers_[t.rank];
+  double exp_end[256], penalty[256];
+  size_t n = std::min<size_t>(ws.size(), 256);
+  double best_exp_end = std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < n; i++) {
+    Worker& w = workers_[ws[i]];
+    double len = w.length[static_cast<int>(t.kind)];
+    if (len < 0) {
+      exp_end[i] = -1;
+      continue;
+    }
+    double exp_start = std::max(w.exp_start, now);
+    penalty[i] = data_penalty(t, w);
+    exp_end[i] = std::max(exp_start + w.exp_len, now + penalty[i]) + len;
+    best_exp_end = std::min(best_exp_end, exp_end[i]);
+  }
+  int best = -1;
+  double best_fit = std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < n; i++) {
+    if (exp_end[i] < 0)
+      continue;
+    // No energy models: the γ term is 0 (local_power = 0).
+    double fitness = cfg_.env.alpha * (exp_end[i] - best_exp_end) + cfg_.env.beta * penalty[i];
+    if (fitness < best_fit) {
+      best_fit = fitness;
+      best = ws[i];
+    }
+  }
+  if (best_fitness)
+    *best_fitness = best_fit;
+  return best;
+}
+
+void Simulation::push_to_worker(Worker& w, uint32_t task, double len, double transfer)
+{
+  Task& t = dag_.tasks[task];
+  const double now = sg4::Engine::get_clock();
+  t.worker = w.id;
+  t.predicted = static_cast<float>(len);
+  bool sorted = cfg_.env.sched == Scheduler::dmdas || cfg_.env.sched == Scheduler::lws;
+  w.queue.insert({sorted ? t.prio : 0, seq_++, task});
+  if (cfg_.env.sched == Scheduler::dmda || cfg_.env.sched == Scheduler::dmdas) {
+    // dmda_push_task_to_workers: transfer time not covered by the queue is added to exp_len.
+    w.exp_start = std::max(w.exp_start, now);
+    double exp_end = w.exp_start + w.exp_len;
+    double extra = now + transfer < exp_end ? 0 : now + transfer - exp_end;
+    w.exp_len += len + extra;
+    if (cfg_.env.prefetch) { // starpu_prefetch_task_input_for: start fetching the operands now
+      for (uint8_t i = 0; i < t.nbuf; i++)
+        request(w.rank, handle(w.rank, t.tiles[i]), w.mem, kNone);
+    }
+  }
+  wake(w);
+}
+
+void Simulation::push_ready(uint32_t task, int releasing_worker)
+{
+  Task& t = dag_.tasks[task];
+  switch (cfg_.env.sched) {
+    case Scheduler::dmda:
+    case Scheduler::dmdas: {
+      int wid = dmda_choose(task);
+      if (wid < 0)
+        throw InputError(cfg_.file, "env", std::string("a worker able to run ") + kind_name(t.kind) + " on node " +
+                                               nodes_[t.rank].name);
+      Worker& w = workers_[wid];
+      push_to_worker(w, task, w.length[static_cast<int>(t.kind)], data_penalty(t, w));
+      break;
+    }
+    case Scheduler::eager: // one central FIFO per node (sched_policies/eager_central_policy.c)
+      central_[t.rank].insert({0, seq_++, task});
+      wake_idle(t.rank, t);
+      break;
+    case Scheduler::lws: { // the releasing worker's own queue (sched_policies/work_stealing_policy.c)
+      int wid = releasing_worker;
+      if (wid < 0 || workers_[wid].rank != t.rank || workers_[wid].length[static_cast<int>(t.kind)] < 0) {
+        const auto& ws = rank_workers_[t.rank];
+        wid = -1;
+        for (size_t i = 0; i < ws.size() && wid < 0; i++) {
+          const Worker& c = workers_[ws[(seq_ + i) % ws.size()]];
+          if (c.length[static_cast<int>(t.kind)] >= 0)
+            wid = c.id;
+        }
+      }
+      Worker& w = workers_[wid];
+      push_to_worker(w, task, w.length[static_cast<int>(t.kind)], 0);
+      wake_idle(t.rank, t); // an idle worker may steal it
+      break;
+    }
+  }
+}
+
+int32_t Simulation::pop(Worker& w)
+{
+  const double now = sg4::Engine::get_clock();
+  auto can_run = [&](uint32_t task) { return w.length[static_cast<int>(dag_.tasks[task].kind)] >= 0; };
+  if (cfg_.env.sched == Scheduler::eager) {
+    auto& q = central_[w.rank];
+    for (auto it = q.begin(); it != q.end(); ++it)
+      if (can_run(it->task)) {
+        uint32_t task = it->task;
+        q.erase(it);
+        dag_.tasks[task].worker = w.id;
+        return static_cast<int32_t>(task);
+      }
+    return -1;
+  }
+  if (cfg_.env.sched == Scheduler::lws) {
+    auto take = [&](Worker& from) -> int32_t {
+      for (auto it = from.queue.begin(); it != from.queue.end(); ++it)
+        if (can_run(it->task)) {
+          uint32_t task = it->task;
+          from.queue.erase(it);
+          dag_.tasks[task].worker = w.id;
+          return static_cast<int32_t>(task);
+        }
+      return -1;
+    };
+    int32_t got = take(w);
+    const auto& ws = rank_workers_[w.rank];
+    size_t me = std::find(ws.begin(), ws.end(), w.id) - ws.begin();
+    for (size_t i = 1; got < 0 && i < ws.size(); i++) // steal from the next workers in turn
+      got = take(workers_[ws[(me + i) % ws.size()]]);
+    return got;
+  }
+  if (w.queue.empty())
+    return -1;
+  auto chosen = w.queue.begin();
+  if (cfg_.env.sched == Scheduler::dmdas) {
+    // _starpu_fifo_pop_first_ready_task: among the head priority, fewest non-ready operands.
+    int best_nonready = std::numeric_limits<int>::max();
+    int32_t head_prio = chosen->prio;
+    for (auto it = w.queue.begin(); it != w.queue.end() && it->prio == head_prio; ++it) {
+      const Task& t = dag_.tasks[it->task];
+      int nonready = 0;
+      for (uint8_t i = 0; i < t.nbuf; i++)
+        if (!(hstate_[handle(w.rank, t.tiles[i])].valid & (1u << w.mem)))
+          nonready++;
+      if (nonready < best_nonready) {
+        best_nonready = nonready;
+        chosen = it;
+        if (nonready == 0)
+          break;
+      }
+    }
+  }
+  uint32_t task = chosen->task;
+  w.queue.erase(chosen);
+  // dmda_pre_exec_hook: the task leaves the expected queue length.
+  double len = dag_.tasks[task].predicted;
+  w.exp_len = std::max(0.0, w.exp_len - len);
+  w.exp_start = now + len;
+  return static_cast<int32_t>(task);
+}
+
+// ---------------------------------------------------------------- execution
+
+double Simulation::sample_duration(const Worker& w, TaskKind k)
+{
+  double mean = w.length[static_cast<int>(k)];
+  double sd = w.dev[static_cast<int>(k)];
+  if (!cfg_.variability || sd <= 0 || mean <= 0)
+    return mean;
+  // Lognormal with the calibrated mean and standard deviation (durations stay positive).
+  double s2 = std::log1p((sd * sd) / (mean * mean));
+  double mu = std::log(mean) - s2 / 2;
+  return std::exp(mu + std::sqrt(s2) * normal_(rng_));
+}
+
+void Simulation::prepare(Worker& w, uint32_t task)
+{
+  // _starpu_fetch_task_input: every operand must be valid on the worker's memory node.
+  Task& t = dag_.tasks[task];
+  t.worker = w.id;
+  t.pending = 0;
+  for (uint8_t i = 0; i < t.nbuf; i++) {
+    uint32_t h = handle(w.rank, t.tiles[i]);
+    pins_[slot(h, w.mem)]++;
+    if (!request(w.rank, h, w.mem, task))
+      t.pending++;
+  }
+}
+
+void Simulation::execute(Worker& w, uint32_t task)
+{
+  Task& t = dag_.tasks[task];
+  t.start = sg4::Engine::get_clock();
+  double d = sample_duration(w, t.kind);
+  if (d > 0)
+    sg4::this_actor::sleep_for(d);
+  t.end = sg4::Engine::get_clock();
+  // Write: the worker's replica becomes the only valid one (MSI invalidation).
+  uint32_t written = handle(w.rank, t.tiles[t.nbuf - 1]);
+  HandleState& s = hstate_[written];
+  for (int l = 0; l < kMaxMemNodes; l++)
+    if (l != w.mem && (s.valid & (1u << l)))
+      drop_replica(w.rank, written, l);
+  s.valid = static_cast<uint8_t>(1u << w.mem);
+  s.version++;
+  for (uint8_t i = 0; i < t.nbuf; i++) {
+    uint32_t h = handle(w.rank, t.tiles[i]);
+    pins_[slot(h, w.mem)]--;
+    touch(w.rank, h, w.mem);
+  }
+  w.executed++;
+  w.exp_start = sg4::Engine::get_clock(); // dmda_post_exec_hook
+  sum_.by_kind[static_cast<int>(t.kind)]++;
+  (w.cuda ? sum_.on_cuda : sum_.on_cpu)++;
+  done_tasks_++;
+  release(task, w.id);
+  if (done_tasks_ == dag_.tasks.size())
+    finish_all();
+}
+
+void Simulation::release(uint32_t node_id, int releasing_worker)
+{
+  const uint32_t ntasks = static_cast<uint32_t>(dag_.tasks.size());
+  uint32_t b, e;
+  if (node_id < ntasks) {
+    b = dag_.tasks[node_id].succ_begin;
+    e = dag_.tasks[node_id].succ_end;
+  } else {
+    b = dag_.receptions[node_id - ntasks].succ_begin;
+    e = dag_.receptions[node_id - ntasks].succ_end;
+  }
+  for (uint32_t i = b; i < e; i++) {
+    uint32_t s = dag_.succ[i];
+    if (s >= ntasks)
+      trigger_reception(s - ntasks);
+    else if (--dag_.tasks[s].ndeps == 0)
+      push_ready(s, releasing_worker);
+  }
+}
+
+void Simulation::worker_loop(int wid)
+{
+  Worker& w = workers_[wid];
+  size_t depth = w.cuda ? static_cast<size_t>(std::max(1, cfg_.env.cuda_pipeline)) : 1;
+  while (!finished_) {
+    while (w.inflight.size() < depth) {
+      int32_t task = pop(w);
+      if (task < 0)
+        break;
+      prepare(w, static_cast<uint32_t>(task));
+      w.inflight.push_back(static_cast<uint32_t>(task));
+    }
+    if (w.inflight.empty() || dag_.tasks[w.inflight.front()].pending > 0) {
+      w.suspended = true; // resumed by a push or by the arrival of an operand
+      sg4::this_actor::suspend();
+      continue;
+    }
+    uint32_t task = w.inflight.front();
+    w.inflight.pop_front();
+    execute(w, task);
+  }
+}
+
+// ---------------------------------------------------------------- StarPU-MPI
+
+void Simulation::trigger_reception(uint32_t r)
+{
+  // The owner sends once its copy is in RAM (StarPU-MPI acquires the data on the main RAM node).
+  const Reception& rc = dag_.receptions[r];
+  uint32_t h = handle(rc.src, rc.tile);
+  if (hstate_[h].valid & (1u << home_[rc.src]))
+    mpi_enqueue(rc.src, true, r);
+  else
+    request(rc.src, h, home_[rc.src], kRecvFlag | r);
+}
+
+void Simulation::mpi_enqueue(int rank, bool send, uint32_t r)
+{
+  MpiThread& m = mpi_[rank];
+  m.requests.emplace_back(send, r);
+  if (m.suspended) {
+    m.suspended = false;
+    m.actor->resume();
+  }
+}
+
+void Simulation::mpi_loop(int rank)
+{
+  // The progression thread handles requests one at a time, each with a fixed overhead
+  // (mpi/src/mpi/starpu_mpi_mpi.c progression loop).
+  MpiThread& m = mpi_[rank];
+  while (!finished_) {
+    if (m.requests.empty()) {
+      m.suspended = true;
+      sg4::this_actor::suspend();
+      continue;
+    }
+    auto [send, r] = m.requests.front();
+    m.requests.pop_front();
+    if (cfg_.mpi_overhead_s > 0)
+      sg4::this_actor::sleep_for(cfg_.mpi_overhead_s);
+    const Reception& rc = dag_.receptions[r];
+    if (send) {
+      uint32_t tid;
+      if (!free_transfers_.empty()) {
+        tid = free_transfers_.back();
+        free_transfers_.pop_back();
+      } else {
+        tid = static_cast<uint32_t>(transfers_.size());
+        transfers_.emplace_back();
+      }
+      Transfer& t = transfers_[tid];
+      t.rank = rc.dst;
+      t.handle = handle(rc.dst, rc.tile);
+      t.gsrc = rank_mem_[rc.src][home_[rc.src]];
+      t.gdst = rank_mem_[rc.dst][home_[rc.dst]];
+      t.mpi = true;
+      t.recv = r;
+      t.waiters.clear();
+      start_transfer(tid);
+    } else {
+      // Received into the main RAM node; this version replaces any older cached one.
+      uint32_t h = handle(rc.dst, rc.tile);
+      HandleState& s = hstate_[h];
+      for (int l = 0; l < kMaxMemNodes; l++)
+        if (s.valid & (1u << l))
+          drop_replica(rc.dst, h, l);
+      s.version = rc.version;
+      s.valid = static_cast<uint8_t>(1u << home_[rc.dst]);
+      release(static_cast<uint32_t>(dag_.tasks.size()) + r, -1);
+    }
+  }
+}
+
+void Simulation::finish_all()
+{
+  finished_ = true;
+  sum_.makespan = sg4::Engine::get_clock();
+  for (auto& w : workers_)
+    if (w.suspended) {
+      w.suspended = false;
+      w.actor->resume();
+    }
+  for (auto& m : mpi_)
+    if (m.suspended) {
+      m.suspended = false;
+      m.actor->resume();
+    }
+  for (auto& r : runners_)
+    if (r.suspended) {
+      r.suspended = false;
+      r.actor->resume();
+    }
+}
+
+Summary Simulation::run()
+{
+  for (auto& w : workers_)
+    w.actor = sg4::Actor::create(w.name, w.host, [this, id = w.id] { worker_loop(id); });
+  for (size_t r = 0; r < nodes_.size(); r++) {
+    const NodeThreads& th = threads_[r];
+    sg4::Host* host = nodes_[r].cpus.front().host;
+    for (const auto& c : nodes_[r].cpus)
+      if (c.index == th.mpi_core)
+        host = c.host;
+    mpi_[r].actor = sg4::Actor::create(nodes_[r].name + ".mpi", host, [this, r] { mpi_loop(static_cast<int>(r)); });
+  }
+  // The main thread submits the whole graph at t=0; ready tasks are pushed in submission order.
+  sg4::Actor::create("main", nodes_[0].cpus.front().host, [this] {
+    if (dag_.tasks.empty()) {
+      finish_all();
+      return;
+    }
+    for (uint32_t r : dag_.ready_recvs)
+      trigger_reception(r);
+    for (uint32_t t : dag_.ready)
+      push_ready(t, -1);
+  });
+  engine_.run();
+  if (!finished_)
+    throw std::runtime_error("simulation ended with " + std::to_string(dag_.tasks.size() - done_tasks_) +
+                             " tasks not executed (deadlock)");
+  sum_.tasks = done_tasks_;
+  for (size_t c = 0; c < class_names_.size(); c++)
+    sum_.bytes_by_link_class[class_names_[c]] = class_bytes_[c];
+  sum_.workers = workers_.size();
+  for (const auto& w : workers_)
+    (w.cuda ? sum_.cuda_workers : sum_.cpu_workers)++;
+  return sum_;
+}
+
+void Simulation::write_trace(const std::string& path) const
+{
+  std::ofstream out(path);
+  if (!out)
+    throw InputError(path, "trace", "a writable file");
+  out << "ResourceId,Start,End,Duration,Value,JobId,Node,WorkerNuma,WorkerMemNode,OperandNuma,Priority,Step\n";
+  char buf[256];
+  for (size_t i = 0; i < dag_.tasks.size(); i++) {
+    const Task& t = dag_.tasks[i];
+    if (t.worker < 0)
+      continue;
+    const Worker& w = workers_[t.worker];
+    const MemNode& m = mem_[rank_mem_[w.rank][w.mem]];
+    std::snprintf(buf, sizeof buf, "%s,%.9f,%.9f,%.9f,%s,%zu,%d,%d,%s,%d,%d,%d\n", w.name.c_str(), t.start, t.end,
+                  t.end - t.start, kind_name(t.kind), i, w.rank, w.numa, m.host->get_cname(), m.numa, t.prio,
+                  t.step);
+    out << buf;
+  }
+}
+
+void Simulation::write_transfers(const std::string& path) const
+{
+  std::ofstream out(path);
+  if (!out)
+    throw InputError(path, "transfers", "a writable file");
+  out << "Start,End,Bytes,Src,Dst,Links\n";
+  char buf[256];
+  for (const auto& r : transfer_log_) {
+    const Route& rt = routes_[static_cast<size_t>(r.gsrc) * mem_.size() + r.gdst];
+    std::string links;
+    for (const auto& l : rt.links)
+      links += (links.empty() ? "" : " ") + l;
+    std::snprintf(buf, sizeof buf, "%.9f,%.9f,%.0f,%s,%s,", r.start, r.end, r.bytes, mem_[r.gsrc].host->get_cname(),
+                  mem_[r.gdst].host->get_cname());
+    out << buf << links << "\n";
+  }
+}
+
+} // namespace numasim

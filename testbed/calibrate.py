@@ -1,0 +1,580 @@
+"""`testbed calibrate`: measure one machine into a calibration bundle.
+
+Each step writes its own output atomically and is skipped when that output is
+already there, so an interrupted calibration resumes where it stopped. Bundle
+layout (docs/interfaces.md §8):
+
+  provenance.yaml          date, host, kernel, lscpu, versions, env, commands, git commit
+  hwloc.xml                lstopo --of xml
+  sampling/bus/<m>.*       native StarPU bus calibration (STARPU_HOSTNAME=<m>)
+  sampling/codelets/45/    LU codelet models, all cores (STARPU_CALIBRATE=1 runs of apps/lu)
+  codelets-numa<k>/        the same with the workers on NUMA node k only
+  numa/raw/*.csv           microbenchmark output (thread node x data node)
+  numa/matrix-*.csv        matrices: median time, GF/s, factor vs local
+  numa/bandwidth.csv       triad bandwidth per (thread node, data node) and machine
+  lu-reference.json        real LU makespans with the calibrated models (N = b * lu_nt)
+  kernels.yaml             kernel times in the format machine descriptions cite
+  summary.md, plots/*.png  what was measured, unstable timings, missing steps
+  steps/<step>.json        status, commands, duration of every step
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import io
+import json
+import os
+import platform
+import re
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from testbed import ROOT
+from testbed.atomic import atomic_dir, atomic_file
+from testbed.errors import InputError
+from testbed.paths import BUILD, LU_REAL, STARPU_NATIVE
+
+MICROBENCH_SRC = ROOT / "calibration" / "microbench"
+NUMA_BENCH = BUILD / "microbench" / "numa_bench"
+KERNELS = ("dgemm", "dtrsm", "dgetrf_nopiv", "daxpy")
+LU_SYMBOLS = ("dgetrf_nopiv", "dtrsm", "dgemm", "dplrnt")
+# Tiles a task accesses: StarPU's history `size` is the sum over its handles.
+LU_HANDLES = {"dgetrf_nopiv": 1, "dtrsm": 2, "dgemm": 3, "dplrnt": 1}
+# StarPU considers a history entry calibrated after this many samples
+# (STARPU_CALIBRATE_MINIMUM, default 10: src/core/perfmodel/perfmodel_history.c).
+CALIBRATE_MINIMUM = 10
+ENV_PREFIXES = ("STARPU_", "OPENBLAS_", "OMP_", "GOTO", "MKL_", "SLURM_", "OAR_", "HWLOC_", "OMPI_", "LD_LIBRARY_PATH", "PATH")
+
+
+@dataclass
+class Options:
+    machine: str
+    out: Path
+    tile_sizes: list[int]
+    reps: int = 20
+    bw_mb: int = 256
+    bw_reps: int = 10
+    lu_nt: int = 10
+    max_rounds: int = 5
+    lu_reps: int = 3
+    unstable: float = 0.10
+    lu: Path = LU_REAL
+
+
+@dataclass
+class Context:
+    opts: Options
+    ran: list[str] = field(default_factory=list)  # steps executed in this invocation
+    log: Callable[[str], None] = print
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def run_cmd(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float | None = None) -> str:
+    """Run a command, return stdout; a failure names the command and its stderr."""
+    full_env = {**os.environ, **(env or {})}
+    p = subprocess.run(cmd, env=full_env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    if p.returncode != 0:
+        raise RuntimeError(f"command failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr[-2000:]}")
+    return p.stdout
+
+
+def try_cmd(cmd: list[str], env: dict[str, str] | None = None) -> str:
+    try:
+        return run_cmd(cmd, env).strip()
+    except (OSError, RuntimeError) as exc:
+        return f"unavailable ({str(exc).splitlines()[0]})"
+
+
+def shell_line(cmd: list[str], env: dict[str, str]) -> str:
+    """A command as a user would type it, with the variables it sets."""
+    import shlex
+
+    return " ".join([*(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items())), *map(shlex.quote, map(str, cmd))])
+
+
+class Step:
+    """One resumable unit: `output` exists <=> the step is done."""
+
+    def __init__(self, name: str, output: Path, action: Callable[[Context, Path, list[str]], str], final: bool = False):
+        self.name, self.output, self.action, self.final = name, output, action, final
+
+    def done(self, ctx: Context) -> bool:
+        if self.final:  # summaries are redone whenever a measurement step ran
+            return self.output.exists() and not ctx.ran
+        return self.output.exists()
+
+    def run(self, ctx: Context) -> None:
+        record = ctx.opts.out / "steps" / f"{self.name}.json"
+        if self.done(ctx):
+            ctx.log(f"[skip] {self.name}: {self.output.relative_to(ctx.opts.out)} exists")
+            return
+        ctx.log(f"[run ] {self.name}")
+        commands: list[str] = []
+        t0 = time.time()
+        try:
+            status = self.action(ctx, self.output, commands)
+        except (RuntimeError, OSError, subprocess.TimeoutExpired, ValueError) as exc:
+            status = f"failed: {str(exc).strip()[:1500]}"
+        info = {"step": self.name, "status": status, "commands": commands,
+                "started": dt.datetime.fromtimestamp(t0, dt.timezone.utc).isoformat(timespec="seconds"),
+                "duration_s": round(time.time() - t0, 3)}
+        with atomic_file(record) as fh:
+            json.dump(info, fh, indent=1)
+        if status == "done":
+            ctx.ran.append(self.name)
+        ctx.log(f"[{status[:4]:4}] {self.name} ({info['duration_s']} s)")
+
+
+# --------------------------------------------------------------------------- steps: machine
+
+
+def git_commit() -> dict[str, str]:
+    head = try_cmd(["git", "-C", str(ROOT), "rev-parse", "HEAD"])
+    dirty = try_cmd(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"])
+    return {"commit": head, "dirty": "yes" if dirty and not dirty.startswith("unavailable") else "no"}
+
+
+def starpu_version() -> str:
+    pc = STARPU_NATIVE / "lib" / "pkgconfig"
+    return try_cmd(["pkg-config", "--modversion", "starpu-1.4"], {"PKG_CONFIG_PATH": str(pc)})
+
+
+def step_host(ctx: Context, out: Path, commands: list[str]) -> str:
+    info = {
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "host": socket.gethostname(),
+        "machine": ctx.opts.machine,
+        "kernel": " ".join(platform.uname()),
+        "lscpu": dict(
+            (k.strip(), v.strip()) for k, _, v in (ln.partition(":") for ln in try_cmd(["lscpu"]).splitlines()) if v
+        ),
+        "numa_balancing": _read_text("/proc/sys/kernel/numa_balancing"),
+        "versions": {
+            "starpu": starpu_version(),
+            "starpu_prefix": str(STARPU_NATIVE),
+            "openblas": try_cmd(["dpkg-query", "-W", "-f", "${Version}", "libopenblas0-pthread"]),
+            "compiler": try_cmd(["cc", "--version"]).splitlines()[0],
+            "mpi": try_cmd(["mpirun", "--version"]).splitlines()[0],
+            "hwloc": try_cmd(["lstopo", "--version"]),
+            "python": platform.python_version(),
+        },
+        "environment": {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES)},
+        "git": git_commit(),
+        "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(ctx.opts).items()},
+    }
+    commands += ["lscpu", "uname -a", "git rev-parse HEAD"]
+    with atomic_file(out) as fh:
+        json.dump(info, fh, indent=1)
+    return "done"
+
+
+def _read_text(path: str) -> str:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return "unavailable"
+
+
+def step_hwloc(ctx: Context, out: Path, commands: list[str]) -> str:
+    cmd = ["lstopo", "--of", "xml", "-f"]
+    commands.append(" ".join(cmd) + " hwloc.xml")
+    xml = run_cmd(cmd + ["-"])
+    with atomic_file(out) as fh:
+        fh.write(xml)
+    return "done"
+
+
+def numa_layout() -> dict[int, list[int]]:
+    """NUMA node -> CPUs, as the microbenchmark sees them (one PU per core)."""
+    text = run_cmd([str(build_microbench()), "topology"])
+    rows = list(csv.DictReader(io.StringIO(text)))
+    return {int(r["node"]): [int(c) for c in r["cpus"].split()] for r in rows}
+
+
+def build_microbench() -> Path:
+    if not NUMA_BENCH.exists() or NUMA_BENCH.stat().st_mtime < (MICROBENCH_SRC / "numa_bench.c").stat().st_mtime:
+        run_cmd(["make", "-s", "-C", str(MICROBENCH_SRC), f"BUILD={BUILD}"])
+    return NUMA_BENCH
+
+
+# --------------------------------------------------------------------------- steps: microbenchmarks
+
+BENCH_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+
+
+def step_kernel(kernel: str, b: int, load: str) -> Callable[[Context, Path, list[str]], str]:
+    def action(ctx: Context, out: Path, commands: list[str]) -> str:
+        cmd = [str(build_microbench()), "kernel", "--kernel", kernel, "--b", str(b), "--reps", str(ctx.opts.reps),
+               "--load", load]
+        commands.append(shell_line(cmd, BENCH_ENV))
+        text = run_cmd(cmd, BENCH_ENV)
+        with atomic_file(out) as fh:
+            fh.write(text)
+        return "done"
+
+    return action
+
+
+def step_bandwidth(ctx: Context, out: Path, commands: list[str]) -> str:
+    cmd = [str(build_microbench()), "bandwidth", "--mb", str(ctx.opts.bw_mb), "--reps", str(ctx.opts.bw_reps)]
+    commands.append(shell_line(cmd, BENCH_ENV))
+    text = run_cmd(cmd, BENCH_ENV)
+    with atomic_file(out) as fh:
+        fh.write(text)
+    return "done"
+
+
+# --------------------------------------------------------------------------- steps: StarPU
+
+
+def starpu_env(ctx: Context, home: Path) -> dict[str, str]:
+    return {"STARPU_HOME": str(home), "STARPU_HOSTNAME": ctx.opts.machine, "STARPU_SILENT": "1", **BENCH_ENV}
+
+
+def step_bus(ctx: Context, out: Path, commands: list[str]) -> str:
+    tool = STARPU_NATIVE / "bin" / "starpu_calibrate_bus"
+    if not tool.exists():
+        return f"not available yet: {tool} missing (envs/setup.sh builds the native StarPU)"
+    with atomic_dir(out) as tmp:
+        home = tmp / "home"
+        env = {**starpu_env(ctx, home), "STARPU_BUS_CALIBRATE": "1"}
+        commands.append(shell_line([str(tool)], {**env, "STARPU_HOME": "<tmp>"}))
+        run_cmd([str(tool)], env, timeout=1800)
+        bus = home / ".starpu" / "sampling" / "bus"
+        files = sorted(bus.glob(f"{ctx.opts.machine}.*"))
+        if not files:
+            raise RuntimeError(f"starpu_calibrate_bus wrote no {bus}/{ctx.opts.machine}.* files")
+        for f in files:
+            shutil.move(str(f), tmp / f.name)
+        shutil.rmtree(home)
+    return "done"
+
+
+HISTORY_LINE = re.compile(r"^([0-9a-f]{8})\s+(\d+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\d+)\s*$")
+
+
+def read_history(model: Path) -> list[dict[str, float]]:
+    """History entries of a StarPU model file (perfmodel_history.c format 45):
+    footprint, size (bytes), flops, mean (us), dev (us), sum, sum2, n."""
+    rows = []
+    if not model.exists():
+        return rows
+    for line in model.read_text().splitlines():
+        m = HISTORY_LINE.match(line)
+        if m:
+            rows.append({"footprint": m[1], "size": int(m[2]), "mean_us": float(m[4]), "dev_us": float(m[5]),
+                         "n": int(m[8])})
+    return rows
+
+
+def calibrated(models: Path, machine: str, b: int) -> bool:
+    for sym in LU_SYMBOLS:
+        size = LU_HANDLES[sym] * b * b * 8
+        entries = [e for e in read_history(models / f"{sym}.{machine}") if e["size"] == size]
+        if not entries or min(e["n"] for e in entries) < CALIBRATE_MINIMUM:
+            return False
+    return True
+
+
+def pu_logical_ids(hwloc_xml: Path) -> dict[int, int]:
+    """OS CPU id -> hwloc logical PU id (order of PUs in the topology tree), which
+    is what StarPU's *_CPUID variables take (src/core/topology.c:792-885)."""
+    import xml.etree.ElementTree as ET
+
+    pus = [o for o in ET.parse(hwloc_xml).iter("object") if o.get("type") == "PU"]
+    return {int(o.get("os_index")): i for i, o in enumerate(pus)}
+
+
+def scope_env(ctx: Context, scope: str, layout: dict[int, list[int]]) -> dict[str, str]:
+    """Workers of a calibration scope: `all` = StarPU's defaults for an MPI program;
+    `numa<k>` = CPU workers on NUMA k's cores only, the MPI thread on another
+    node's core (listed first so that StarPU reserves it: topology.c:1367-1381)."""
+    if scope == "all":
+        return {}
+    k = int(scope.removeprefix("numa"))
+    logical = pu_logical_ids(ctx.opts.out / "hwloc.xml")
+    others = [logical[c] for n, cpus in layout.items() if n != k for c in cpus]
+    cpus = [logical[c] for c in layout[k]]
+    return {"STARPU_WORKERS_CPUID": " ".join(map(str, [others[0], *cpus])), "STARPU_NCPU": str(len(cpus)),
+            "STARPU_MPI_THREAD_CPUID": str(others[0])}
+
+
+def step_codelets(scope: str) -> Callable[[Context, Path, list[str]], str]:
+    def action(ctx: Context, out: Path, commands: list[str]) -> str:
+        lu = ctx.opts.lu
+        if not lu.exists():
+            return f"not available yet: {lu} is not built (apps/lu, `make build`)"
+        layout = numa_layout()
+        # The work directory survives an interruption: StarPU keeps adding samples.
+        work = ctx.opts.out / ".work" / f"codelets-{scope}"
+        bus_src = ctx.opts.out / "sampling" / "bus"
+        bus_dst = work / ".starpu" / "sampling" / "bus"
+        if bus_src.is_dir() and not bus_dst.exists():
+            shutil.copytree(bus_src, bus_dst)  # same bus model, no second bus calibration
+        models = work / ".starpu" / "sampling" / "codelets" / "45"
+        env = {**starpu_env(ctx, work), **scope_env(ctx, scope, layout), "STARPU_CALIBRATE": "1",
+               "STARPU_SCHED": "dmdas"}
+        work.mkdir(parents=True, exist_ok=True)
+        log = work / "commands.json"  # commands of earlier, interrupted invocations
+        commands += json.loads(log.read_text()) if log.exists() else []
+        runs = []
+        for b in ctx.opts.tile_sizes:
+            n = b * ctx.opts.lu_nt
+            for rnd in range(ctx.opts.max_rounds):
+                if calibrated(models, ctx.opts.machine, b):
+                    break
+                cmd = [str(lu), "--n", str(n), "--b", str(b)]
+                commands.append(shell_line(cmd, {**env, "STARPU_HOME": "<work>"}))
+                log.write_text(json.dumps(commands))
+                result = json.loads(run_cmd(cmd, env, timeout=3600).strip().splitlines()[-1])
+                runs.append({"b": b, "round": rnd, "makespan_s": result.get("makespan_s"), "gflops": result.get("gflops")})
+            if not calibrated(models, ctx.opts.machine, b):
+                return f"failed: b={b} not calibrated after {ctx.opts.max_rounds} rounds (raise --max-rounds)"
+        with atomic_dir(out) as tmp:
+            shutil.copytree(models, tmp, dirs_exist_ok=True)
+        shutil.rmtree(work, ignore_errors=True)
+        with atomic_file(out.parent / f"runs-{scope}.json") as fh:
+            json.dump(runs, fh, indent=1)
+        return "done"
+
+    return action
+
+
+def step_lu_reference(ctx: Context, out: Path, commands: list[str]) -> str:
+    """Real makespans of the LU with the calibrated models: what simulations of
+    this machine are compared against (N = b * lu_nt for the smallest b)."""
+    lu = ctx.opts.lu
+    models = ctx.opts.out / "sampling" / "codelets" / "45"
+    if not lu.exists() or not models.is_dir():
+        return "not available yet: needs the apps/lu real build and the codelet models"
+    b = ctx.opts.tile_sizes[0]
+    n = b * ctx.opts.lu_nt
+    results = []
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="lu-reference-") as home:
+        shutil.copytree(ctx.opts.out / "sampling", Path(home) / ".starpu" / "sampling")
+        env = {**starpu_env(ctx, Path(home)), "STARPU_SCHED": "dmdas", "STARPU_CALIBRATE": "0"}
+        cmd = [str(lu), "--n", str(n), "--b", str(b)]
+        for _ in range(ctx.opts.lu_reps):
+            commands.append(shell_line(cmd, {**env, "STARPU_HOME": "<copy of the bundle's sampling>"}))
+            results.append(json.loads(run_cmd(cmd, env, timeout=3600).strip().splitlines()[-1]))
+    spans = [float(r["makespan_s"]) for r in results]
+    mean = sum(spans) / len(spans)
+    sd = (sum((x - mean) ** 2 for x in spans) / (len(spans) - 1)) ** 0.5 if len(spans) > 1 else 0.0
+    doc = {"n": n, "b": b, "env": env | {"STARPU_HOME": "<copy>"}, "makespans_s": spans, "mean_s": mean,
+           "rel_std": sd / mean if mean else 0.0, "runs": results}
+    with atomic_file(out) as fh:
+        json.dump(doc, fh, indent=1)
+    return "done"
+
+
+# --------------------------------------------------------------------------- derived outputs
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    return list(csv.DictReader(path.open())) if path.exists() else []
+
+
+def numa_rows(out: Path) -> list[dict[str, str]]:
+    rows: list[dict[str, str]] = []
+    for f in sorted((out / "numa" / "raw").glob("*.csv")):
+        rows += read_csv(f)
+    return rows
+
+
+def write_matrices(out: Path, rows: list[dict[str, str]]) -> list[Path]:
+    """One CSV per kernel, b and load: rows thread node, columns data node."""
+    written = []
+    groups: dict[tuple[str, str, str], list[dict[str, str]]] = {}
+    for r in rows:
+        groups.setdefault((r["kernel"], r["b"], r["load"]), []).append(r)
+    for (kernel, b, load), cells in groups.items():
+        nodes = sorted({int(c["thread_node"]) for c in cells} | {int(c["data_node"]) for c in cells})
+        by = {(int(c["thread_node"]), int(c["data_node"])): c for c in cells}
+        path = out / "numa" / f"matrix-{kernel}-b{b}-{load}.csv"
+        with atomic_file(path) as fh:
+            w = csv.writer(fh)
+            w.writerow(["quantity", "thread_node", *[f"data_node_{d}" for d in nodes]])
+            for qty in ("median_s", "gflops", "factor"):
+                for t in nodes:
+                    vals = []
+                    for d in nodes:
+                        c = by.get((t, d))
+                        local = by.get((t, t))
+                        if c is None:
+                            vals.append("")
+                        elif qty == "factor":
+                            vals.append(f"{float(c['median_s']) / float(local['median_s']):.4f}" if local else "")
+                        else:
+                            vals.append(c[qty])
+                    w.writerow([qty, t, *vals])
+        written.append(path)
+    return written
+
+
+def codelet_table(out: Path, machine: str) -> list[dict[str, object]]:
+    table = []
+    scopes = [("all", out / "sampling" / "codelets" / "45")]
+    scopes += [(p.name.removeprefix("codelets-"), p / "45") for p in sorted(out.glob("codelets-numa*"))]
+    for scope, d in scopes:
+        for sym in LU_SYMBOLS:
+            for e in read_history(d / f"{sym}.{machine}"):
+                b = round((e["size"] / 8 / LU_HANDLES[sym]) ** 0.5)
+                table.append({"scope": scope, "symbol": sym, "b": b, "mean_s": e["mean_us"] * 1e-6,
+                              "dev_s": e["dev_us"] * 1e-6, "rel_std": e["dev_us"] / e["mean_us"] if e["mean_us"] else 0,
+                              "n": e["n"]})
+    return table
+
+
+def write_kernels_yaml(out: Path, machine: str, codelets: list[dict[str, object]]) -> bool:
+    """Kernel times at the largest calibrated tile, citing the bundle (format of
+    calibration/*-public/kernels.yaml, read through machine descriptions)."""
+    rows = [r for r in codelets if r["scope"] == "all"]
+    if not rows:
+        return False
+    ref = max(int(r["b"]) for r in rows)
+    flops = {"dgemm": "2*b^3", "dtrsm": "b^3", "dgetrf_nopiv": "2*b^3/3", "dplrnt": "0"}
+    kernels: dict[str, object] = {}
+    for sym in LU_SYMBOLS:
+        mine = {int(r["b"]): r for r in rows if r["symbol"] == sym}
+        if ref not in mine:
+            continue
+        r = mine[ref]
+        src = f"calibration/{out.name}/sampling/codelets/45/{sym}.{machine}, history entry b={ref} (StarPU mean over n={r['n']})"
+        if len(mine) >= 2:
+            lo = min(mine)
+            import math
+
+            expo = math.log(float(mine[ref]["mean_s"]) / float(mine[lo]["mean_s"])) / math.log(ref / lo)
+            exponent = {"value": round(expo, 3), "derived": f"log-log slope of the b={lo} and b={ref} means of {src.split(',')[0]}"}
+        else:
+            exponent = ({"value": 2, "derived": "one tile size calibrated: generating b^2 entries, time assumed proportional to b^2"}
+                        if sym == "dplrnt" else
+                        {"value": 3, "derived": f"one tile size calibrated: time assumed proportional to the flop count {flops[sym]}"})
+        kernels[sym] = {"flops": flops[sym], "cpu": {
+            "time_s": {"value": float(r["mean_s"]), "source": src},
+            "exponent": exponent,
+            "rel_std": {"value": round(float(r["rel_std"]), 4), "source": src + ", dev/mean"},
+        }}
+    doc = {"bundle": out.name, "kind": "measured", "machine": machine, "reference_tile": ref, "kernels": kernels}
+    with atomic_file(out / "kernels.yaml") as fh:
+        fh.write(f"# Measured by `testbed calibrate --machine {machine}`; see summary.md and provenance.yaml.\n")
+        yaml.safe_dump(doc, fh, sort_keys=False)
+    return True
+
+
+# --------------------------------------------------------------------------- summary
+
+
+def step_provenance(ctx: Context, out: Path, commands: list[str]) -> str:
+    facts = ctx.opts.out / "host.json"
+    host = json.loads(facts.read_text()) if facts.exists() else {}
+    steps = {}
+    for rec in sorted((ctx.opts.out / "steps").glob("*.json")):
+        info = json.loads(rec.read_text())
+        steps[info["step"]] = {k: info[k] for k in ("status", "started", "duration_s", "commands")}
+    doc = {**host, "generated_by": f"testbed calibrate --machine {ctx.opts.machine} --out {ctx.opts.out}",
+           "steps": steps}
+    with atomic_file(out) as fh:
+        yaml.safe_dump(doc, fh, sort_keys=False, width=120)
+    return "done"
+
+
+def step_summary(ctx: Context, out: Path, commands: list[str]) -> str:
+    from testbed.calibrate_report import write_summary
+
+    write_summary(ctx, out)
+    return "done"
+
+
+# --------------------------------------------------------------------------- driver
+
+
+def steps_for(opts: Options, nnuma: int) -> list[Step]:
+    o = opts.out
+    steps = [Step("host", o / "host.json", step_host), Step("hwloc", o / "hwloc.xml", step_hwloc),
+             Step("bus", o / "sampling" / "bus", step_bus)]
+    for b in opts.tile_sizes:
+        for kernel in KERNELS:
+            for load in ("alone", "all"):
+                steps.append(Step(f"numa-{kernel}-b{b}-{load}", o / "numa" / "raw" / f"{kernel}-b{b}-{load}.csv",
+                                  step_kernel(kernel, b, load)))
+    steps.append(Step("bandwidth", o / "numa" / "bandwidth.csv", step_bandwidth))
+    steps.append(Step("codelets-all", o / "sampling" / "codelets" / "45", step_codelets("all")))
+    if nnuma > 1:  # on one NUMA node the per-node models are the `all` models
+        for k in range(nnuma):
+            steps.append(Step(f"codelets-numa{k}", o / f"codelets-numa{k}" / "45", step_codelets(f"numa{k}")))
+    steps.append(Step("lu-reference", o / "lu-reference.json", step_lu_reference))
+    steps.append(Step("provenance", o / "provenance.yaml", step_provenance, final=True))
+    steps.append(Step("summary", o / "summary.md", step_summary, final=True))
+    return steps
+
+
+def calibrate(opts: Options, log: Callable[[str], None] = print) -> Context:
+    ctx = Context(opts, log=log)
+    opts.out.mkdir(parents=True, exist_ok=True)
+    nnuma = len(numa_layout())
+    steps = steps_for(opts, nnuma)
+    final = [s for s in steps if s.final]
+    for s in steps:
+        if s.final:
+            continue
+        s.run(ctx)
+    if ctx.ran or not all(s.output.exists() for s in final):
+        ctx.ran.append("derived")
+        write_matrices(opts.out, numa_rows(opts.out))
+        write_kernels_yaml(opts.out, opts.machine, codelet_table(opts.out, opts.machine))
+    for s in final:
+        s.run(ctx)
+    work = opts.out / ".work"
+    if work.is_dir() and not any(work.iterdir()):
+        work.rmdir()
+    return ctx
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--machine", required=True, help="machine type name (files are named after it)")
+    p.add_argument("--out", default=None, help="bundle directory (default calibration/MACHINE)")
+    p.add_argument("--b", action="append", type=int, default=None, help="tile size (repeatable; default 192)")
+    p.add_argument("--reps", type=int, default=20, help="kernel calls per NUMA cell and thread")
+    p.add_argument("--bw-mb", type=int, default=256, help="total triad array size in MB")
+    p.add_argument("--bw-reps", type=int, default=10)
+    p.add_argument("--lu-nt", type=int, default=10, help="tiles per dimension of the calibration LU runs")
+    p.add_argument("--max-rounds", type=int, default=5, help="LU runs per tile size before giving up")
+    p.add_argument("--lu-reps", type=int, default=3, help="reference LU runs with the calibrated models")
+    p.add_argument("--unstable", type=float, default=0.10, help="relative stddev above which a timing is unstable")
+    p.add_argument("--lu", default=str(LU_REAL), help="real build of apps/lu")
+
+
+def options_from_args(args: argparse.Namespace) -> Options:
+    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", args.machine):
+        raise InputError(None, "--machine", f"a name of letters, digits, _ or - (used in file names), got {args.machine!r}")
+    sizes = args.b or [192]
+    for name, v in (("--b", min(sizes)), ("--reps", args.reps), ("--bw-mb", args.bw_mb), ("--bw-reps", args.bw_reps),
+                    ("--lu-nt", args.lu_nt), ("--max-rounds", args.max_rounds), ("--lu-reps", args.lu_reps)):
+        if v <= 0:
+            raise InputError(None, name, f"a positive integer, got {v}")
+    if not 0 < args.unstable < 10:
+        raise InputError(None, "--unstable", f"a relative standard deviation in (0, 10), got {args.unstable}")
+    return Options(machine=args.machine, out=Path(args.out or ROOT / "calibration" / args.machine),
+                   tile_sizes=sorted(set(sizes)), reps=args.reps, bw_mb=args.bw_mb, bw_reps=args.bw_reps,
+                   lu_nt=args.lu_nt, max_rounds=args.max_rounds, lu_reps=args.lu_reps, unstable=args.unstable, lu=Path(args.lu))
+
+
+def run(args: argparse.Namespace) -> int:
+    ctx = calibrate(options_from_args(args))
+    statuses = {json.loads(p.read_text())["status"] for p in (ctx.opts.out / "steps").glob("*.json")}
+    failed = [s for s in statuses if s.startswith("failed")]
+    return 1 if failed else 0

@@ -1,0 +1,134 @@
+"""Calibration workflow on this machine: microbenchmarks, resumability, provenance."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from testbed import calibrate as cal
+from testbed.errors import InputError
+
+SMALL = dict(tile_sizes=[64], reps=3, bw_mb=32, bw_reps=2, lu_nt=4, max_rounds=6, lu_reps=2)
+
+
+def quiet(_: str) -> None:
+    pass
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("cal") / "local"
+    cal.calibrate(cal.Options(machine="local", out=out, **SMALL), log=quiet)
+    return out
+
+
+def test_microbench_builds_and_measures() -> None:
+    exe = cal.build_microbench()
+    text = subprocess.run([str(exe), "kernel", "--kernel", "dgemm", "--b", "64", "--reps", "3"],
+                          capture_output=True, text=True, check=True, env={"OPENBLAS_NUM_THREADS": "1"}).stdout
+    rows = list(csv.DictReader(io.StringIO(text)))
+    nnuma = len(cal.numa_layout())
+    assert len(rows) == nnuma * nnuma  # 1x1 on this one-NUMA machine
+    assert all(float(r["gflops"]) > 0 and float(r["median_s"]) > 0 for r in rows)
+    bad = subprocess.run([str(exe), "kernel", "--kernel", "dpotrf", "--b", "64", "--reps", "3"], capture_output=True)
+    assert bad.returncode == 2
+
+
+def test_bundle_contents(bundle: Path) -> None:
+    for rel in ("provenance.yaml", "hwloc.xml", "summary.md", "numa/bandwidth.csv", "host.json"):
+        assert (bundle / rel).is_file(), rel
+    assert "<topology" in (bundle / "hwloc.xml").read_text()
+    assert sorted(p.name for p in (bundle / "sampling" / "bus").iterdir())[:3] == [
+        "local.affinity", "local.bandwidth", "local.config"]
+    nnuma = len(cal.numa_layout())
+    m = list(csv.reader((bundle / "numa" / "matrix-dgemm-b64-alone.csv").open()))
+    assert len(m) == 1 + 3 * nnuma and len(m[0]) == 2 + nnuma
+    gf = [r for r in m if r[0] == "gflops"]
+    assert all(float(v) > 0 for r in gf for v in r[2:])
+    summary = (bundle / "summary.md").read_text()
+    if nnuma == 1:
+        assert "One NUMA node" in summary
+    bw = list(csv.DictReader((bundle / "numa" / "bandwidth.csv").open()))
+    assert all(float(r["gbps"]) > 0 for r in bw)
+
+
+@pytest.mark.skipif(not cal.LU_REAL.exists(), reason="apps/lu real build missing (make build)")
+def test_codelet_models_calibrated(bundle: Path) -> None:
+    models = bundle / "sampling" / "codelets" / "45"
+    assert cal.calibrated(models, "local", 64)
+    k = yaml.safe_load((bundle / "kernels.yaml").read_text())
+    assert k["reference_tile"] == 64 and k["kernels"]["dgemm"]["cpu"]["time_s"]["value"] > 0
+    assert "source" in k["kernels"]["dgemm"]["cpu"]["time_s"]
+    ref = json.loads((bundle / "lu-reference.json").read_text())
+    assert ref["n"] == 256 and len(ref["makespans_s"]) == 2 and ref["mean_s"] > 0
+
+
+def test_provenance_complete(bundle: Path) -> None:
+    p = yaml.safe_load((bundle / "provenance.yaml").read_text())
+    for key in ("date", "host", "kernel", "lscpu", "versions", "environment", "git", "steps"):
+        assert p.get(key), key
+    assert p["versions"]["starpu"].startswith("1.4")
+    assert "gcc" in p["versions"]["compiler"].lower() or "cc" in p["versions"]["compiler"].lower()
+    assert len(p["git"]["commit"]) == 40
+    assert p["lscpu"]["CPU(s)"]
+    done = {k: v for k, v in p["steps"].items() if v["status"] == "done" and k not in ("provenance", "summary")}
+    assert "numa-dgemm-b64-alone" in done
+    assert all(v["commands"] for v in done.values())
+    assert "numa_bench kernel --kernel dgemm --b 64 --reps 3 --load alone" in done["numa-dgemm-b64-alone"]["commands"][0]
+
+
+def test_second_run_is_noop_and_resumes(bundle: Path) -> None:
+    before = {p: p.stat().st_mtime_ns for p in bundle.rglob("*") if p.is_file()}
+    ctx = cal.calibrate(cal.Options(machine="local", out=bundle, **SMALL), log=quiet)
+    assert ctx.ran == []
+    assert {p: p.stat().st_mtime_ns for p in bundle.rglob("*") if p.is_file()} == before
+    # an interrupted calibration: one measurement missing -> only it (and the summaries) rerun
+    (bundle / "numa" / "raw" / "daxpy-b64-all.csv").unlink()
+    ctx = cal.calibrate(cal.Options(machine="local", out=bundle, **SMALL), log=quiet)
+    assert ctx.ran[0] == "numa-daxpy-b64-all"
+    assert set(ctx.ran) <= {"numa-daxpy-b64-all", "derived", "provenance", "summary"}
+    assert (bundle / "numa" / "raw" / "daxpy-b64-all.csv").exists()
+
+
+def test_unstable_timings_are_reported(bundle: Path) -> None:
+    (bundle / "summary.md").unlink()
+    opts = cal.Options(machine="local", out=bundle, unstable=1e-9, **SMALL)
+    cal.calibrate(opts, log=quiet)
+    text = (bundle / "summary.md").read_text()
+    section = text.split("## Unstable timings", 1)[1]
+    assert "microbenchmark dgemm b=64 alone" in section and "UNSTABLE" in text
+
+
+def test_missing_lu_build_is_reported_not_faked(tmp_path: Path) -> None:
+    out = tmp_path / "nolu"
+    opts = cal.Options(machine="local", out=out, lu=tmp_path / "no-such-lu", **SMALL)
+    # the codelet step alone: it must record why it did nothing and leave no output
+    step = cal.Step("codelets-all", out / "sampling" / "codelets" / "45", cal.step_codelets("all"))
+    ctx = cal.Context(opts, log=quiet)
+    step.run(ctx)
+    rec = json.loads((out / "steps" / "codelets-all.json").read_text())
+    assert rec["status"].startswith("not available yet")
+    assert not (out / "sampling" / "codelets").exists() and ctx.ran == []
+
+
+@pytest.mark.parametrize("argv", [["--machine", "bad name"], ["--machine", "x", "--reps", "0"],
+                                  ["--machine", "x", "--b", "-4"], ["--machine", "x", "--unstable", "0"]])
+def test_bad_options(argv: list[str]) -> None:
+    p = argparse.ArgumentParser()
+    cal.add_arguments(p)
+    with pytest.raises(InputError):
+        cal.options_from_args(p.parse_args(argv))
+
+
+def test_pu_logical_ids_follow_hwloc_order(bundle: Path) -> None:
+    ids = cal.pu_logical_ids(bundle / "hwloc.xml")
+    cpus = sorted(c for v in cal.numa_layout().values() for c in v)
+    assert all(c in ids for c in cpus)
+    assert sorted(ids.values()) == list(range(len(ids)))

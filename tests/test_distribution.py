@@ -1,0 +1,124 @@
+"""Tile distributions: block-cyclic grid, file format, heterogeneity-aware generator, node speeds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from testbed.distribution import (
+    block_cyclic,
+    heterogeneous,
+    history_means,
+    near_square_grid,
+    node_gemm_speed,
+    read_distribution,
+    tile_shares,
+    write_distribution,
+)
+from testbed.errors import InputError
+
+
+@pytest.mark.parametrize("nodes,grid", [(1, (1, 1)), (2, (1, 2)), (4, (2, 2)), (7, (1, 7)), (12, (3, 4)), (21, (3, 7))])
+def test_near_square_grid(nodes: int, grid: tuple[int, int]) -> None:
+    assert near_square_grid(nodes) == grid
+
+
+def test_block_cyclic_is_chameleons_rule() -> None:
+    owners = block_cyclic(5, 2, 3)
+    assert owners[0][:4] == [0, 1, 2, 0]
+    assert owners[1][:4] == [3, 4, 5, 3]
+    assert owners[2][0] == 0 and owners[3][4] == 3 + 1
+
+
+def test_file_round_trip(tmp_path: Path) -> None:
+    owners = heterogeneous(7, [1.0, 2.0, 3.0])
+    path = write_distribution(tmp_path / "d.txt", owners, comment="three nodes\nsecond line")
+    assert path.read_text().startswith("# three nodes\n# second line\n")
+    assert read_distribution(path, 7, 3) == owners
+
+
+@pytest.mark.parametrize(
+    "text,key",
+    [("0 1\n1 x\n", "line 3"), ("0 1\n1 2\n", "line 3 column 2"), ("0 1\n", "rows"), ("0 1\n1 0 1\n", "row 2")],
+)
+def test_bad_file_names_file_and_line(tmp_path: Path, text: str, key: str) -> None:
+    path = tmp_path / "bad.txt"
+    path.write_text("# comment\n" + text)
+    with pytest.raises(InputError) as err:
+        read_distribution(path, 2, 2)
+    assert err.value.file == str(path) and err.value.key == key
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="readable distribution file"):
+        read_distribution(tmp_path / "none.txt")
+
+
+def test_heterogeneous_equal_speeds_is_block_cyclic() -> None:
+    assert heterogeneous(12, [5.0] * 6) == block_cyclic(12, 2, 3)
+
+
+@pytest.mark.parametrize("speeds", [[1, 1, 2], [1, 2, 3, 4, 5], [4604.8, 998.5], [3, 1, 1]])
+def test_heterogeneous_shares_follow_speeds(speeds: list[float]) -> None:
+    nt = 60
+    owners = heterogeneous(nt, speeds)
+    total = sum(speeds)
+    for share, speed in zip(tile_shares(owners, len(speeds)), speeds):
+        assert share == pytest.approx(speed / total, abs=0.03)
+    # a 2D-cyclic-like pattern: no node is confined to a few rows or columns
+    for node in range(len(speeds)):
+        rows = {m for m in range(nt) for n in range(nt) if owners[m][n] == node}
+        cols = {n for m in range(nt) for n in range(nt) if owners[m][n] == node}
+        assert len(rows) >= nt // 8 and len(cols) >= nt // 8
+
+
+def test_heterogeneous_is_deterministic_and_validates() -> None:
+    assert heterogeneous(20, [1, 2, 3]) == heterogeneous(20, [1, 2, 3])
+    with pytest.raises(InputError):
+        heterogeneous(20, [1, 0])
+
+
+MODEL = """##################
+# Performance Model Version
+45
+####################
+# COMBs
+# number of combinations
+2
+##########
+# Model for cpu0_impl0 (Comb0)
+# number of entries
+1
+# hash\tsize\tflops\tmean (us)\tdev (us)\tsum\tsum2\tn
+24c84a50\t{size}\t0.000000e+00\t4.000000e+04\t1.0e+02\t4.0e+05\t1.6e+10\t10
+##########
+# Model for cuda0_impl0 (Comb1)
+# number of entries
+1
+# hash\tsize\tflops\tmean (us)\tdev (us)\tsum\tsum2\tn
+24c84a50\t{size}\t0.000000e+00\t2.000000e+03\t1.0e+01\t2.0e+04\t4.0e+07\t10
+"""
+
+
+def test_node_gemm_speed_sums_workers(tmp_path: Path) -> None:
+    b = 960
+    (tmp_path / "codelets" / "45").mkdir(parents=True)
+    (tmp_path / "bus").mkdir()
+    (tmp_path / "codelets" / "45" / "dgemm.m").write_text(MODEL.format(size=3 * b * b * 8))
+    (tmp_path / "bus" / "m.config").write_text("# Current configuration\n8 # Number of CPUs\n1 # Number of CUDA devices\n")
+    assert history_means(tmp_path / "codelets" / "45" / "dgemm.m") == {
+        "cpu0_impl0": {3 * b * b * 8: 4.0e4}, "cuda0_impl0": {3 * b * b * 8: 2.0e3}}
+    flop = 2.0 * b**3
+    # 8 cores, one drives the GPU: 7 CPU workers + 1 GPU
+    assert node_gemm_speed(tmp_path, "m", b) == pytest.approx(7 * flop / 0.04 + flop / 0.002)
+    with pytest.raises(InputError, match="b=192"):
+        node_gemm_speed(tmp_path, "m", 192)
+
+
+def test_heterogeneous_slow_nodes_do_not_own_whole_columns() -> None:
+    owners = heterogeneous(60, [3, 1, 1])  # a 2 x 5 pattern
+    for node in (1, 2):
+        cols = {n for m in range(60) for n in range(60) if owners[m][n] == node}
+        assert len(cols) >= 20  # in 2 of the 5 pattern columns, not 1
+        assert all(sum(owners[m][n] == node for m in range(60)) < 60 for n in cols)

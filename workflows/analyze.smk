@@ -1,0 +1,49 @@
+# runs.csv -> tidy tables (the expensive step: model fit) -> figures (cheap: reads the tables).
+
+
+rule analyze_tables:
+    input:
+        "results/{experiment}/runs.csv",
+    output:
+        anova="results/{experiment}/anova.csv",
+        markdown="results/{experiment}/anova.md",
+        html="results/{experiment}/anova.html",
+        summary="results/{experiment}/summary.csv",
+        effects="results/{experiment}/effects.csv",
+        model="results/{experiment}/model.json",
+        best="results/{experiment}/best.json",
+    params:
+        p_max=config["analysis"]["p_max"],
+        min_variance=config["analysis"]["min_variance_pct"],
+        out=lambda wildcards, output: Path(output.anova).parent,
+    conda:
+        "envs/testbed.yaml"
+    log:
+        "results/{experiment}/logs/analyze_tables.log",
+    shell:
+        "testbed analyze {input} --out {params.out} --stage tables "
+        "--p-max {params.p_max} --min-variance {params.min_variance} > {log} 2>&1"
+
+
+rule analyze_plots:
+    input:
+        runs="results/{experiment}/runs.csv",
+        effects="results/{experiment}/effects.csv",
+        model="results/{experiment}/model.json",
+    output:
+        report(
+            directory("results/{experiment}/figures"),
+            patterns=["{name}.png"],
+            category="{experiment}",
+            labels={"figure": "{name}"},
+        ),
+    params:
+        boxplots=boxplot_args,
+        out=lambda wildcards, input: Path(input.model).parent,
+    conda:
+        "envs/testbed.yaml"
+    log:
+        "results/{experiment}/logs/analyze_plots.log",
+    shell:
+        "testbed analyze {input.runs} --out {params.out} --stage plots "
+        "{params.boxplots} --figures {output} > {log} 2>&1"

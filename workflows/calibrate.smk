@@ -1,0 +1,45 @@
+# Calibration of one machine type into a bundle calibration/<machine>/:
+#   snakemake calibrate --config machine=NAME [calibration='{b: [192, 960], reps: 50}']
+# One job per machine type (a whole node: it binds threads to every core). The
+# job is `testbed calibrate`, which skips the steps already done, so a job that
+# was killed resumes where it stopped; a finished bundle makes the rule a no-op.
+CALIBRATION_MACHINE = config.get("machine", "local")
+CALIBRATION = config.get("calibration", {})
+#: `testbed calibrate` options from config['calibration'] (b: list of tile sizes, reps, ...)
+CALIBRATE_OPTIONS = " ".join(
+    [f"--b {b}" for b in CALIBRATION.get("b", [192])]
+    + [
+        f"--{key.replace('_', '-')} {CALIBRATION[key]}"
+        for key in ("reps", "bw_mb", "bw_reps", "lu_nt", "lu_reps", "max_rounds", "unstable")
+        if key in CALIBRATION
+    ]
+)
+
+
+
+wildcard_constraints:
+    machine=r"[A-Za-z][A-Za-z0-9_-]*",
+
+
+rule calibrate:
+    input:
+        f"calibration/{CALIBRATION_MACHINE}/summary.md",
+
+
+# No conda env: the job needs the node's own compiler, OpenBLAS, hwloc and the
+# native StarPU build (envs/setup.sh), which is what is being calibrated.
+rule calibration_bundle:
+    output:
+        summary="calibration/{machine}/summary.md",
+        provenance="calibration/{machine}/provenance.yaml",
+    log:
+        "results/logs/calibrate-{machine}.log",
+    params:
+        options=CALIBRATE_OPTIONS,
+    resources:
+        runtime=240,
+        calibration_node=1,
+    threads: workflow.cores
+    shell:
+        "testbed calibrate --machine {wildcards.machine} --out calibration/{wildcards.machine} "
+        "{params.options} > {log} 2>&1"

@@ -1,0 +1,52 @@
+# Design table -> runs in batches (one Snakemake job each) -> results/<experiment>/runs.csv.
+# A batch table is written atomically when its last run ends: an interrupted
+# campaign resumes by running only the batches whose table is missing.
+
+
+rule design:
+    output:
+        "results/{experiment}/design.csv",
+    params:
+        spec=lambda wildcards: json.dumps(EXPERIMENTS[wildcards.experiment], sort_keys=True),
+    conda:
+        "envs/testbed.yaml"
+    log:
+        "results/{experiment}/logs/design.log",
+    shell:
+        "testbed design --spec {params.spec:q} --out {output} > {log} 2>&1"
+
+
+rule campaign_batch:
+    input:
+        design="results/{experiment}/design.csv",
+        platform=platform_dirs,
+    output:
+        "results/{experiment}/batches/batch-{batch}.csv",
+    params:
+        platform=lambda wildcards, input: (
+            f"--platform-dir {input.platform}" if input.platform else ""
+        ),
+    conda:
+        "envs/testbed.yaml"
+    log:
+        "results/{experiment}/logs/batch-{batch}.log",
+    threads: 1
+    resources:
+        runtime=120,
+    shell:
+        # progress of each run on the terminal and in the log
+        "testbed campaign --design {input.design} --batch {wildcards.batch} "
+        "{params.platform} --out {output} 2> >(tee {log} >&2)"
+
+
+rule runs:
+    input:
+        batch_files,
+    output:
+        "results/{experiment}/runs.csv",
+    conda:
+        "envs/testbed.yaml"
+    log:
+        "results/{experiment}/logs/runs.log",
+    shell:
+        "testbed campaign --merge {input} --out {output} > {log} 2>&1"

@@ -1,0 +1,30 @@
+# All experiments -> results/report/report.html (self-contained) and report.md.
+
+
+rule report:
+    input:
+        tables=expand(
+            "results/{experiment}/{name}",
+            experiment=EXPERIMENTS,
+            name=["design.csv", "anova.csv", "summary.csv", "model.json", "best.json"],
+        ),
+        figures=expand("results/{experiment}/figures", experiment=EXPERIMENTS),
+        platforms=all_platform_dirs,
+        reference=[config["report"]["reference"]] if config["report"]["reference"] else [],
+    output:
+        html=report("results/report/report.html", category="Report"),
+        markdown="results/report/report.md",
+    params:
+        experiments=" ".join(f"--experiment {e}=results/{e}" for e in EXPERIMENTS),
+        title=config["report"]["title"],
+        reference=lambda wildcards, input: (
+            f"--reference {input.reference}" if input.reference else ""
+        ),
+        out=lambda wildcards, output: Path(output.html).parent,
+    conda:
+        "envs/testbed.yaml"
+    log:
+        "results/logs/report.log",
+    shell:
+        "testbed report {params.experiments} --title {params.title:q} {params.reference} "
+        "--platforms-dir results/platforms --out {params.out} > {log} 2>&1"
