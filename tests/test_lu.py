@@ -184,3 +184,16 @@ def test_simgrid_n_not_multiple_of_b(tmp_path: Path) -> None:
 
     with pytest.raises(InputError, match="multiple of b"):
         starpu_simgrid.run(simgrid_spec(tmp_path, tmp_path, n=1000, b=960))
+
+
+@needs_simgrid
+def test_simgrid_generated_platform_three_nodes(tmp_path: Path) -> None:
+    """hetero-3 (2 chetemi + 1 chifflet) end to end from `testbed platform`'s generator."""
+    from testbed.engines import starpu_simgrid
+
+    spec = RunSpec(engine="starpu-simgrid", cluster="hetero-3", n=4800, b=480, workdir=tmp_path,
+                   distribution={"kind": "heterogeneous"})
+    out = starpu_simgrid.run(spec)
+    assert out["hosts"] == ["chetemi-1", "chetemi-2", "chifflet-1"] and out["symbols"] == "chameleon"
+    assert out["tasks_by_kind"] == closed_form(10) and out["makespan_s"] > 0
+    assert list(tmp_path.iterdir()) == []  # generated platform and scratch files removed

@@ -13,6 +13,7 @@ namespace numasim {
 Simulation::Simulation(sg4::Engine& engine, RunConfig cfg) : engine_(engine), cfg_(std::move(cfg)), rng_(cfg_.seed)
 {
   engine_.load_platform(cfg_.platform);
+  engine_.seal_platform(); // routes are queried before the run (estimates, tests)
   nodes_ = discover_platform(engine_, cfg_.platform);
   cfg_.resolve_distribution(static_cast<int>(nodes_.size()));
   if (nodes_.size() > 65535)

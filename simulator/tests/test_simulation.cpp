@@ -119,15 +119,31 @@ TEST(Simulation, DmdaPicksLeastExpectedEnd)
   EXPECT_FALSE(sim.workers()[g].cuda);
 }
 
-TEST(Simulation, DeterministicGivenSeed)
+TEST(Simulation, DmdasQueueIsOrderedByPriority)
 {
-  // Two runs of the same configuration in one engine are impossible; compare with a fixed
-  // reference from the same binary instead: a re-run of the executable is checked in
-  // tests/test_numasim.py. Here: same seed → identical durations sequence in one run.
+  QueueKey a{5, 2, 10}, b{7, 3, 11}, c{5, 1, 12};
+  std::set<QueueKey> q = {a, b, c};
+  std::vector<uint32_t> order;
+  for (const auto& k : q)
+    order.push_back(k.task);
+  // Highest priority first, then submission order (sched_policies/fifo_queues.c sorted insert).
+  EXPECT_EQ(order, (std::vector<uint32_t>{11, 12, 10}));
+}
+
+TEST(Simulation, DmdasRunsHigherPriorityFirstOnAWorker)
+{
   sg4::Engine e(&argc_, argv_);
-  Simulation sim(e, config("tiny1.xml", 5, {}));
-  Summary s = sim.run();
-  EXPECT_EQ(s.tasks, 5u + 20u + 30u);
+  Simulation sim(e, config("tiny1.xml", 8, {{"STARPU_SCHED", "dmdas"}, {"STARPU_NCUDA", "0"}, {"STARPU_NCPU", "1"}}));
+  sim.run();
+  // One worker: whenever two tasks were both ready and queued, the higher priority ran first.
+  // Check on step 0's trsm tasks (all released by getrf(0) at once): start order follows priority.
+  std::vector<std::pair<double, int>> starts;
+  for (const auto& t : sim.dag().tasks)
+    if (t.step == 0 && (t.kind == TaskKind::trsm_row || t.kind == TaskKind::trsm_col))
+      starts.emplace_back(t.start, t.prio);
+  std::sort(starts.begin(), starts.end());
+  for (size_t i = 1; i < starts.size(); i++)
+    EXPECT_GE(starts[i - 1].second, starts[i].second);
 }
 
 TEST(Simulation, MissingHostsAreInputError)
