@@ -9,6 +9,7 @@ layout (docs/interfaces.md §8):
   sampling/bus/<m>.*       native StarPU bus calibration (STARPU_HOSTNAME=<m>)
   sampling/codelets/45/    LU codelet models, all cores (STARPU_CALIBRATE=1 runs of apps/lu)
   codelets-numa<k>/        the same with the workers on NUMA node k only
+  codelets-<scope>-runs.json  makespans of the calibration runs
   numa/raw/*.csv           microbenchmark output (thread node x data node)
   numa/matrix-*.csv        matrices: median time, GF/s, factor vs local
   numa/bandwidth.csv       triad bandwidth per (thread node, data node) and machine
@@ -344,7 +345,7 @@ def step_codelets(scope: str) -> Callable[[Context, Path, list[str]], str]:
         with atomic_dir(out) as tmp:
             shutil.copytree(models, tmp, dirs_exist_ok=True)
         shutil.rmtree(work, ignore_errors=True)
-        with atomic_file(out.parent / f"runs-{scope}.json") as fh:
+        with atomic_file(ctx.opts.out / f"codelets-{scope}-runs.json") as fh:
             json.dump(runs, fh, indent=1)
         return "done"
 
@@ -427,7 +428,7 @@ def write_matrices(out: Path, rows: list[dict[str, str]]) -> list[Path]:
 def codelet_table(out: Path, machine: str) -> list[dict[str, object]]:
     table = []
     scopes = [("all", out / "sampling" / "codelets" / "45")]
-    scopes += [(p.name.removeprefix("codelets-"), p / "45") for p in sorted(out.glob("codelets-numa*"))]
+    scopes += [(p.name.removeprefix("codelets-"), p / "45") for p in sorted(out.glob("codelets-numa*")) if p.is_dir()]
     for scope, d in scopes:
         for sym in LU_SYMBOLS:
             for e in read_history(d / f"{sym}.{machine}"):

@@ -400,3 +400,11 @@ def load_cluster(path_or_name: str | Path) -> Cluster:
         ),
         raw=data,
     )
+
+
+def cluster_source_files(path_or_name: str | Path) -> list[str]:
+    """Files a cluster's generated platform depends on: cluster, machine YAMLs, kernel bundles."""
+    cluster = load_cluster(path_or_name)
+    files = [str(cluster.path)] + [str(m.path) for m in cluster.machines.values()]
+    files += [str(m.kernels / "kernels.yaml") for m in cluster.machines.values() if m.kernels]
+    return files

@@ -61,7 +61,20 @@ def test_local_machine_was_described() -> None:
     local = load_machine("local")
     assert local.ncores >= 1 and local.nics
     raw = yaml.safe_load((MACHINES / "local.yaml").read_text())
-    assert raw["numa_nodes"][0]["memory_bandwidth_Bps"]["needs_calibration"] is True
+    assert raw["numa_nodes"][0]["memory_latency_s"]["needs_calibration"] is True  # hwloc cannot give it
+
+
+def test_describe_local_on_this_machine(tmp_path: Path) -> None:
+    """Runs lstopo here; the result validates and matches hwloc's own core count."""
+    import subprocess
+
+    out = tmp_path / "here.yaml"
+    assert main(["platform", "--describe-local", "--out", str(out)]) == 0
+    m = load_machine(out)
+    ncores = int(subprocess.run(["hwloc-calc", "--number-of", "core", "machine:0"], check=True,
+                                capture_output=True, text=True).stdout)
+    assert m.ncores == ncores
+    assert all(q.get("needs_calibration") for q in [yaml.safe_load(out.read_text())["numa_nodes"][0]["memory_latency_s"]])
 
 
 def test_generate_writes_all_outputs(tmp_path: Path) -> None:

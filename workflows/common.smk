@@ -47,4 +47,4 @@ def boxplot_args(wildcards):
     """--boxplot options for the factor subsets that the experiment crosses."""
     crossed = {f for f, lv in EXPERIMENTS[wildcards.experiment]["factors"].items() if len(lv) == 2}
     subsets = [s for s in config["analysis"]["boxplots"] if set(s) <= crossed]
-    return " ".join(f"--boxplot {''.join(s)}" for s in subsets)
+    return " ".join(f"--boxplot {','.join(s)}" for s in subsets)

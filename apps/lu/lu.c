@@ -234,30 +234,51 @@ static void sum_counts_on_root(int rank, int size, unsigned long total[LU_NKINDS
 	starpu_data_unregister(h);
 }
 
-int main(int argc, char **argv)
+/* Rank of this process before StarPU-MPI is initialized (errors are printed by
+ * rank 0 only): the launcher's variables, or 0 for a single process. */
+static int launcher_rank(void)
+{
+	const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"};
+	for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
+		if (getenv(vars[i]))
+			return atoi(getenv(vars[i]));
+	return 0;
+}
+
+static void start_starpu(int *argc, char ***argv, int *rank, int *size)
 {
 	setenv("STARPU_SILENT", "1", 0); /* stdout carries only the JSON line */
-#ifndef STARPU_SIMGRID
-	openblas_set_num_threads(1); /* StarPU workers are the parallelism: sequential kernels */
-#endif
 	struct starpu_conf conf;
 	starpu_conf_init(&conf);
-	int ret = starpu_mpi_init_conf(&argc, &argv, 1, MPI_COMM_WORLD, &conf);
+	int ret = starpu_mpi_init_conf(argc, argv, 1, MPI_COMM_WORLD, &conf);
 	if (ret == -ENODEV) {
 		fprintf(stderr, "error: StarPU: workers: expected at least one CPU worker\n");
-		return 1;
+		exit(1);
 	}
 	STARPU_CHECK_RETURN_VALUE(ret, "starpu_mpi_init_conf");
-	int rank, size;
-	starpu_mpi_comm_rank(MPI_COMM_WORLD, &rank);
-	starpu_mpi_comm_size(MPI_COMM_WORLD, &size);
+	starpu_mpi_comm_rank(MPI_COMM_WORLD, rank);
+	starpu_mpi_comm_size(MPI_COMM_WORLD, size);
+}
 
+int main(int argc, char **argv)
+{
 	struct options o;
-	int status = parse_options(argc, argv, &o, rank);
-	if (status) {
+	int rank, size, status, ret;
+#ifdef STARPU_SIMGRID
+	/* SMPI runs main inside the simulation: StarPU-MPI must be up (and shut
+	 * down) around any early exit. */
+	start_starpu(&argc, &argv, &rank, &size);
+	if ((status = parse_options(argc, argv, &o, rank))) {
 		starpu_mpi_shutdown();
 		return status;
 	}
+#else
+	/* Arguments are checked before StarPU starts (which may calibrate the bus). */
+	if ((status = parse_options(argc, argv, &o, launcher_rank())))
+		return status;
+	openblas_set_num_threads(1); /* StarPU workers are the parallelism: sequential kernels */
+	start_starpu(&argc, &argv, &rank, &size);
+#endif
 	int nt = (int)(o.n / o.b), b = (int)o.b;
 
 	struct lu_distribution dist;

@@ -123,6 +123,8 @@ StarpuEnv parse_starpu_env(const std::map<std::string, std::string>& env, const 
       e.homogeneous_cuda = parse_bool01(v, file, key);
     else if (k == "STARPU_PERF_MODEL_HOMOGENEOUS_CPU")
       e.homogeneous_cpu = parse_bool01(v, file, key);
+    else if (k == "TESTBED_NUMA_BALANCING") // factor G (testbed/factors.py), numa_effects.cpp
+      e.numa_balancing = parse_bool01(v, file, key);
     else if (inert.count(k))
       continue;
     else
@@ -131,7 +133,7 @@ StarpuEnv parse_starpu_env(const std::map<std::string, std::string>& env, const 
                        "STARPU_PREFETCH, STARPU_CUDA_PIPELINE, STARPU_USE_NUMA, STARPU_NCPU, STARPU_NCUDA, "
                        "STARPU_RESERVE_NCPU, STARPU_WORKERS_CPUID, STARPU_WORKERS_CUDAID, "
                        "STARPU_MAIN_THREAD_CPUID, STARPU_MAIN_THREAD_BIND, STARPU_MPI_THREAD_CPUID, "
-                       "STARPU_PERF_MODEL_HOMOGENEOUS_CPU/CUDA)");
+                       "STARPU_PERF_MODEL_HOMOGENEOUS_CPU/CUDA, TESTBED_NUMA_BALANCING)");
   }
   if (!e.homogeneous_cpu)
     throw InputError(file, "env.STARPU_PERF_MODEL_HOMOGENEOUS_CPU", "1 (per-core CPU models are not modelled)");
@@ -231,6 +233,20 @@ RunConfig RunConfig::from_json(const Json& j, const std::string& file)
       c.env_raw[k] = v.scalar_text();
   }
   c.env = parse_starpu_env(c.env_raw, file);
+  if (const Json* pm = j.find("env_per_machine")) {
+    if (pm->type != Json::Type::Object)
+      throw InputError(file, "env_per_machine", "an object {machine type: {VAR: value}}");
+    for (const auto& [machine, vars] : pm->object) {
+      if (vars.type != Json::Type::Object)
+        throw InputError(file, "env_per_machine." + machine, "an object of STARPU_* variables");
+      std::map<std::string, std::string> merged = c.env_raw;
+      for (const auto& [k, v] : vars.object) {
+        c.env_machine_raw[machine][k] = v.scalar_text();
+        merged[k] = v.scalar_text();
+      }
+      c.env_machine[machine] = parse_starpu_env(merged, file);
+    }
+  }
   if (const Json* s = j.find("seed"))
     c.seed = static_cast<uint64_t>(s->number);
   if (const Json* v = j.find("variability"))

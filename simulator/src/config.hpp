@@ -27,6 +27,10 @@ struct StarpuEnv {
   int main_thread_cpuid = -1, mpi_thread_cpuid = -1;
   bool main_thread_bind = false;
   bool homogeneous_cuda = false, homogeneous_cpu = true; // perfmodel.c defaults
+  // Linux automatic NUMA balancing (sysctl kernel.numa_balancing, passed as TESTBED_NUMA_BALANCING
+  // by testbed/factors.py). Default 1: Debian kernels enable it on multi-NUMA machines
+  // (CONFIG_NUMA_BALANCING_DEFAULT_ENABLED=y), the study's default level.
+  bool numa_balancing = true;
 };
 
 struct RunConfig {
@@ -42,6 +46,16 @@ struct RunConfig {
   std::vector<int> owner; // nt*nt, filled by resolve_distribution
   std::map<std::string, std::string> env_raw;
   StarpuEnv env;
+  // "env_per_machine" (docs/interfaces.md §4, §6.1): variables that differ between machine types;
+  // a rank on machine m runs with {**env, **env_per_machine[m]} (thread placement, memory nodes,
+  // NUMA balancing; the scheduler settings are taken from `env`).
+  std::map<std::string, std::map<std::string, std::string>> env_machine_raw;
+  std::map<std::string, StarpuEnv> env_machine;
+  const StarpuEnv& env_for(const std::string& machine) const
+  {
+    auto it = env_machine.find(machine);
+    return it == env_machine.end() ? env : it->second;
+  }
   uint64_t seed = 1;
   bool variability = true;
   double mpi_overhead_s = 0; // per request on the progression thread

@@ -29,6 +29,13 @@ std::string summary_json(const Summary& s, uint64_t seed, double wall_s)
   o += ", \"evictions\": " + std::to_string(s.evictions);
   o += ", \"makespan_s\": " + num(s.makespan);
   o += ", \"mpi_messages\": " + std::to_string(s.mpi_messages);
+  o += ", \"numa\": {"; // NUMA mechanisms (numa_effects.cpp)
+  first = true;
+  for (const auto& [k, v] : s.numa) {
+    o += (first ? "" : ", ") + ("\"" + json_escape(k) + "\": ") + num(v);
+    first = false;
+  }
+  o += "}";
   o += ", \"seed\": " + std::to_string(seed);
   o += ", \"tasks\": " + std::to_string(s.tasks);
   o += ", \"tasks_by_kind\": {\"gemm\": " + std::to_string(s.by_kind[3]) +

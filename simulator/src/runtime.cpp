@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <limits>
 
@@ -33,6 +34,8 @@ Simulation::Simulation(sg4::Engine& engine, RunConfig cfg) : engine_(engine), cf
     int r = cfg_.owner[t];
     hstate_[handle(r, t)].valid = static_cast<uint8_t>(1u << home_[r]);
   }
+  numa_ = std::make_unique<NumaEffects>(*this); // pages, kernel traffic, thread paths (numa_effects.cpp)
+  numa_->init();
   routes_.resize(mem_.size() * mem_.size());
   runner_of_pair_.assign(mem_.size() * mem_.size(), -1);
   central_.resize(nodes_.size());
@@ -45,13 +48,15 @@ void Simulation::setup_nodes()
   threads_.resize(nranks);
   rank_mem_.resize(nranks);
   home_.resize(nranks);
+  rank_cuda_devices_.resize(nranks);
   rank_workers_.resize(nranks);
   mpi_.resize(nranks);
   for (int r = 0; r < nranks; r++) {
     const MachineNode& n = nodes_[r];
     if (!cfg_.perfmodels.count(n.machine))
       throw InputError(cfg_.file, "perfmodels", "an entry for machine type '" + n.machine + "' (node " + n.name + ")");
-    threads_[r] = place_threads(n, cfg_.env);
+    const StarpuEnv& env = cfg_.env_for(n.machine); // per machine type (env_per_machine)
+    threads_[r] = place_threads(n, env);
     const NodeThreads& th = threads_[r];
     // Memory nodes (src/core/topology.c): with STARPU_USE_NUMA=1 one RAM node per NUMA node,
     // else one RAM node whose pages the main thread first-touched (its NUMA node).
@@ -61,7 +66,7 @@ void Simulation::setup_nodes()
       mem_.push_back(m);
       return m.local;
     };
-    if (cfg_.env.use_numa) {
+    if (env.use_numa) {
       for (const auto& ram : n.rams)
         add_mem(false, ram.numa, ram.host, 0);
       home_[r] = th.main_numa;
@@ -75,6 +80,7 @@ void Simulation::setup_nodes()
         for (const auto& g : n.gpus)
           if (g.index == wp.gpu && !gpu_mem.count(g.index))
             gpu_mem[g.index] = add_mem(true, g.numa, g.host, g.memory);
+    rank_cuda_devices_[r] = static_cast<int>(gpu_mem.size());
     if (rank_mem_[r].size() > kMaxMemNodes)
       throw InputError(cfg_.platform, "node " + n.name, "at most 8 memory nodes (RAM NUMA nodes + GPUs)");
     for (const auto& wp : th.workers) {
@@ -94,7 +100,7 @@ void Simulation::setup_nodes()
         w.name = w.host->get_name();
       } else {
         // A CPU worker works on its NUMA node's memory node when there is one per NUMA node.
-        w.mem = cfg_.env.use_numa ? wp.numa : home_[r];
+        w.mem = env.use_numa ? wp.numa : home_[r];
         w.devid = 0;
         for (const auto& c : n.cpus)
           if (c.index == wp.core)
@@ -173,9 +179,14 @@ double Simulation::estimate(int gsrc, int gdst, double bytes)
 {
   if (gsrc == gdst)
     return 0;
-  // StarPU's bus model (starpu_transfer_predict): latency + size / bandwidth of the path.
+  // StarPU's bus model, core/perfmodel/perfmodel_bus.c starpu_transfer_predict:
+  // latency + size / bandwidth * 2 * ngpus. ngpus is starpu_bus_get_ngpus(), which stays at its
+  // default, the node's number of CUDA devices in use (profiling/profiling.c), for every bus
+  // whose route crosses a shared host link or starts from RAM (core/simgrid.c
+  // _starpu_simgrid_count_ngpus only sets it for single-link GPU routes or PCI "through" links).
   const Route& r = route(gsrc, gdst);
-  return r.latency + (std::isfinite(r.bandwidth) && r.bandwidth > 0 ? bytes / r.bandwidth : 0);
+  double ngpus = mem_[gsrc].gpu && r.classes.size() == 1 ? 1.0 : rank_cuda_devices_[mem_[gsrc].rank];
+  return r.latency + (std::isfinite(r.bandwidth) && r.bandwidth > 0 ? bytes / r.bandwidth * 2 * ngpus : 0);
 }
 
 std::vector<std::string> Simulation::route_links(int gsrc, int gdst) { return route(gsrc, gdst).links; }
@@ -342,26 +353,24 @@ void Simulation::runner_loop(int rid)
     uint32_t tid = runners_[rid].queue.front();
     runners_[rid].queue.pop_front();
     transfers_[tid].start = sg4::Engine::get_clock();
-    sg4::Comm::sendto(mem_[transfers_[tid].gsrc].host, mem_[transfers_[tid].gdst].host,
-                      static_cast<uint64_t>(tile_bytes_));
+    transfers_[tid].path = numa_->move(transfers_[tid]); // through pages, drivers, MPI thread
     transfer_done(tid);
   }
 }
 
-void Simulation::account(int gsrc, int gdst, double bytes, double start)
+void Simulation::account(int gsrc, int gdst, double bytes, double start, int path)
 {
   sum_.transfers++;
-  const Route& r = route(gsrc, gdst);
-  for (int c : r.classes)
+  for (int c : numa_->path_classes(path)) // the links the copy actually crossed
     class_bytes_[c] += bytes;
   if (log_transfers_)
-    transfer_log_.push_back({start, sg4::Engine::get_clock(), bytes, gsrc, gdst});
+    transfer_log_.push_back({start, sg4::Engine::get_clock(), bytes, gsrc, gdst, path});
 }
 
 void Simulation::transfer_done(uint32_t tid)
 {
   Transfer& t = transfers_[tid];
-  account(t.gsrc, t.gdst, tile_bytes_, t.start);
+  account(t.gsrc, t.gdst, tile_bytes_, t.start, t.path);
   if (t.mpi) {
     sum_.mpi_messages++;
     uint32_t r = t.recv;
@@ -611,10 +620,8 @@ void Simulation::prepare(Worker& w, uint32_t task)
 void Simulation::execute(Worker& w, uint32_t task)
 {
   Task& t = dag_.tasks[task];
-  t.start = sg4::Engine::get_clock();
   double d = sample_duration(w, t.kind);
-  if (d > 0)
-    sg4::this_actor::sleep_for(d);
+  numa_->run_task(w, task, d); // sets t.start; remote traffic, faults, GPU launch path
   t.end = sg4::Engine::get_clock();
   // Write: the worker's replica becomes the only valid one (MSI invalidation).
   uint32_t written = handle(w.rank, t.tiles[t.nbuf - 1]);
@@ -786,6 +793,7 @@ Summary Simulation::run()
         host = c.host;
     mpi_[r].actor = sg4::Actor::create(nodes_[r].name + ".mpi", host, [this, r] { mpi_loop(static_cast<int>(r)); });
   }
+  numa_->start_actors();
   // The main thread submits the whole graph at t=0; ready tasks are pushed in submission order.
   sg4::Actor::create("main", nodes_[0].cpus.front().host, [this] {
     if (dag_.tasks.empty()) {
@@ -804,6 +812,7 @@ Summary Simulation::run()
   sum_.tasks = done_tasks_;
   for (size_t c = 0; c < class_names_.size(); c++)
     sum_.bytes_by_link_class[class_names_[c]] = class_bytes_[c];
+  sum_.numa = numa_->summary();
   sum_.workers = workers_.size();
   for (const auto& w : workers_)
     (w.cuda ? sum_.cuda_workers : sum_.cpu_workers)++;
@@ -815,7 +824,8 @@ void Simulation::write_trace(const std::string& path) const
   std::ofstream out(path);
   if (!out)
     throw InputError(path, "trace", "a writable file");
-  out << "ResourceId,Start,End,Duration,Value,JobId,Node,WorkerNuma,WorkerMemNode,OperandNuma,Priority,Step\n";
+  out << "ResourceId,Start,End,Duration,Value,JobId,Node,WorkerNuma,WorkerMemNode,OperandNuma,Priority,Step,"
+         "OperandPages,RemoteBytes\n";
   char buf[256];
   for (size_t i = 0; i < dag_.tasks.size(); i++) {
     const Task& t = dag_.tasks[i];
@@ -826,7 +836,9 @@ void Simulation::write_trace(const std::string& path) const
     std::snprintf(buf, sizeof buf, "%s,%.9f,%.9f,%.9f,%s,%zu,%d,%d,%s,%d,%d,%d\n", w.name.c_str(), t.start, t.end,
                   t.end - t.start, kind_name(t.kind), i, w.rank, w.numa, m.host->get_cname(), m.numa, t.prio,
                   t.step);
-    out << buf;
+    buf[std::strlen(buf) - 1] = ','; // NUMA node of each operand's pages as read, remote bytes
+    out << buf << numa_->operand_pages(static_cast<uint32_t>(i)) << ',' << numa_->remote_bytes(static_cast<uint32_t>(i))
+        << '\n';
   }
 }
 
@@ -838,9 +850,8 @@ void Simulation::write_transfers(const std::string& path) const
   out << "Start,End,Bytes,Src,Dst,Links\n";
   char buf[256];
   for (const auto& r : transfer_log_) {
-    const Route& rt = routes_[static_cast<size_t>(r.gsrc) * mem_.size() + r.gdst];
     std::string links;
-    for (const auto& l : rt.links)
+    for (const auto& l : numa_->path_links(r.path))
       links += (links.empty() ? "" : " ") + l;
     std::snprintf(buf, sizeof buf, "%.9f,%.9f,%.0f,%s,%s,", r.start, r.end, r.bytes, mem_[r.gsrc].host->get_cname(),
                   mem_[r.gdst].host->get_cname());

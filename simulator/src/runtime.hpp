@@ -4,11 +4,13 @@
 #pragma once
 #include "config.hpp"
 #include "lu_dag.hpp"
+#include "numa_effects.hpp"
 #include "perfmodel.hpp"
 #include "platform.hpp"
 
 #include <deque>
 #include <map>
+#include <memory>
 #include <random>
 #include <set>
 #include <string>
@@ -63,6 +65,7 @@ struct Transfer {
   uint32_t recv = 0;
   uint32_t version = 0;
   double start = 0;
+  int path = -1; // links actually crossed (NumaEffects::move)
   std::vector<uint32_t> waiters; // task ids, or kRecvFlag|reception id
 };
 
@@ -73,6 +76,7 @@ struct Summary {
   uint64_t on_cpu = 0, on_cuda = 0;
   uint64_t transfers = 0, mpi_messages = 0, evictions = 0, overcommits = 0;
   std::map<std::string, double> bytes_by_link_class;
+  std::map<std::string, double> numa; // NumaEffects::summary (remote reads, migrations, ...)
   size_t workers = 0, cpu_workers = 0, cuda_workers = 0;
 };
 
@@ -95,6 +99,7 @@ public:
   struct TransferRecord {
     double start, end, bytes;
     int gsrc, gdst;
+    int path; // NumaEffects path id (links crossed)
   };
   const std::vector<TransferRecord>& transfer_log() const { return transfer_log_; }
   std::vector<std::string> route_links(int gsrc, int gdst);
@@ -102,10 +107,13 @@ public:
   // Scheduling decision of dmda for a ready task (exposed for unit tests).
   int dmda_choose(uint32_t task, double* best_fitness = nullptr);
 
+  NumaEffects& numa() { return *numa_; }
+
   void write_trace(const std::string& path) const;
   void write_transfers(const std::string& path) const;
 
 private:
+  friend class NumaEffects; // the NUMA mechanisms read and update pages, paths and link classes
   static constexpr uint32_t kRecvFlag = 0x80000000u;
   struct HandleState {
     uint32_t version = 0;
@@ -131,6 +139,7 @@ private:
   std::vector<MemNode> mem_;
   std::vector<std::vector<int>> rank_mem_; // local -> global memory node
   std::vector<int> home_;                  // per rank: local index of the main RAM node
+  std::vector<int> rank_cuda_devices_;     // per rank: GPUs driven by a CUDA worker (StarPU's ndevices)
   std::vector<std::vector<int>> rank_workers_;
   std::vector<Worker> workers_;
   Dag dag_;
@@ -164,6 +173,7 @@ private:
   Summary sum_;
   std::vector<TransferRecord> transfer_log_;
   bool log_transfers_ = false;
+  std::unique_ptr<NumaEffects> numa_;
 
   uint32_t handle(int rank, uint32_t tile) const { return static_cast<uint32_t>(rank * ntiles_ + tile); }
   size_t slot(uint32_t h, int local) const { return static_cast<size_t>(h) * kMaxMemNodes + local; }
@@ -187,7 +197,7 @@ private:
   void touch(int rank, uint32_t h, int local);
   void start_transfer(uint32_t tid);
   void transfer_done(uint32_t tid);
-  void account(int gsrc, int gdst, double bytes, double start);
+  void account(int gsrc, int gdst, double bytes, double start, int path);
   void satisfy(uint32_t waiter);
 
   // execution

@@ -1,0 +1,428 @@
+#include "numa_effects.hpp"
+#include "error.hpp"
+#include "runtime.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+XBT_LOG_NEW_DEFAULT_CATEGORY(numasim_numa, "numasim NUMA mechanisms");
+
+namespace numasim {
+
+NumaParams NumaParams::from_zone(const sg4::NetZone* zone, const std::string& file)
+{
+  NumaParams p;
+  auto get = [&](const char* key, double& field) {
+    const char* v = zone->get_property(std::string("numa_") + key);
+    if (!v)
+      return;
+    char* end = nullptr;
+    double x = std::strtod(v, &end);
+    if (end == v || *end || !std::isfinite(x) || x < 0)
+      throw InputError(file, "zone " + zone->get_name() + " property 'numa_" + key + "'",
+                       std::string("a non-negative number, got '") + v + "'");
+    field = x;
+  };
+  get("gemm_block_k", p.gemm_block_k);
+  get("control_message_bytes", p.control_message_bytes);
+  get("page_bytes", p.page_bytes);
+  get("hinting_fault_cost_s", p.hinting_fault_cost_s);
+  get("balancing_scan_delay_s", p.balancing_scan_delay_s);
+  get("balancing_scan_period_s", p.balancing_scan_period_s);
+  get("balancing_scan_size_bytes", p.balancing_scan_size_bytes);
+  get("migrate_ratelimit_bytes", p.migrate_ratelimit_bytes);
+  get("migrate_ratelimit_window_s", p.migrate_ratelimit_window_s);
+  if (p.page_bytes <= 0 || p.balancing_scan_period_s <= 0 || p.migrate_ratelimit_window_s <= 0)
+    throw InputError(file, "zone " + zone->get_name() + " numa_page_bytes/numa_balancing_scan_period_s/"
+                                                        "numa_migrate_ratelimit_window_s",
+                     "positive numbers");
+  return p;
+}
+
+void NumaEffects::init()
+{
+  Simulation& S = sim_;
+  const size_t nranks = S.nodes_.size();
+  ranks_.resize(nranks);
+  page_.assign(S.hstate_.size(), -1);
+  marked_.assign(S.hstate_.size(), 0);
+  last_fault_.assign(S.hstate_.size(), -1);
+  remote_bytes_.assign(S.dag_.tasks.size(), 0.f);
+  op_pages_.assign(S.dag_.tasks.size(), 0xFF);
+  last_end_.assign(S.workers_.size(), 0.0);
+  for (size_t r = 0; r < nranks; r++) {
+    const MachineNode& n = S.nodes_[r];
+    const StarpuEnv& env = S.cfg_.env_for(n.machine);
+    const NodeThreads& th = S.threads_[r];
+    RankInfo& ri = ranks_[r];
+    ri.p = NumaParams::from_zone(n.cpus.front().host->get_englobing_zone(), S.cfg_.platform);
+    ri.use_numa = env.use_numa;
+    ri.main_numa = th.main_numa;
+    ri.mpi_numa = th.mpi_numa;
+    for (const auto& ram : n.rams)
+      ri.ram.push_back(ram.host);
+    for (const auto& c : n.cpus)
+      if (c.index == th.mpi_core)
+        ri.mpi_host = c.host;
+    if (!ri.mpi_host)
+      ri.mpi_host = n.cpus.front().host;
+    // With CUDA workers StarPU pins every RAM allocation (datawizard/malloc.c
+    // _starpu_malloc_should_pin; Chameleon's RUNTIME_malloc asks for STARPU_MALLOC_PINNED):
+    // cudaHostAlloc populates the pages in the allocating thread, and pinned pages are never
+    // migrated by NUMA balancing. Without CUDA, memory is pageable and first touched by its writer.
+    std::vector<int> cpu_numas;
+    for (int wid : S.rank_workers_[r]) {
+      const Worker& w = S.workers_[wid];
+      if (w.cuda) {
+        ri.pinned = true;
+        for (const auto& c : n.cpus)
+          if (c.index == w.core)
+            driver_of_gpu_mem_[S.rank_mem_[r][w.mem]] = c.host;
+      } else
+        cpu_numas.push_back(w.numa);
+    }
+    // Balancing migrates pageable memory only; with STARPU_USE_NUMA=1 StarPU binds each RAM node's
+    // allocations to its NUMA node (malloc.c: hwloc_alloc_membind HWLOC_MEMBIND_BIND), which the
+    // kernel does not migrate either.
+    ri.balancing = env.numa_balancing && !ri.pinned && !ri.use_numa && n.rams.size() > 1;
+    ri.window_end.assign(n.rams.size(), -1.0);
+    ri.window_bytes.assign(n.rams.size(), 0.0);
+    // First touch of the application's tiles (owner's RAM replica).
+    size_t k = 0;
+    for (uint32_t t = 0; t < S.ntiles_; t++) {
+      if (S.cfg_.owner[t] != static_cast<int>(r))
+        continue;
+      uint32_t h = S.handle(static_cast<int>(r), t);
+      if (ri.use_numa) // one memory node per NUMA node: its allocations live on its node
+        page_[h] = static_cast<int8_t>(S.mem_[S.rank_mem_[r][S.home_[r]]].numa);
+      else if (ri.pinned || cpu_numas.empty()) // cudaHostAlloc in the main thread populates the matrix
+        page_[h] = static_cast<int8_t>(ri.main_numa);
+      else // pageable: first written by dplrnt, spread evenly over the CPU workers in submission order
+        page_[h] = static_cast<int8_t>(cpu_numas[k++ % cpu_numas.size()]);
+    }
+  }
+}
+
+int NumaEffects::page_numa(int rank, uint32_t tile) const { return page_[sim_.handle(rank, tile)]; }
+
+sg4::Host* NumaEffects::ram_host(int rank, uint32_t h, int gmem) const
+{
+  const MemNode& m = sim_.mem_[gmem];
+  const RankInfo& ri = ranks_[rank];
+  if (ri.use_numa || page_[h] < 0)
+    return m.host;
+  return ri.ram[page_[h]];
+}
+
+int NumaEffects::operand_numa(const Worker& w, uint32_t h) const
+{
+  const MemNode& m = sim_.mem_[sim_.rank_mem_[w.rank][w.mem]];
+  if (m.gpu)
+    return -1;
+  if (ranks_[w.rank].use_numa || page_[h] < 0)
+    return m.numa;
+  return page_[h];
+}
+
+int NumaEffects::intern(const std::vector<Leg>& legs)
+{
+  std::vector<const sg4::Host*> key;
+  for (const auto& l : legs) {
+    key.push_back(l.src);
+    key.push_back(l.dst);
+  }
+  auto it = path_ids_.find(key);
+  if (it != path_ids_.end())
+    return it->second;
+  Path p;
+  for (const auto& l : legs) {
+    std::vector<sg4::Link*> links;
+    double lat = 0;
+    l.src->route_to(l.dst, links, &lat);
+    for (auto* link : links) {
+      p.links.push_back(link->get_name());
+      std::string cls = link_class(link->get_name());
+      auto& names = sim_.class_names_;
+      auto c = std::find(names.begin(), names.end(), cls);
+      if (c == names.end()) {
+        names.push_back(cls);
+        sim_.class_bytes_.push_back(0);
+        c = names.end() - 1;
+      }
+      p.classes.push_back(static_cast<int>(c - names.begin()));
+    }
+  }
+  int id = static_cast<int>(paths_.size());
+  paths_.push_back(std::move(p));
+  path_ids_.emplace(std::move(key), id);
+  return id;
+}
+
+double NumaEffects::control_delay(int rank, const sg4::Host* driver, const sg4::Host* gpu)
+{
+  auto key = std::make_pair(driver, gpu);
+  auto it = latbw_.find(key);
+  if (it == latbw_.end()) {
+    std::vector<sg4::Link*> links;
+    double lat = 0;
+    const_cast<sg4::Host*>(driver)->route_to(gpu, links, &lat);
+    double bw = std::numeric_limits<double>::infinity();
+    for (auto* l : links)
+      bw = std::min(bw, l->get_bandwidth());
+    it = latbw_.emplace(key, std::make_pair(lat, bw)).first;
+  }
+  double bytes = ranks_[rank].p.control_message_bytes;
+  return it->second.first + (std::isfinite(it->second.second) && it->second.second > 0 ? bytes / it->second.second : 0);
+}
+
+std::vector<std::string> NumaEffects::control_links(int gpu_gmem)
+{
+  auto it = driver_of_gpu_mem_.find(gpu_gmem);
+  if (it == driver_of_gpu_mem_.end())
+    return {};
+  return paths_[intern({{it->second, sim_.mem_[gpu_gmem].host}})].links;
+}
+
+void NumaEffects::run_legs(const std::vector<Leg>& legs, double bytes)
+{
+  // Legs of one pipelined copy run concurrently: the copy ends when its slowest leg ends, and
+  // each leg contends on its own links.
+  if (legs.size() == 1) {
+    sg4::Comm::sendto(legs[0].src, legs[0].dst, static_cast<uint64_t>(bytes));
+    return;
+  }
+  std::vector<sg4::CommPtr> comms;
+  for (const auto& l : legs)
+    comms.push_back(sg4::Comm::sendto_async(l.src, l.dst, static_cast<uint64_t>(bytes)));
+  for (auto& c : comms)
+    c->wait();
+}
+
+int NumaEffects::move(Transfer& t)
+{
+  Simulation& S = sim_;
+  const MemNode& src = S.mem_[t.gsrc];
+  const MemNode& dst = S.mem_[t.gdst];
+  std::vector<Leg> legs;
+  auto add = [&](sg4::Host* a, sg4::Host* b) {
+    if (a != b)
+      legs.push_back({a, b});
+  };
+  if (t.mpi) {
+    // StarPU-MPI: the progression thread copies the data between the RAM replica and the NIC
+    // (mpi/src/mpi/starpu_mpi_mpi.c; TCP sends and receives are CPU copies in that thread), so
+    // the message crosses the thread's socket on both ends: RAM -> MPI core -> NIC -> network ->
+    // NIC -> MPI core -> RAM. A thread on the NIC's remote socket adds the inter-socket link.
+    const Reception& rc = S.dag_.receptions[t.recv];
+    uint32_t hs = S.handle(rc.src, rc.tile);
+    RankInfo& rd = ranks_[rc.dst];
+    if (!rd.use_numa && page_[t.handle] < 0) // receive buffer first touched by the progression thread
+      page_[t.handle] = static_cast<int8_t>(rd.mpi_numa);
+    add(ram_host(rc.src, hs, t.gsrc), ranks_[rc.src].mpi_host);
+    add(ranks_[rc.src].mpi_host, rd.mpi_host);
+    add(rd.mpi_host, ram_host(rc.dst, t.handle, t.gdst));
+  } else if (src.gpu != dst.gpu) {
+    // cudaMemcpyAsync submitted by the GPU's driver thread: the submission travels from the
+    // driver's core to the GPU before the DMA starts (cross-socket when the driver is remote).
+    int g = src.gpu ? t.gsrc : t.gdst;
+    auto drv = driver_of_gpu_mem_.find(g);
+    if (drv != driver_of_gpu_mem_.end()) {
+      double d = control_delay(S.mem_[g].rank, drv->second, S.mem_[g].host);
+      if (d > 0)
+        sg4::this_actor::sleep_for(d);
+    }
+    sg4::Host* ram = src.gpu ? ram_host(t.rank, t.handle, t.gdst) : ram_host(t.rank, t.handle, t.gsrc);
+    if (src.gpu)
+      add(src.host, ram);
+    else
+      add(ram, dst.host);
+  } else {
+    add(src.gpu ? src.host : ram_host(t.rank, t.handle, t.gsrc), dst.gpu ? dst.host : ram_host(t.rank, t.handle, t.gdst));
+  }
+  if (legs.empty()) // both ends on the same host (pages already where the copy goes)
+    legs.push_back({src.host, dst.host});
+  int path = intern(legs);
+  run_legs(legs, S.tile_bytes_);
+  return path;
+}
+
+void NumaEffects::hinting_faults(Worker& w, uint32_t task)
+{
+  Simulation& S = sim_;
+  RankInfo& ri = ranks_[w.rank];
+  const Task& t = S.dag_.tasks[task];
+  double fault_time = 0;
+  for (uint8_t i = 0; i < t.nbuf; i++) {
+    uint32_t h = S.handle(w.rank, t.tiles[i]);
+    if (!marked_[h])
+      continue;
+    // The kernel touches every page of the tile: one NUMA hinting fault per page
+    // (kernel/sched/fair.c task_numa_fault via mm/memory.c do_numa_page).
+    marked_[h] = 0;
+    faults_++;
+    fault_time += std::ceil(S.tile_bytes_ / ri.p.page_bytes) * ri.p.hinting_fault_cost_s;
+    int p = page_[h];
+    int me = w.numa;
+    // Two-pass filter (kernel/sched/fair.c should_numa_migrate_memory): migrate only when the
+    // previous fault on these pages came from the same node.
+    bool want = p >= 0 && p != me && last_fault_[h] == me;
+    last_fault_[h] = static_cast<int8_t>(me);
+    if (!want)
+      continue;
+    // Rate limit per target node (mm/migrate.c numamigrate_update_ratelimit).
+    double now = sg4::Engine::get_clock();
+    if (now > ri.window_end[me]) {
+      ri.window_end[me] = now + ri.p.migrate_ratelimit_window_s;
+      ri.window_bytes[me] = 0;
+    }
+    if (ri.window_bytes[me] + S.tile_bytes_ > ri.p.migrate_ratelimit_bytes)
+      continue;
+    ri.window_bytes[me] += S.tile_bytes_;
+    // migrate_misplaced_page copies the pages in the faulting thread.
+    if (fault_time > 0) {
+      sg4::this_actor::sleep_for(fault_time);
+      fault_time_ += fault_time;
+      fault_time = 0;
+    }
+    sg4::Comm::sendto(ri.ram[p], ri.ram[me], static_cast<uint64_t>(S.tile_bytes_));
+    page_[h] = static_cast<int8_t>(me);
+    migrations_++;
+    migrated_bytes_ += S.tile_bytes_;
+  }
+  if (fault_time > 0) {
+    sg4::this_actor::sleep_for(fault_time);
+    fault_time_ += fault_time;
+  }
+}
+
+void NumaEffects::run_task(Worker& w, uint32_t task, double duration)
+{
+  Simulation& S = sim_;
+  Task& t = S.dag_.tasks[task];
+  const double now = sg4::Engine::get_clock();
+  if (w.cuda) {
+    // The driver launches the kernel asynchronously as soon as the operands are there; when the
+    // GPU has been idle (nothing launched ahead), the launch latency driver core -> GPU is paid
+    // before the kernel starts (drivers/cuda/driver_cuda.c; hidden by STARPU_CUDA_PIPELINE).
+    t.start = now;
+    if (now > last_end_[w.id]) {
+      auto drv = driver_of_gpu_mem_.find(S.rank_mem_[w.rank][w.mem]);
+      if (drv != driver_of_gpu_mem_.end()) {
+        double d = control_delay(w.rank, drv->second, w.host);
+        if (d > 0) {
+          launch_waits_++;
+          sg4::this_actor::sleep_for(d);
+        }
+      }
+    }
+    if (duration > 0)
+      sg4::this_actor::sleep_for(duration);
+    last_end_[w.id] = sg4::Engine::get_clock();
+    return;
+  }
+  t.start = now;
+  if (ranks_[w.rank].balancing)
+    hinting_faults(w, task);
+  // Remote memory traffic of the kernel, concurrent with the computation: read-only operands are
+  // read once; the written tile is read and written once per pass over k (ceil(b / kc) passes of
+  // a k-blocked BLAS; one pass without kc). Pages on the worker's own node cost nothing beyond
+  // the calibrated duration (the models were measured with local data).
+  const RankInfo& ri = ranks_[w.rank];
+  double passes = ri.p.gemm_block_k > 0 ? std::ceil(S.cfg_.b / ri.p.gemm_block_k) : 1.0;
+  double by_node[4] = {0, 0, 0, 0};
+  uint8_t packed = 0;
+  for (uint8_t i = 0; i < t.nbuf; i++) {
+    uint32_t h = S.handle(w.rank, t.tiles[i]);
+    int p = operand_numa(w, h);
+    packed |= static_cast<uint8_t>((p >= 0 && p < 3 ? p : 3) << (2 * i));
+    if (p < 0 || p == w.numa || p >= 4)
+      continue;
+    by_node[p] += (i + 1 == t.nbuf ? 2 * passes : 1.0) * S.tile_bytes_;
+  }
+  for (uint8_t i = t.nbuf; i < 4; i++)
+    packed |= static_cast<uint8_t>(3u << (2 * i));
+  op_pages_[task] = packed;
+  std::vector<sg4::CommPtr> traffic;
+  double remote = 0;
+  for (int p = 0; p < 4; p++)
+    if (by_node[p] > 0) {
+      traffic.push_back(sg4::Comm::sendto_async(ri.ram[p], w.host, static_cast<uint64_t>(by_node[p])));
+      remote += by_node[p];
+    }
+  remote_bytes_[task] = static_cast<float>(remote);
+  if (remote > 0) {
+    remote_total_ += remote;
+    remote_tasks_++;
+  }
+  if (duration > 0)
+    sg4::this_actor::sleep_for(duration);
+  for (auto& c : traffic)
+    c->wait();
+}
+
+std::string NumaEffects::operand_pages(uint32_t task) const
+{
+  const Task& t = sim_.dag_.tasks[task];
+  if (t.worker >= 0 && sim_.workers_[t.worker].cuda)
+    return "gpu";
+  std::string s;
+  for (uint8_t i = 0; i < t.nbuf; i++) {
+    int v = (op_pages_[task] >> (2 * i)) & 3;
+    s += (i ? " " : "") + (v == 3 ? std::string("?") : std::to_string(v));
+  }
+  return s;
+}
+
+void NumaEffects::scan_loop(int rank)
+{
+  // task_numa_work (kernel/sched/fair.c): every scan period, the next scan_size bytes of the
+  // address space are made PROT_NONE so that the next access faults. Tiles are taken in handle
+  // order as the address order.
+  Simulation& S = sim_;
+  RankInfo& ri = ranks_[rank];
+  size_t per_scan = static_cast<size_t>(std::max(1.0, std::floor(ri.p.balancing_scan_size_bytes / S.tile_bytes_)));
+  sg4::this_actor::sleep_for(ri.p.balancing_scan_delay_s);
+  uint64_t last_done = S.done_tasks_;
+  int idle_scans = 0;
+  while (!S.finished_) {
+    size_t marked = 0;
+    for (size_t visited = 0; visited < S.ntiles_ && marked < per_scan; visited++) {
+      uint32_t h = S.handle(rank, static_cast<uint32_t>(ri.scan_cursor));
+      ri.scan_cursor = (ri.scan_cursor + 1) % S.ntiles_;
+      if (page_[h] >= 0) {
+        marked_[h] = 1;
+        marked++;
+      }
+    }
+    // Stop when nothing progresses (a deadlocked run must end, not scan forever).
+    idle_scans = S.done_tasks_ == last_done ? idle_scans + 1 : 0;
+    last_done = S.done_tasks_;
+    if (idle_scans > 1000)
+      return;
+    sg4::this_actor::sleep_for(ri.p.balancing_scan_period_s);
+  }
+}
+
+void NumaEffects::start_actors()
+{
+  for (size_t r = 0; r < ranks_.size(); r++)
+    if (ranks_[r].balancing) {
+      int rank = static_cast<int>(r);
+      auto a = sg4::Actor::create(sim_.nodes_[r].name + ".numab", ranks_[r].ram[0], [this, rank] { scan_loop(rank); });
+      a->daemonize();
+    }
+}
+
+std::map<std::string, double> NumaEffects::summary() const
+{
+  return {{"remote_read_bytes", remote_total_},
+          {"remote_read_tasks", static_cast<double>(remote_tasks_)},
+          {"hinting_faults", static_cast<double>(faults_)},
+          {"fault_time_s", fault_time_},
+          {"migrations", static_cast<double>(migrations_)},
+          {"migrated_bytes", migrated_bytes_},
+          {"gpu_launch_waits", static_cast<double>(launch_waits_)}};
+}
+
+} // namespace numasim

@@ -1,0 +1,111 @@
+// NUMA mechanisms of numasim: where pages live, the memory traffic of CPU kernels that read
+// remote pages, the paths transfers take through the threads that drive them (GPU drivers,
+// the StarPU-MPI progression thread) and Linux's automatic NUMA balancing.
+//
+// Nothing here is an effect table: every cost is a SimGrid activity on the platform's links
+// (memory buses, inter-socket link, PCIe, NIC), sized by parameters of the machine description
+// (`numa:` section, passed as `numa_*` zone properties, docs/interfaces.md §2).
+#pragma once
+#include "config.hpp"
+#include "platform.hpp"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace numasim {
+
+class Simulation;
+struct Transfer;
+struct Worker;
+
+// Parameters of one machine type (zone properties `numa_<key>`; defaults documented per field).
+struct NumaParams {
+  // Depth of the k-blocking of the CPU BLAS (Goto's algorithm): the written tile is read and
+  // written once per pass over k, ceil(b / kc) passes. 0 (property absent): compulsory traffic
+  // only (each operand read once, the written one also written once).
+  double gemm_block_k = 0;
+  // Bytes a GPU driver thread sends to its GPU per operation (kernel launch, copy submission).
+  double control_message_bytes = 64;
+  // Linux automatic NUMA balancing (kernel/sched/fair.c, mm/migrate.c; defaults of
+  // Documentation/admin-guide/sysctl/kernel.rst and mm/migrate.c of Linux 4.19).
+  double page_bytes = 4096;
+  double hinting_fault_cost_s = 0; // no cost unless the machine description gives one
+  double balancing_scan_delay_s = 1.0;  // numa_balancing_scan_delay_ms = 1000
+  double balancing_scan_period_s = 1.0; // numa_balancing_scan_period_min_ms = 1000
+  double balancing_scan_size_bytes = 256.0 * 1024 * 1024; // numa_balancing_scan_size_mb = 256
+  double migrate_ratelimit_bytes = 128.0 * 1024 * 1024;   // ratelimit_pages = 128 MB ...
+  double migrate_ratelimit_window_s = 0.1;                // ... per 100 ms window, per target node
+
+  static NumaParams from_zone(const sg4::NetZone* zone, const std::string& platform_file);
+};
+
+class NumaEffects {
+public:
+  explicit NumaEffects(Simulation& sim) : sim_(sim) {}
+  void init();         // after the memory nodes, workers and initial replicas exist
+  void start_actors(); // balancing scanners (daemons)
+
+  // Runs one task on worker `w` for `duration` of computation: sets the task's start, adds the
+  // GPU launch path or the CPU kernel's remote memory traffic and NUMA hinting faults.
+  void run_task(Worker& w, uint32_t task, double duration);
+  // Moves one transfer (blocking, in a runner actor) along the path its threads give it;
+  // returns the path id (links crossed) for accounting and the transfer CSV.
+  int move(Transfer& t);
+
+  // Introspection (tests, traces, summary).
+  int page_numa(int rank, uint32_t tile) const;          // NUMA node of the RAM replica's pages, -1: none
+  bool pinned(int rank) const { return ranks_[rank].pinned; }
+  bool balancing(int rank) const { return ranks_[rank].balancing; }
+  const std::vector<std::string>& path_links(int path) const { return paths_[path].links; }
+  const std::vector<int>& path_classes(int path) const { return paths_[path].classes; }
+  std::vector<std::string> control_links(int gpu_gmem); // driver core -> GPU
+  double remote_bytes(uint32_t task) const { return remote_bytes_[task]; }
+  std::string operand_pages(uint32_t task) const;       // e.g. "0 1 1", "gpu gpu gpu"
+  std::map<std::string, double> summary() const;
+
+private:
+  struct RankInfo {
+    NumaParams p;
+    bool use_numa = false, pinned = false, balancing = false;
+    int main_numa = 0, mpi_numa = 0;
+    sg4::Host* mpi_host = nullptr;
+    std::vector<sg4::Host*> ram; // by NUMA node
+    size_t scan_cursor = 0;
+    std::vector<double> window_end, window_bytes; // migration rate limit, per target node
+  };
+  struct Path {
+    std::vector<std::string> links;
+    std::vector<int> classes; // indices in Simulation's link classes
+  };
+  struct Leg {
+    sg4::Host* src;
+    sg4::Host* dst;
+  };
+
+  Simulation& sim_;
+  std::vector<RankInfo> ranks_;
+  std::vector<int8_t> page_;       // per handle: NUMA node of the RAM replica's pages (-1: not allocated)
+  std::vector<uint8_t> marked_;    // per handle: pages protected by the last balancing scan
+  std::vector<int8_t> last_fault_; // per handle: NUMA node of the last hinting fault (two-pass filter)
+  std::vector<float> remote_bytes_;
+  std::vector<uint8_t> op_pages_;  // per task: 2 bits per operand (0,1,2 = NUMA node, 3 = GPU/other)
+  std::vector<double> last_end_;   // per worker: end of its last task (GPU launch hiding)
+  std::map<int, sg4::Host*> driver_of_gpu_mem_; // global GPU memory node -> its driver's core host
+  std::map<std::vector<const sg4::Host*>, int> path_ids_;
+  std::vector<Path> paths_;
+  std::map<std::pair<const sg4::Host*, const sg4::Host*>, std::pair<double, double>> latbw_;
+  double remote_total_ = 0, migrated_bytes_ = 0, fault_time_ = 0;
+  uint64_t migrations_ = 0, faults_ = 0, launch_waits_ = 0, remote_tasks_ = 0;
+
+  sg4::Host* ram_host(int rank, uint32_t h, int gmem) const;
+  int operand_numa(const Worker& w, uint32_t h) const;
+  int intern(const std::vector<Leg>& legs);
+  double control_delay(int rank, const sg4::Host* driver, const sg4::Host* gpu);
+  void run_legs(const std::vector<Leg>& legs, double bytes);
+  void hinting_faults(Worker& w, uint32_t task);
+  void scan_loop(int rank);
+};
+
+} // namespace numasim

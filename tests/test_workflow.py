@@ -1,0 +1,109 @@
+"""The Snakemake workflow: lint-clean, plans the embedded default, resumes an interrupted campaign."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from testbed import ROOT
+from testbed.paths import LU_REAL
+
+from test_campaign import TINY
+
+SNAKEMAKE = Path(sys.executable).with_name("snakemake")
+MY_RULE_FILES = ["common.smk", "experiments.smk", "analyze.smk", "report.smk"]
+
+
+def snakemake(cwd: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": f"{SNAKEMAKE.parent}:{os.environ['PATH']}"}
+    return subprocess.run([str(SNAKEMAKE), *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def workflow_copy(tmp: Path, config: dict | None = None) -> Path:
+    """The Snakefile and this part's rule files (no platforms/calibrate rules) in a fresh directory."""
+    (tmp / "workflows").mkdir(parents=True)
+    (tmp / "config").mkdir()
+    shutil.copy(ROOT / "Snakefile", tmp)
+    for name in MY_RULE_FILES:
+        shutil.copy(ROOT / "workflows" / name, tmp / "workflows")
+    shutil.copytree(ROOT / "workflows" / "envs", tmp / "workflows" / "envs")
+    shutil.copy(ROOT / "config" / "config.schema.yaml", tmp / "config")
+    if config is None:
+        shutil.copy(ROOT / "config" / "config.yaml", tmp / "config")
+    else:
+        (tmp / "config" / "config.yaml").write_text(yaml.safe_dump(config))
+    return tmp
+
+
+def jobs(dry_run_output: str) -> dict[str, int]:
+    table = dry_run_output.split("Job stats:")[1].split("\n\n")[0]
+    return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)}
+
+
+def test_lint_is_clean(tmp_path: Path):
+    result = snakemake(workflow_copy(tmp_path), "--lint")
+    assert result.returncode == 0, result.stderr
+    assert "Congratulations, your workflow is in a good condition!" in result.stdout + result.stderr
+
+
+def test_repository_lint_has_nothing_on_this_part():
+    result = snakemake(ROOT, "--lint")
+    out = result.stdout + result.stderr
+    for name in ["Snakefile"] + MY_RULE_FILES:
+        assert not re.search(rf"Lints for .*{re.escape(name)}", out), out
+
+
+def test_dry_run_of_the_embedded_default_and_the_study_scale(tmp_path: Path):
+    wf = workflow_copy(tmp_path)
+    default = snakemake(wf, "-n", "--cores", "2", "all")
+    assert default.returncode == 0, default.stderr
+    assert jobs(default.stdout) == {"design": 1, "campaign_batch": 8, "runs": 1, "analyze_tables": 1,
+                                    "analyze_plots": 1, "report": 1, "all": 1, "total": 14}
+    study = snakemake(wf, "-n", "--cores", "2", "all", "--config", "scale=study")
+    assert study.returncode == 0, study.stderr
+    assert jobs(study.stdout)["campaign_batch"] == 128
+
+
+def test_bad_config_stops_before_any_job(tmp_path: Path):
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    config["experiments"][0]["engine"] = "gem5"
+    result = snakemake(workflow_copy(tmp_path, config), "-n", "--cores", "1")
+    assert result.returncode != 0
+    out = result.stdout + result.stderr
+    assert "engine" in out and "gem5" in out
+
+
+@pytest.mark.skipif(not LU_REAL.exists(), reason="apps/lu not built (make build)")
+def test_interrupted_campaign_resumes_without_rerunning_finished_batches(tmp_path: Path):
+    config = {"experiments": [{k: v for k, v in TINY.items()}],
+              "analysis": {"p_max": 0.05, "min_variance_pct": 0.5, "boxplots": [["E"], ["E", "S"], ["A"]]},
+              "report": {"title": "tiny", "reference": None}}
+    wf = workflow_copy(tmp_path, config)
+    # a campaign stopped after its first batch
+    first = snakemake(wf, "--cores", "2", "results/tiny/batches/batch-000.csv")
+    assert first.returncode == 0, first.stderr
+    done = wf / "results/tiny/batches/batch-000.csv"
+    stamp = done.stat().st_mtime_ns
+    plan = snakemake(wf, "-n", "--cores", "2", "all")
+    assert plan.returncode == 0, plan.stderr
+    assert jobs(plan.stdout)["campaign_batch"] == 1 and "batch-001.csv" in plan.stdout
+    assert "design" not in jobs(plan.stdout)
+    rest = snakemake(wf, "--cores", "2", "all")
+    assert rest.returncode == 0, rest.stderr
+    assert done.stat().st_mtime_ns == stamp
+    assert "[tiny batch 1] run" in (wf / "results/tiny/logs/batch-001.log").read_text()
+    assert (wf / "results/tiny/anova.csv").exists()
+    html = (wf / "results/report/report.html").read_text()
+    assert "data:image/png;base64," in html and "tiny: analysis of variance" in html
+    assert sorted(p.name for p in (wf / "results/tiny/figures").iterdir()) == [
+        "boxplot_E.png", "boxplot_ES.png", "interactions_E.png", "main_effects.png"]
+    again = snakemake(wf, "-n", "--cores", "2", "all")
+    assert "Nothing to be done" in again.stdout + again.stderr
