@@ -30,17 +30,22 @@ def closed_form(nt: int) -> dict[str, int]:
     return {"getrf": nt, "trsm": nt * (nt - 1), "gemm": sum((nt - 1 - k) ** 2 for k in range(nt))}
 
 
-def lu_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    return {**os.environ, "STARPU_HOME": str(tmp_path / "home"), "STARPU_SILENT": "1", "STARPU_NCPU": "2",
-            **extra}
+@pytest.fixture(scope="module")
+def starpu_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One STARPU_HOME for the module: StarPU calibrates the bus once, not per test."""
+    return tmp_path_factory.mktemp("starpu-home")
+
+
+def lu_env(home: Path, **extra: str) -> dict[str, str]:
+    return {**os.environ, "STARPU_HOME": str(home), "STARPU_SILENT": "1", "STARPU_NCPU": "2", **extra}
 
 
 # ----------------------------------------------------------------------------- real build
 
 
 @needs_real
-def test_real_residual_and_task_counts(tmp_path: Path) -> None:
-    proc = subprocess.run([str(LU_REAL), "--n", "1920", "--b", "192", "--check"], env=lu_env(tmp_path),
+def test_real_residual_and_task_counts(starpu_home: Path) -> None:
+    proc = subprocess.run([str(LU_REAL), "--n", "1920", "--b", "192", "--check"], env=lu_env(starpu_home),
                           capture_output=True, text=True, check=True)
     lines = proc.stdout.strip().splitlines()
     assert len(lines) == 1  # stdout carries only the JSON line
@@ -53,14 +58,14 @@ def test_real_residual_and_task_counts(tmp_path: Path) -> None:
 
 
 @needs_real
-def test_real_two_ranks_with_distribution_file(tmp_path: Path) -> None:
+def test_real_two_ranks_with_distribution_file(tmp_path: Path, starpu_home: Path) -> None:
     """Owner-computes across 2 MPI ranks on a generated heterogeneous distribution."""
     from testbed.engines.real import mpirun_prefix
 
     dist = write_distribution(tmp_path / "d.txt", heterogeneous(6, [1.0, 2.0]))
     cmd = mpirun_prefix(2) + ["-x", "STARPU_HOME", "-x", "STARPU_NCPU", "-x", "STARPU_SILENT", str(LU_REAL),
                               "--n", "768", "--b", "128", "--dist", str(dist), "--check"]
-    proc = subprocess.run(cmd, env=lu_env(tmp_path, STARPU_NCPU="1"), capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(cmd, env=lu_env(starpu_home, STARPU_NCPU="1"), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["ranks"] == 2 and out["residual"] < 1e-12
@@ -73,19 +78,19 @@ def test_real_two_ranks_with_distribution_file(tmp_path: Path) -> None:
     (["--n", "400", "--b", "200", "--dist", "{bad}"], "expected a rank in [0, 1), got 1"),
     (["--n", "400", "--b", "200", "--symbols", "magma"], "error: --symbols: expected chameleon or starpu-lu"),
 ])
-def test_real_bad_input_exits_2(tmp_path: Path, args: list[str], message: str) -> None:
+def test_real_bad_input_exits_2(tmp_path: Path, starpu_home: Path, args: list[str], message: str) -> None:
     bad = tmp_path / "bad.txt"
     bad.write_text("0 1\n1 0\n")
     args = [a.replace("{bad}", str(bad)) for a in args]
-    proc = subprocess.run([str(LU_REAL), *args], env=lu_env(tmp_path), capture_output=True, text=True)
+    proc = subprocess.run([str(LU_REAL), *args], env=lu_env(starpu_home), capture_output=True, text=True)
     assert proc.returncode == 2 and message in proc.stderr and proc.stdout == ""
 
 
 @needs_real
-def test_real_engine(tmp_path: Path) -> None:
+def test_real_engine(tmp_path: Path, starpu_home: Path) -> None:
     from testbed.engines import real
 
-    spec = RunSpec(engine="real", cluster="local-1", n=960, b=192, env={"STARPU_HOME": str(tmp_path), "STARPU_NCPU": "2"},
+    spec = RunSpec(engine="real", cluster="local-1", n=960, b=192, env={"STARPU_HOME": str(starpu_home), "STARPU_NCPU": "2"},
                    workdir=tmp_path)
     spec.check = True  # type: ignore[attr-defined]
     out = real.run(spec)
@@ -197,3 +202,20 @@ def test_simgrid_generated_platform_three_nodes(tmp_path: Path) -> None:
     assert out["hosts"] == ["chetemi-1", "chetemi-2", "chifflet-1"] and out["symbols"] == "chameleon"
     assert out["tasks_by_kind"] == closed_form(10) and out["makespan_s"] > 0
     assert list(tmp_path.iterdir()) == []  # generated platform and scratch files removed
+
+
+@needs_simgrid
+def test_simgrid_app_error_becomes_input_error(tmp_path: Path) -> None:
+    """SMPI returns 0 whatever main returns: the app's `error:` line is what tells."""
+    from testbed.engines.real import parse_output
+    from testbed.paths import STARPU_SIMGRID
+
+    starpu = make_platform(tmp_path / "p", ["sirocco"]) / "starpu"
+    env = {**os.environ, "STARPU_PERF_MODEL_DIR": str(SHIPPED), "STARPU_HOSTNAME": "sirocco",
+           "STARPU_HOME": str(tmp_path), "STARPU_SILENT": "1"}
+    proc = subprocess.run([str(STARPU_SIMGRID / "bin" / "starpu_smpirun"), "-platform", str(starpu / "cluster.xml"),
+                           "-hostfile", str(starpu / "hostfile"), str(LU_SIMGRID), "--n", "1000", "--b", "960"],
+                          env=env, capture_output=True, text=True, timeout=60)
+    with pytest.raises(InputError) as err:
+        parse_output(proc.stdout, proc.stderr, proc.returncode, "lu")
+    assert err.value.key == "--n/--b" and "N=1000 b=960" in err.value.expected

@@ -236,6 +236,7 @@ static void sum_counts_on_root(int rank, int size, unsigned long total[LU_NKINDS
 
 /* Rank of this process before StarPU-MPI is initialized (errors are printed by
  * rank 0 only): the launcher's variables, or 0 for a single process. */
+#ifndef STARPU_SIMGRID
 static int launcher_rank(void)
 {
 	const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"};
@@ -244,6 +245,7 @@ static int launcher_rank(void)
 			return atoi(getenv(vars[i]));
 	return 0;
 }
+#endif
 
 static void start_starpu(int *argc, char ***argv, int *rank, int *size)
 {

@@ -72,10 +72,12 @@ def parse_output(stdout: str, stderr: str, returncode: int, what: str) -> dict:
     """The JSON line of apps/lu; its `error: ...` (exit 2) becomes an InputError."""
     import json
 
+    has_json = any(line.startswith("{") for line in stdout.splitlines())
+    match = _APP_ERROR.search(stderr)
+    # SMPI ignores main's return value: an `error:` line without output is bad input too
+    if match and (returncode == 2 or (returncode == 0 and not has_json)):
+        raise InputError(None, match.group(1), match.group(2) or "valid input")
     if returncode != 0:
-        match = _APP_ERROR.search(stderr)
-        if match and returncode == 2:
-            raise InputError(None, match.group(1), match.group(2) or "valid input")
         tail = "\n".join(stderr.strip().splitlines()[-15:])
         raise RuntimeError(f"{what} failed with exit status {returncode}:\n{tail}")
     for line in reversed(stdout.strip().splitlines()):
