@@ -14,6 +14,8 @@ layout (docs/interfaces.md §8):
   numa/matrix-*.csv        matrices: median time, GF/s, factor vs local
   numa/bandwidth.csv       triad bandwidth per (thread node, data node) and machine
   lu-reference.json        real LU makespans with the calibrated models (N = b * lu_nt)
+  validation.json          numasim on the derived machine vs lu-reference (testbed/calibration_validation.py)
+  network/pingpong.{csv,json}  MPI ping-pong between --hosts A,B (loopback when both are this host)
   kernels.yaml             kernel times in the format machine descriptions cite
   summary.md, plots/*.png  what was measured, unstable timings, missing steps
   steps/<step>.json        status, commands, duration of every step
@@ -69,6 +71,8 @@ class Options:
     lu_reps: int = 3
     unstable: float = 0.10
     lu: Path = LU_REAL
+    hosts: list[str] | None = None  # two hosts for the network ping-pong
+    pingpong_reps: int = 100
 
 
 @dataclass
@@ -381,6 +385,75 @@ def step_lu_reference(ctx: Context, out: Path, commands: list[str]) -> str:
     return "done"
 
 
+# --------------------------------------------------------------------------- steps: network, validation
+
+PINGPONG = BUILD / "microbench" / "pingpong"
+
+
+def build_pingpong() -> Path:
+    if not PINGPONG.exists() or PINGPONG.stat().st_mtime < (MICROBENCH_SRC / "pingpong.c").stat().st_mtime:
+        run_cmd(["make", "-s", "-C", str(MICROBENCH_SRC), f"BUILD={BUILD}", "pingpong"])
+    return PINGPONG
+
+
+LOCAL_NAMES = ("localhost", "127.0.0.1", "::1")
+
+
+def step_network(ctx: Context, out: Path, commands: list[str]) -> str:
+    """MPI ping-pong between the two --hosts (calibration/microbench/pingpong.c): one-way
+    latency (1-byte median) and bandwidth (best bytes/median over the sizes)."""
+    hosts = ctx.opts.hosts or []
+    mpirun = shutil.which("mpirun")
+    if mpirun is None:
+        return "not available yet: mpirun not found (Open MPI, envs/setup.sh)"
+    exe = build_pingpong()
+    cmd = [mpirun, "-np", "2", "--host", ",".join(hosts), "--oversubscribe"]
+    if os.geteuid() == 0:
+        cmd.append("--allow-run-as-root")  # containers and CI run as root
+    cmd += [str(exe), "--reps", str(ctx.opts.pingpong_reps)]
+    commands.append(shell_line(cmd, {}))
+    text = run_cmd(cmd, timeout=600)
+    head = next(line for line in text.splitlines() if line.startswith("# host0="))
+    names = dict(kv.split("=", 1) for kv in head[2:].split())
+    rows = list(csv.DictReader(line for line in text.splitlines() if not line.startswith("#")))
+    if not rows:
+        raise RuntimeError(f"pingpong printed no measurements:\n{text[-1000:]}")
+    loopback = names.get("same_host") == "1" or len(set(hosts)) == 1 or all(h in LOCAL_NAMES for h in hosts)
+    small = min(rows, key=lambda r: int(r["bytes"]))
+    best = max(rows, key=lambda r: float(r["bandwidth_Bps"]))
+    doc = {
+        "hosts": hosts, "processors": [names.get("host0"), names.get("host1")], "loopback": loopback,
+        "note": ("LOOPBACK: both ranks ran on the same host, so this measures shared-memory/loopback MPI, "
+                 "not the network; it is not used as a NIC figure") if loopback else
+                "two hosts: MPI ping-pong through the network",
+        "latency_s": float(small["median_s"]),
+        "latency_note": f"median one-way time (half round trip) of {small['bytes']}-byte messages",
+        "bandwidth_Bps": float(best["bandwidth_Bps"]),
+        "bandwidth_note": f"{best['bytes']} bytes / median one-way time (the best over the sizes)",
+        "csv": "network/pingpong.csv", "command": commands[-1],
+    }
+    with atomic_dir(out.parent) as tmp:
+        (tmp / "pingpong.csv").write_text(text)
+        (tmp / "pingpong.json").write_text(json.dumps(doc, indent=1) + "\n")
+    return "done"
+
+
+def step_validate(ctx: Context, out: Path, commands: list[str]) -> str:
+    """numasim on the machine derived from this bundle vs the real LU (lu-reference.json)."""
+    from testbed.calibration_validation import validate
+    from testbed.paths import NUMASIM
+
+    o = ctx.opts.out
+    if not (o / "lu-reference.json").exists() or not (o / "kernels.yaml").exists():
+        return "not available yet: needs lu-reference.json and kernels.yaml (codelets and lu-reference steps)"
+    if not NUMASIM.exists():
+        return f"not available yet: {NUMASIM} is not built (`make build`)"
+    doc = validate(o, ctx.opts.machine, ctx.opts.lu, commands)
+    with atomic_file(out) as fh:
+        json.dump(doc, fh, indent=1)
+    return "done"
+
+
 # --------------------------------------------------------------------------- derived outputs
 
 
@@ -518,6 +591,8 @@ def steps_for(opts: Options, nnuma: int) -> list[Step]:
         for k in range(nnuma):
             steps.append(Step(f"codelets-numa{k}", o / f"codelets-numa{k}" / "45", step_codelets(f"numa{k}")))
     steps.append(Step("lu-reference", o / "lu-reference.json", step_lu_reference))
+    if opts.hosts:
+        steps.append(Step("network", o / "network" / "pingpong.json", step_network))
     steps.append(Step("provenance", o / "provenance.yaml", step_provenance, final=True))
     steps.append(Step("summary", o / "summary.md", step_summary, final=True))
     return steps
@@ -537,6 +612,8 @@ def calibrate(opts: Options, log: Callable[[str], None] = print) -> Context:
         ctx.ran.append("derived")
         write_matrices(opts.out, numa_rows(opts.out))
         write_kernels_yaml(opts.out, opts.machine, codelet_table(opts.out, opts.machine))
+    # After kernels.yaml: the machine description it validates is derived from it.
+    Step("validate", opts.out / "validation.json", step_validate).run(ctx)
     for s in final:
         s.run(ctx)
     work = opts.out / ".work"
@@ -557,6 +634,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lu-reps", type=int, default=3, help="reference LU runs with the calibrated models")
     p.add_argument("--unstable", type=float, default=0.10, help="relative stddev above which a timing is unstable")
     p.add_argument("--lu", default=str(LU_REAL), help="real build of apps/lu")
+    p.add_argument("--hosts", default=None, metavar="A,B",
+                   help="two hosts for the MPI network ping-pong (A,A or localhost,localhost measures loopback)")
+    p.add_argument("--pingpong-reps", type=int, default=100, help="timed round trips per message size")
 
 
 def options_from_args(args: argparse.Namespace) -> Options:
@@ -567,11 +647,17 @@ def options_from_args(args: argparse.Namespace) -> Options:
                     ("--lu-nt", args.lu_nt), ("--max-rounds", args.max_rounds), ("--lu-reps", args.lu_reps)):
         if v <= 0:
             raise InputError(None, name, f"a positive integer, got {v}")
+    hosts = [h.strip() for h in args.hosts.split(",")] if args.hosts else None
+    if hosts is not None and (len(hosts) != 2 or not all(hosts)):
+        raise InputError(None, "--hosts", f"two host names separated by a comma, got {args.hosts!r}")
+    if args.pingpong_reps <= 0:
+        raise InputError(None, "--pingpong-reps", f"a positive integer, got {args.pingpong_reps}")
     if not 0 < args.unstable < 10:
         raise InputError(None, "--unstable", f"a relative standard deviation in (0, 10), got {args.unstable}")
     return Options(machine=args.machine, out=Path(args.out or ROOT / "calibration" / args.machine),
                    tile_sizes=sorted(set(sizes)), reps=args.reps, bw_mb=args.bw_mb, bw_reps=args.bw_reps,
-                   lu_nt=args.lu_nt, max_rounds=args.max_rounds, lu_reps=args.lu_reps, unstable=args.unstable, lu=Path(args.lu))
+                   lu_nt=args.lu_nt, max_rounds=args.max_rounds, lu_reps=args.lu_reps, unstable=args.unstable, lu=Path(args.lu),
+                   hosts=hosts, pingpong_reps=args.pingpong_reps)
 
 
 def run(args: argparse.Namespace) -> int:

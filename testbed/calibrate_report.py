@@ -85,6 +85,45 @@ def plot_codelets(table: list[dict[str, Any]], path: Path) -> bool:
     return True
 
 
+def validation_lines(b: Path) -> list[str]:
+    """Real vs simulated makespan (validation.json, testbed/calibration_validation.py)."""
+    path = b / "validation.json"
+    lines = ["## Validation: numasim vs the real LU", ""]
+    if not path.exists():
+        return lines + ["Not available yet (see Steps).", ""]
+    v = json.loads(path.read_text())
+    w, real, sim = v["workload"], v["real"], v["simulated"]
+    verdict = "within" if v["within_tolerance"] else "NOT within"
+    lines += [f"N={w['n']} b={w['b']}: real {real['mean_s']:.4f} s (mean of {len(real['makespans_s'])} runs), "
+              f"simulated {sim['mean_s']:.4f} s (numasim, {sim['workers']} worker(s), mean of seeds "
+              f"{sim['seeds'][0]}..{sim['seeds'][-1]}; model means only: {sim['means_only_s']:.4f} s): "
+              f"**{v['difference_pct']:+.1f}%**, {verdict} ±{v['tolerance_pct']:.0f}%.", ""]
+    d = v.get("diagnostics", {})
+    if d:
+        lines += [f"Sum of the model means over the LU tasks: {d['model_sum_s']:.4f} s (one worker's busy time "
+                  f"without overhead); load average now {d['load_average_1min_now']:.1f} on {d['cpus']} CPUs.", ""]
+    p = v.get("paired")
+    if p:
+        lines += [f"Paired check (one real run now, simulated with the models StarPU recorded during that run): "
+                  f"real {p['real_makespan_s']:.4f} s, simulated {p['simulated_makespan_s']:.4f} s, "
+                  f"{p['difference_pct']:+.1f}% (load average {p['load_average_1min']:.1f}).", ""]
+    lines += ["Details: `validation.json`.", ""]
+    return lines
+
+
+def network_lines(b: Path) -> list[str]:
+    path = b / "network" / "pingpong.json"
+    if not path.exists():
+        return []
+    n = json.loads(path.read_text())
+    lines = ["## Network (MPI ping-pong)", ""]
+    if n.get("loopback"):
+        lines += [f"> **Loopback:** {n['note']}.", ""]
+    lines += [f"Hosts {' <-> '.join(n['hosts'])}: latency {n['latency_s'] * 1e6:.2f} us ({n['latency_note']}), "
+              f"bandwidth {n['bandwidth_Bps'] / 1e9:.3g} GB/s ({n['bandwidth_note']}). Rows: `network/pingpong.csv`.", ""]
+    return lines
+
+
 def write_summary(ctx: Any, out: Path) -> None:
     from testbed.calibrate import codelet_table, numa_layout, numa_rows, read_csv
 
@@ -185,13 +224,24 @@ def write_summary(ctx: Any, out: Path) -> None:
     else:
         lines += ["Not available yet (see Steps).", ""]
 
+    lines += validation_lines(b)
+    lines += network_lines(b)
+
     lines += ["## Unstable timings", ""]
     lines += [f"Threshold: relative standard deviation > {opts.unstable}. These are reported, not averaged away; "
               "rerun on a quiet node or raise `--reps`.", ""]
     lines += [f"* {u}" for u in unstable] or ["None."]
-    lines += ["", "## Not measured by this bundle", "",
-              "* network latency/bandwidth (ping-pong between two nodes): needs a two-node run, not done here;",
-              "* agreement of numasim with the real LU makespan on this machine: not checked by this step.", ""]
+    not_measured = []
+    pp = b / "network" / "pingpong.json"
+    if not pp.exists():
+        not_measured.append("network latency/bandwidth (MPI ping-pong between two nodes): run with `--hosts A,B`")
+    elif json.loads(pp.read_text()).get("loopback"):
+        not_measured.append("network latency/bandwidth between two nodes: the ping-pong ran on one host (loopback)")
+    if not (b / "validation.json").exists():
+        not_measured.append("agreement of numasim with the real LU makespan: `validate` step not done (see Steps)")
+    lines += ["", "## Not measured by this bundle", ""]
+    lines += [f"* {m};" for m in not_measured] or ["Nothing listed."]
+    lines += [""]
 
     plots = b / "plots"
     plot_kernels(rows, plots / "numa-kernels.png")

@@ -103,7 +103,8 @@ def run(args: argparse.Namespace) -> int:
     if args.design is None or args.batch is None:
         raise InputError(None, "--design/--batch", "a design table and a batch number (or --merge)")
     design = read_design(args.design)
-    platform_dir = Path(args.platform_dir) if args.platform_dir else None
+    # absolute: engines run in their own scratch directories
+    platform_dir = Path(args.platform_dir).resolve() if args.platform_dir else None
     rows = run_batch(design, args.batch, platform_dir, args.design)
     with atomic_file(args.out) as fh:
         write_runs(rows, fh)

@@ -20,6 +20,8 @@
   throughput, 2 b^3 / mean gemm time, the means read from the node's StarPU
   perf-model file for tiles of size b, and the worker counts from its bus
   `.config` file (StarPU dedicates one CPU core to drive each GPU).
+  Without perf models (`described_node_speed`): (cores − GPUs)·core_flops +
+  Σ GPU flops from the machine description.
 * Files (docs/interfaces.md section 5): NT lines of NT owner ranks; `#` lines
   are comments.
 """
@@ -30,9 +32,13 @@ import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from testbed.atomic import atomic_file
 from testbed.errors import InputError
+
+if TYPE_CHECKING:
+    from testbed.machines import Machine
 
 Owners = list[list[int]]
 
@@ -229,3 +235,8 @@ def node_gemm_speed(sampling_dir: str | Path, host: str, b: int, gemm_symbol: st
             raise InputError(model, f"cuda{j}_impl0 entry of size {size}", f"a calibrated GPU gemm time for b={b}")
         speed += flop / (entry[size] * 1e-6)
     return speed
+
+
+def described_node_speed(machine: Machine) -> float:
+    """Node speed from a machine description: CPU workers (one core per GPU driver) + GPUs."""
+    return (machine.ncores - len(machine.gpus)) * machine.core_flops + sum(g.flops for g in machine.gpus)

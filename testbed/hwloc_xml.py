@@ -166,18 +166,21 @@ def _placeholder(value: float, what: str) -> dict:
             "needs_calibration": True}
 
 
-def describe_local(xml: bytes, name: str = "local", kernels: str | None = None) -> str:
-    """Machine YAML (text) from an hwloc 2.x XML topology: structure from hwloc, other numbers marked."""
-    import yaml
-
-    from testbed import ROOT
-
+def hwloc_source(xml: bytes) -> str:
+    """How a topology names itself: hwloc version and host name."""
     root = etree.fromstring(xml)
-    objs = root.iter("object")
     machine = next(o for o in root.iter("object") if o.get("type") == "Machine")
-    host = next((i.get("value") for i in machine.findall("info") if i.get("name") == "HostName"), "this machine")
-    src = f"hwloc {next((i.get('value') for i in machine.findall('info') if i.get('name') == 'hwlocVersion'), '2')} topology of {host} (lstopo --of xml)"
-    del objs
+    infos = {i.get("name"): i.get("value") for i in machine.findall("info")}
+    return f"hwloc {infos.get('hwlocVersion', '2')} topology of {infos.get('HostName', 'this machine')} (lstopo --of xml)"
+
+
+def topology_data(xml: bytes, name: str, src: str | None = None) -> dict:
+    """Machine mapping from an hwloc 2.x XML topology: structure (sockets, NUMA nodes, cores,
+    memory, GPUs, NICs) cited to `src`, every other number a marked placeholder. Shared by
+    `--describe-local` and `--from-calibration` (testbed/from_calibration.py)."""
+    root = etree.fromstring(xml)
+    machine = next(o for o in root.iter("object") if o.get("type") == "Machine")
+    src = src or hwloc_source(xml)
 
     numas = sorted((o for o in root.iter("object") if o.get("type") == "NUMANode"), key=lambda o: int(o.get("os_index")))
     numa_ids = [int(o.get("os_index")) for o in numas]
@@ -265,6 +268,16 @@ def describe_local(xml: bytes, name: str = "local", kernels: str | None = None) 
                              "bandwidth_Bps": _placeholder(1.25e9, "network device (none reported)"),
                              "pcie_bandwidth_Bps": _placeholder(4.0e9, "NIC PCIe bandwidth"),
                              "pcie_latency_s": _placeholder(1.0e-6, "NIC PCIe latency")})
+    return data
+
+
+def describe_local(xml: bytes, name: str = "local", kernels: str | None = None) -> str:
+    """Machine YAML (text) from an hwloc 2.x XML topology: structure from hwloc, other numbers marked."""
+    import yaml
+
+    from testbed import ROOT
+
+    data = topology_data(xml, name)
     bundle = kernels or (f"calibration/{name}" if (ROOT / "calibration" / name / "kernels.yaml").is_file() else None)
     if bundle:
         data["kernels"] = bundle

@@ -8,6 +8,8 @@
         DIR/starpu/cluster.xml, hostfile      for starpu_smpirun -platform/-hostfile
         DIR/summary.json                      nodes (name, machine, rank) and counts
     testbed platform --describe-local --out platforms/machines/local.yaml
+    testbed platform --from-calibration calibration/NAME --out platforms/machines/NAME.yaml
+        (testbed/from_calibration.py: every value cites the bundle; lists what it lacks)
 """
 
 from __future__ import annotations
@@ -62,6 +64,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--cluster", help="cluster name (platforms/clusters/NAME.yaml) or path")
     what.add_argument("--describe-local", action="store_true", help="write a machine YAML from this machine's hwloc topology")
+    what.add_argument("--from-calibration", metavar="BUNDLE", default=None,
+                      help="write a machine YAML from a calibration bundle (calibration/NAME)")
     p.add_argument("--out", required=True, help="output directory (--cluster) or machine YAML file (--describe-local)")
     p.add_argument("--tile-sizes", default=",".join(map(str, DEFAULT_TILE_SIZES)),
                    help="tile sizes written into the StarPU history models")
@@ -71,6 +75,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
+    if args.from_calibration:
+        from testbed.from_calibration import write_machine
+
+        missing = write_machine(Path(args.from_calibration), out)
+        print(f"wrote {out}; not provided by the bundle (needs_calibration placeholders):", file=sys.stderr)
+        for m in missing:
+            print(f"  {m}", file=sys.stderr)
+        return 0
     if args.describe_local:
         if args.hwloc_xml:
             xml = Path(args.hwloc_xml).read_bytes()

@@ -117,7 +117,8 @@ def platform_summary(cluster: str, platforms_dir: Path) -> str:
 
 def normalize_term(term: str) -> str:
     """'A:B', 'AB', 'A*B', 'A x B' -> 'A:B' (letters sorted)."""
-    letters = sorted(set(re.findall(r"[A-Z]", str(term).upper())))
+    text = re.sub(r"\s+[x×]\s+", ":", str(term).strip(), flags=re.I)
+    letters = sorted(set(re.findall(r"[A-Z]", text.upper())))
     return ":".join(letters)
 
 

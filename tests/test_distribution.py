@@ -122,3 +122,15 @@ def test_heterogeneous_slow_nodes_do_not_own_whole_columns() -> None:
         cols = {n for m in range(60) for n in range(60) if owners[m][n] == node}
         assert len(cols) >= 20  # in 2 of the 5 pattern columns, not 1
         assert all(sum(owners[m][n] == node for m in range(60)) < 60 for n in cols)
+
+
+def test_described_node_speed_counts_gpus_and_driver_cores() -> None:
+    from testbed.distribution import described_node_speed
+    from testbed.machines import load_machine
+
+    chifflet, chetemi = load_machine("chifflet"), load_machine("chetemi")
+    assert chifflet.gpus and not chetemi.gpus
+    assert described_node_speed(chetemi) == pytest.approx(chetemi.ncores * chetemi.core_flops)
+    gpu_flops = sum(g.flops for g in chifflet.gpus)
+    assert described_node_speed(chifflet) == pytest.approx(
+        (chifflet.ncores - len(chifflet.gpus)) * chifflet.core_flops + gpu_flops)

@@ -65,8 +65,10 @@ def test_dry_run_of_the_embedded_default_and_the_study_scale(tmp_path: Path):
     wf = workflow_copy(tmp_path)
     default = snakemake(wf, "-n", "--cores", "2", "all")
     assert default.returncode == 0, default.stderr
-    assert jobs(default.stdout) == {"design": 1, "campaign_batch": 8, "runs": 1, "analyze_tables": 1,
-                                    "analyze_plots": 1, "report": 1, "all": 1, "total": 14}
+    counts = jobs(default.stdout)
+    assert counts["campaign_batch"] == 12
+    for rule in ("design", "runs", "analyze_tables", "analyze_plots", "report", "all"):
+        assert counts[rule] == 1, rule
     study = snakemake(wf, "-n", "--cores", "2", "all", "--config", "scale=study")
     assert study.returncode == 0, study.stderr
     assert jobs(study.stdout)["campaign_batch"] == 128
@@ -103,7 +105,7 @@ def test_interrupted_campaign_resumes_without_rerunning_finished_batches(tmp_pat
     assert (wf / "results/tiny/anova.csv").exists()
     html = (wf / "results/report/report.html").read_text()
     assert "data:image/png;base64," in html and "tiny: analysis of variance" in html
-    assert sorted(p.name for p in (wf / "results/tiny/figures").iterdir()) == [
+    assert sorted(p.name for p in (wf / "results/tiny/figures").glob("*.png")) == [
         "boxplot_E.png", "boxplot_ES.png", "interactions_E.png", "main_effects.png"]
     again = snakemake(wf, "-n", "--cores", "2", "all")
     assert "Nothing to be done" in again.stdout + again.stderr

@@ -348,12 +348,10 @@ NodeThreads place_threads(const MachineNode& node, const StarpuEnv& env)
     check_core(env.mpi_thread_cpuid, "STARPU_MPI_THREAD_CPUID");
     taken.insert(env.mpi_thread_cpuid);
   }
-  // reserve_ncpus (workers.c): STARPU_RESERVE_NCPU, +1 for a bound main thread, +1 for the MPI
+  // reserve_ncpus (workers.c): STARPU_RESERVE_NCPU (a bound main thread takes its own bind id below), +1 for the MPI
   // progression thread when neither STARPU_MPI_THREAD_CPUID nor STARPU_NCPU is set
   // (mpi/src/starpu_mpi_init.c). The explicitly placed threads use their own cores.
   int reserve = std::max(env.reserve_ncpu, 0);
-  if (env.main_thread_bind && env.main_thread_cpuid < 0)
-    reserve++;
   if (env.mpi_thread_cpuid < 0 && env.ncpu < 0)
     reserve++;
   // Bind ids in order: STARPU_WORKERS_CPUID (wrapping when shorter, topology.c) or all cores.
@@ -382,6 +380,10 @@ NodeThreads place_threads(const MachineNode& node, const StarpuEnv& env)
     taken.insert(c);
     return c;
   };
+  // A bound main thread without STARPU_MAIN_THREAD_CPUID takes the first bind id, before the
+  // drivers and workers (topology.c; docs/interfaces.md §6.1, testbed/factors.py starpu_placement).
+  if (env.main_thread_bind && env.main_thread_cpuid < 0)
+    t.main_core = next_bindid();
   // CUDA workers: STARPU_NCUDA (-1: all), devices from STARPU_WORKERS_CUDAID (driver_cuda_init.c).
   int ngpu = static_cast<int>(node.gpus.size());
   int ncuda = env.ncuda < 0 ? ngpu : std::min(env.ncuda, ngpu); // StarPU warns and caps
@@ -412,8 +414,6 @@ NodeThreads place_threads(const MachineNode& node, const StarpuEnv& env)
   }
   if (env.main_thread_cpuid >= 0)
     t.main_core = env.main_thread_cpuid;
-  else if (env.main_thread_bind)
-    t.main_core = next_bindid();
   // An unbound main thread first-touches on NUMA 0 (the study's observation: "mostly NUMA 0").
   t.main_numa = t.main_core >= 0 ? numa_of(t.main_core) : 0;
   // MPI progression thread: STARPU_MPI_THREAD_CPUID, else the next free bind id after the workers

@@ -199,8 +199,14 @@ void NumaEffects::run_legs(const std::vector<Leg>& legs, double bytes)
     c->wait();
 }
 
-int NumaEffects::move(Transfer& t)
+int NumaEffects::move(const Transfer& tr)
 {
+  // A copy: transfers_ may grow (and move) while this actor blocks.
+  struct {
+    bool mpi;
+    uint32_t recv, handle;
+    int rank, gsrc, gdst;
+  } const t{tr.mpi, tr.recv, tr.handle, tr.rank, tr.gsrc, tr.gdst};
   Simulation& S = sim_;
   const MemNode& src = S.mem_[t.gsrc];
   const MemNode& dst = S.mem_[t.gdst];

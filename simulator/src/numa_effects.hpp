@@ -52,7 +52,7 @@ public:
   void run_task(Worker& w, uint32_t task, double duration);
   // Moves one transfer (blocking, in a runner actor) along the path its threads give it;
   // returns the path id (links crossed) for accounting and the transfer CSV.
-  int move(Transfer& t);
+  int move(const Transfer& t);
 
   // Introspection (tests, traces, summary).
   int page_numa(int rank, uint32_t tile) const;          // NUMA node of the RAM replica's pages, -1: none

@@ -428,6 +428,24 @@ void Simulation::wake_idle(int rank, const Task& t)
   }
 }
 
+double Simulation::queued_before(const Worker& w, int32_t prio) const
+{
+  // dmdas decides with the work queued ahead of the task's place in the sorted queue
+  // (sched_policies/fifo_queues.c starpu_st_fifo_taskq_get_exp_len_prev_task_list, called by
+  // compute_all_performance_predictions with sorted_decision = 1): the whole expected length
+  // when the task goes to the tail, else the model lengths of the tasks of priority >= prio.
+  if (w.queue.empty() || (w.queue.begin()->prio == prio && w.queue.rbegin()->prio == prio))
+    return w.exp_len;
+  if (w.queue.begin()->prio < prio)
+    return 0; // the task goes to the head: only the pipeline (not modelled separately) is ahead
+  if (w.queue.rbegin()->prio >= prio)
+    return w.exp_len;
+  double len = 0;
+  for (auto it = w.queue.begin(); it != w.queue.end() && it->prio >= prio; ++it)
+    len += dag_.tasks[it->task].predicted;
+  return len;
+}
+
 int Simulation::dmda_choose(uint32_t task, double* best_fitness)
 {
   // compute_all_performance_predictions + the fitness loop of dmda_push_task
@@ -447,7 +465,8 @@ int Simulation::dmda_choose(uint32_t task, double* best_fitness)
     }
     double exp_start = std::max(w.exp_start, now);
     penalty[i] = data_penalty(t, w);
-    exp_end[i] = std::max(exp_start + w.exp_len, now + penalty[i]) + len;
+    double prev_len = cfg_.env.sched == Scheduler::dmdas ? queued_before(w, t.prio) : w.exp_len;
+    exp_end[i] = std::max(exp_start + prev_len, now + penalty[i]) + len;
     best_exp_end = std::min(best_exp_end, exp_end[i]);
   }
   int best = -1;

@@ -186,6 +186,7 @@ private:
   void push_to_worker(Worker& w, uint32_t task, double predicted_length, double predicted_transfer);
   int32_t pop(Worker& w);
   double data_penalty(const Task& t, const Worker& w);
+  double queued_before(const Worker& w, int32_t prio) const;
   void wake(Worker& w);
   void wake_idle(int rank, const Task& t);
 

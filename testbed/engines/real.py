@@ -1,7 +1,9 @@
 """Engine `real`: runs apps/lu (native StarPU build) on this machine.
 
 One MPI rank per node of the cluster (`mpirun -np R` when R > 1; a cluster
-`local-<R>` that has no YAML file means R ranks on this machine). spec.env is
+`local-<R>` that has no YAML file means R ranks on this machine). The
+heterogeneous distribution weighs nodes by their described speed
+(testbed.distribution.described_node_speed). spec.env is
 applied to the process environment (STARPU_SCHED defaults to dmdas, as for the
 other engines). The app prints one JSON line; the result keeps makespan_s,
 tasks, tasks_by_kind, gflops and, when checked, residual.
@@ -103,17 +105,20 @@ def run_env(spec: RunSpec) -> dict[str, str]:
 # ---------------------------------------------------------------- the real engine
 
 
-def cluster_ranks(cluster: str) -> int:
-    """Number of nodes (= MPI ranks) of a cluster; `local-<R>` without a file is R."""
+def cluster_ranks(cluster: str) -> tuple[int, list[float] | None]:
+    """Number of nodes (= MPI ranks) of a cluster and their described speeds;
+    `local-<R>` without a file is R ranks of unknown (equal) speed."""
+    from testbed.distribution import described_node_speed
     from testbed.machines import load_cluster
 
     try:
-        return len(load_cluster(cluster).nodes)
+        nodes = load_cluster(cluster).nodes
     except InputError:
         match = re.fullmatch(r"local-(\d+)", cluster)
         if match and int(match.group(1)) > 0:
-            return int(match.group(1))
+            return int(match.group(1)), None
         raise
+    return len(nodes), [described_node_speed(n.machine) for n in nodes]
 
 
 def mpirun_prefix(ranks: int) -> list[str]:
@@ -133,11 +138,11 @@ def run(spec: RunSpec) -> dict:
         raise InputError(None, "--trace/--transfers", "the numasim engine (apps/lu writes no trace)")
     check_sizes(spec)
     lu = binary(LU_REAL, "apps/lu (real build)")
-    ranks = cluster_ranks(spec.cluster)
+    ranks, speeds = cluster_ranks(spec.cluster)
     with tempfile.TemporaryDirectory(prefix="lu-real-", dir=spec.workdir) as tmp:
         workdir = Path(tmp)
         args = ["--n", str(spec.n), "--b", str(spec.b), "--seed", str(spec.seed)]
-        args += distribution_args(spec, ranks, workdir, speeds=None)
+        args += distribution_args(spec, ranks, workdir, speeds)
         if getattr(spec, "check", False):
             args.append("--check")
         symbols = getattr(spec, "symbols", None)

@@ -1,0 +1,234 @@
+#!/usr/bin/env python3
+"""numasim vs StarPU-SimGrid: makespan agreement and speed on configurations both express.
+
+Both engines simulate the same machine, from the same files:
+
+* StarPU-SimGrid: build/lu-simgrid/lu under `starpu_smpirun -hostfile-platform`, with the
+  machine's StarPU sampling directory (bus platform + codelet models); StarPU's defaults
+  otherwise (dmdas, one RAM node, model means, STARPU_SIMGRID_* costs at their defaults).
+* numasim: the platform converted from the same bus platform(s) by
+  testbed/starpu_bus_platform.py, the same models, variability off, and the SimGrid network
+  configuration starpu_smpirun runs StarPU under (`--cfg=network/model:SMPI
+  --cfg=surf/precision:1e-9`, /usr/bin/smpirun; starpu_smpirun drops the bus files'
+  network/* settings).
+
+Cases: StarPU's shipped LU models (tools/perfmodels/sampling, starpu_dlu_lu_model_*, b=960,
+the tile size their history entries were recorded with) for sirocco, mirage, attila,
+idgraf at 20x20, 40x40, 60x60 tiles; the clusters chifflet-1 and hetero-3 of
+platforms/clusters (via `testbed platform`, Chameleon symbols). Worker counts are StarPU's
+defaults on both sides (one CPU worker per core left after the CUDA drivers and the MPI
+thread: core/topology.c, mpi/src/starpu_mpi_init.c).
+
+Usage: .venv/bin/python bench/numasim_vs_starpu.py [--quick] [--out bench/results/numasim_vs_starpu.json]
+Prints a markdown table (the one recorded in bench/RESULTS.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from testbed.starpu_bus_platform import NodeSource, build_platform, nodes_of_starpu_dir, write_platform  # noqa: E402
+
+SHIPPED = ROOT / ".deps" / "src" / "starpu-1.4.10" / "tools" / "perfmodels" / "sampling"
+SMPIRUN = ROOT / ".deps" / "starpu-simgrid" / "bin" / "starpu_smpirun"
+LU_SIMGRID = ROOT / "build" / "lu-simgrid" / "lu"
+NUMASIM = ROOT / "build" / "simulator" / "numasim"
+#: SimGrid configuration of /usr/bin/smpirun (SIMOPTS), under which StarPU-SimGrid-MPI runs.
+SMPI_CFG = ["--cfg=network/model:SMPI", "--cfg=surf/precision:1e-9"]
+B = 960  # tile size of the shipped LU models' history entries (size column 1x, 2x, 3x 960*960*8)
+STARPU_LU_SYMBOLS = {"getrf": "starpu_dlu_lu_model_getrf", "trsm_row": "starpu_dlu_lu_model_trsm_ll",
+                     "trsm_col": "starpu_dlu_lu_model_trsm_ru", "gemm": "starpu_dlu_lu_model_gemm"}
+SHIPPED_HOSTS = ("sirocco", "mirage", "attila", "idgraf")
+CLUSTERS = ("chifflet-1", "hetero-3")
+
+
+@dataclass
+class Run:
+    makespan_s: float
+    wall_s: float
+    cpu_s: float  # user + sys of the child processes
+    tasks: int
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class Case:
+    platform: str
+    nt: int
+    starpu: Run | None = None
+    numasim: Run | None = None
+
+    @property
+    def diff_pct(self) -> float:
+        assert self.starpu and self.numasim
+        return 100.0 * (self.numasim.makespan_s - self.starpu.makespan_s) / self.starpu.makespan_s
+
+
+def timed(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> tuple[str, float, float]:
+    """Runs cmd; returns stdout, wall time and the children's user+sys CPU time."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
+    wall = time.monotonic() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[:3])} ... failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return proc.stdout, wall, cpu
+
+
+def last_json(out: str) -> dict:
+    for line in reversed(out.splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    raise RuntimeError(f"no JSON line in output: {out[-500:]}")
+
+
+def run_starpu(sampling: Path, hostname: str, cluster_xml: Path, hostfile: Path, nt: int, symbols: str,
+               work: Path) -> Run:
+    env = dict(os.environ)
+    env.update({"STARPU_PERF_MODEL_DIR": str(sampling), "STARPU_HOSTNAME": hostname,
+                "STARPU_HOME": str(work / "home"), "STARPU_SCHED": "dmdas", "STARPU_SILENT": "1"})
+    cmd = [str(SMPIRUN), "-platform", str(cluster_xml), "-hostfile", str(hostfile), "-hostfile-platform",
+           str(LU_SIMGRID), "--n", str(nt * B), "--b", str(B), "--symbols", symbols]
+    out, wall, cpu = timed(cmd, env, work)
+    res = last_json(out)
+    return Run(res["makespan_s"], wall, cpu, res["tasks"])
+
+
+def run_numasim(platform_xml: Path, perfmodels: dict[str, str], nt: int, symbols: dict[str, str] | None,
+                work: Path, distribution: dict | None = None) -> Run:
+    desc = {"platform": str(platform_xml), "perfmodels": perfmodels,
+            "workload": {"kind": "lu", "n": nt * B, "b": B, "distribution": distribution or {"kind": "block-cyclic"}},
+            "env": {"STARPU_SCHED": "dmdas"}, "seed": 1, "variability": False}
+    if symbols:
+        desc["symbols"] = symbols
+    run_file = work / f"numasim-{platform_xml.stem}-{nt}.json"
+    run_file.write_text(json.dumps(desc, indent=1))
+    out, wall, cpu = timed([str(NUMASIM), str(run_file), *SMPI_CFG])
+    res = json.loads(out)
+    return Run(res["makespan_s"], wall, cpu, res["tasks"],
+               {"workers_by_type": res.get("workers_by_type"), "transfers": res.get("transfers")})
+
+
+def shipped_case(host: str, nt: int, work: Path) -> Case:
+    d = work / host
+    d.mkdir(exist_ok=True)
+    cluster_xml, hostfile, xml = d / "cluster.xml", d / "hostfile", d / "numasim.xml"
+    if not xml.exists():
+        # One SMPI host named like the machine: its bus platform is sampling/bus/<host>.platform.v4.xml.
+        cluster_xml.write_text("<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM "
+                               "'http://simgrid.gforge.inria.fr/simgrid/simgrid.dtd'>\n<platform version=\"4\">\n"
+                               f" <AS id=\"{host}-cluster\" routing=\"Full\">\n  <host id=\"{host}\" speed=\"1Gf\"/>\n"
+                               " </AS>\n</platform>\n")
+        hostfile.write_text(host + "\n")
+        write_platform(build_platform([NodeSource(host, host, SHIPPED / "bus" / f"{host}.platform.v4.xml")],
+                                      name=host), xml)
+    case = Case(host, nt)
+    case.starpu = run_starpu(SHIPPED, host, cluster_xml, hostfile, nt, "starpu-lu", d)
+    case.numasim = run_numasim(xml, {host: str(SHIPPED)}, nt, STARPU_LU_SYMBOLS, d)
+    return case
+
+
+def cluster_case(cluster: str, nt: int, work: Path) -> Case:
+    from testbed.engines.starpu_simgrid import merged_sampling, read_hostfile
+    from testbed.machines import load_cluster
+    from testbed.platform_cmd import generate
+
+    d = work / cluster
+    pdir = d / "platform"
+    starpu_dir = pdir / "starpu"
+    xml = d / "numasim-bus.xml"
+    if not xml.exists():
+        d.mkdir(exist_ok=True)
+        generate(load_cluster(cluster), pdir, (B,))
+        hosts = read_hostfile(starpu_dir)
+        merged_sampling(starpu_dir, hosts, "chameleon", d / "sampling")
+        write_platform(build_platform(nodes_of_starpu_dir(starpu_dir), starpu_dir / "cluster.xml", cluster), xml)
+    hosts = read_hostfile(starpu_dir)
+    machines = sorted({n.machine for n in nodes_of_starpu_dir(starpu_dir)})
+    case = Case(cluster, nt)
+    case.starpu = run_starpu(d / "sampling", hosts[0], starpu_dir / "cluster.xml", starpu_dir / "hostfile", nt,
+                             "chameleon", d)
+    perfmodels = {m: str(starpu_dir / m / "sampling") for m in machines}
+    case.numasim = run_numasim(xml, perfmodels, nt, None, d)
+    # For information: numasim on the NUMA-detailed platform of `testbed platform` (one RAM node).
+    case.numasim.extra["numa_platform_makespan_s"] = run_numasim(pdir / "numasim.xml", perfmodels, nt, None,
+                                                                 d).makespan_s
+    return case
+
+
+def markdown(cases: list[Case]) -> str:
+    lines = ["| platform | tiles | starpu-simgrid makespan (s) | numasim makespan (s) | diff % |"
+             " starpu-simgrid wall (s) | numasim wall (s) | speed-up |",
+             "|---|---|---|---|---|---|---|---|"]
+    for c in cases:
+        assert c.starpu and c.numasim
+        lines.append(f"| {c.platform} | {c.nt}×{c.nt} | {c.starpu.makespan_s:.4f} | {c.numasim.makespan_s:.4f} | "
+                     f"{c.diff_pct:+.2f} | {c.starpu.wall_s:.2f} | {c.numasim.wall_s:.2f} | "
+                     f"{c.starpu.wall_s / c.numasim.wall_s:.0f}× |")
+    diffs = [abs(c.diff_pct) for c in cases]
+    lines.append("")
+    lines.append(f"median |diff| = {statistics.median(diffs):.2f} %, max |diff| = {max(diffs):.2f} % "
+                 f"over {len(cases)} cases (target: median ≤ 5 %, max ≤ 10 %)")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="sirocco 20x20 only (smoke run)")
+    p.add_argument("--hosts", nargs="*", default=list(SHIPPED_HOSTS))
+    p.add_argument("--tiles", nargs="*", type=int, default=[20, 40, 60])
+    p.add_argument("--clusters", nargs="*", default=list(CLUSTERS))
+    p.add_argument("--cluster-tiles", nargs="*", type=int, default=[20, 40])
+    p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "numasim_vs_starpu.json")
+    args = p.parse_args(argv)
+    for f in (SMPIRUN, LU_SIMGRID, NUMASIM):
+        if not f.exists():
+            print(f"error: {f} is missing (run `make build` / envs/setup.sh)", file=sys.stderr)
+            return 2
+    if args.quick:
+        args.hosts, args.tiles, args.clusters = ["sirocco"], [20], []
+    cases: list[Case] = []
+    with tempfile.TemporaryDirectory(prefix="bench-numasim-") as tmp:
+        work = Path(tmp)
+        for host in args.hosts:
+            for nt in args.tiles:
+                cases.append(shipped_case(host, nt, work))
+                print(f"{host} {nt}: starpu {cases[-1].starpu.makespan_s:.4f} numasim "
+                      f"{cases[-1].numasim.makespan_s:.4f} ({cases[-1].diff_pct:+.2f} %)", file=sys.stderr, flush=True)
+        for cluster in args.clusters:
+            for nt in args.cluster_tiles:
+                cases.append(cluster_case(cluster, nt, work))
+                print(f"{cluster} {nt}: starpu {cases[-1].starpu.makespan_s:.4f} numasim "
+                      f"{cases[-1].numasim.makespan_s:.4f} ({cases[-1].diff_pct:+.2f} %)", file=sys.stderr, flush=True)
+    table = markdown(cases)
+    print(table)
+    record = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "machine": platform.node(),
+              "nproc": os.cpu_count(), "loadavg": os.getloadavg(), "smpi_cfg": SMPI_CFG,
+              "cases": [dict(asdict(c), diff_pct=c.diff_pct) for c in cases], "table": table}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    from testbed.atomic import atomic_file
+
+    with atomic_file(args.out) as fh:
+        json.dump(record, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,327 @@
+// The study's factors A-G as mechanisms (issue 6), on the hand-written 2-NUMA platforms of
+// tests/data (tiny1: one node, 4 cores on 2 NUMA nodes, GPU 0 and NIC 0 on NUMA 0; tiny2: two
+// such nodes). Each configuration runs in a forked child (SimGrid: one engine per process) that
+// reports what the mechanism did; the test compares configurations.
+#include "error.hpp"
+#include "runtime.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <sys/wait.h>
+#include <unistd.h>
+
+using namespace numasim;
+
+static const std::string kData = std::string(NUMASIM_SOURCE_ROOT) + "/simulator/tests/data/";
+using Env = std::map<std::string, std::string>;
+using Facts = std::map<std::string, double>;
+
+// tiny1/tiny2 with `props` added to every node zone (numa_* parameters of numa_effects.cpp).
+static std::string platform_with(const std::string& base, const Env& props)
+{
+  std::ifstream in(kData + base);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string xml = ss.str(), extra;
+  for (const auto& [k, v] : props)
+    extra += "<prop id=\"" + k + "\" value=\"" + v + "\"/>";
+  const std::string anchor = "<prop id=\"machine\" value=\"tiny\"/>";
+  for (size_t at = xml.find(anchor); at != std::string::npos; at = xml.find(anchor, at + 1))
+    xml.insert(at + anchor.size(), extra);
+  std::string path = "/tmp/numasim_factors_" + std::to_string(getpid()) + "_" + base;
+  std::ofstream(path) << xml;
+  return path;
+}
+
+static RunConfig config(const std::string& platform, int nt, const Env& env, int q = 1, uint64_t seed = 3)
+{
+  std::string text = R"({"platform": ")" + platform + R"(", "perfmodels": {"tiny": ")" + kData +
+                     R"(tiny_sampling"}, "workload": {"kind": "lu", "n": )" + std::to_string(96 * nt) +
+                     R"(, "b": 96, "distribution": {"kind": "block-cyclic", "p": 1, "q": )" + std::to_string(q) +
+                     R"(}}, "seed": )" + std::to_string(seed) + R"(, "variability": true})";
+  RunConfig c = RunConfig::from_json(parse_json(text, "test.json"), "test.json");
+  c.env_raw = env;
+  c.env = parse_starpu_env(env, "test.json");
+  c.transfers = "/tmp/numasim_factors_unused.csv"; // enables the transfer log (not written)
+  return c;
+}
+
+// Runs `body(sim, summary)` after a simulation in a child process; returns the facts it reports.
+template <class Body> static Facts in_child(const std::string& platform, RunConfig cfg, Body body)
+{
+  int fd[2];
+  if (pipe(fd) != 0)
+    throw std::runtime_error("pipe");
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fd[0]);
+    std::string out;
+    try {
+      int argc = 1;
+      char a0[] = "numasim_factors";
+      char* argv[] = {a0, nullptr};
+      sg4::Engine e(&argc, argv);
+      Simulation sim(e, cfg);
+      Summary s = sim.run();
+      Facts f = body(sim, s);
+      f["makespan"] = s.makespan;
+      for (const auto& [k, v] : s.numa)
+        f["numa." + k] = v;
+      char buf[128];
+      for (const auto& [k, v] : f) {
+        std::snprintf(buf, sizeof buf, "%s=%.17g\n", k.c_str(), v);
+        out += buf;
+      }
+    } catch (const std::exception& ex) {
+      std::fprintf(stderr, "child: %s\n", ex.what());
+      _exit(3);
+    }
+    if (write(fd[1], out.data(), out.size()) != static_cast<ssize_t>(out.size()))
+      _exit(4);
+    _exit(0);
+  }
+  close(fd[1]);
+  std::string text;
+  char buf[4096];
+  for (ssize_t n; (n = read(fd[0], buf, sizeof buf)) > 0;)
+    text.append(buf, static_cast<size_t>(n));
+  close(fd[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child failed for " << platform;
+  Facts f;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    auto eq = line.find('=');
+    f[line.substr(0, eq)] = std::stod(line.substr(eq + 1));
+  }
+  return f;
+}
+
+static bool has(const std::vector<std::string>& links, const std::string& l)
+{
+  return std::find(links.begin(), links.end(), l) != links.end();
+}
+
+// Copies between memory nodes: count, bytes, and how many crossed the inter-socket link.
+static Facts transfer_facts(Simulation& sim)
+{
+  Facts f;
+  for (const auto& r : sim.transfer_log()) {
+    const MemNode& a = sim.memnodes()[r.gsrc];
+    const MemNode& b = sim.memnodes()[r.gdst];
+    auto links = sim.numa().path_links(r.path);
+    f["bytes_between_memnodes"] += r.bytes;
+    if (!a.gpu && !b.gpu && a.rank == b.rank) {
+      f["ram_to_ram"] += 1;
+      f["ram_to_ram_over_qpi"] += has(links, "n1.qpi");
+    }
+    if (a.rank != b.rank) {
+      f["mpi"] += 1;
+      f["mpi_over_qpi"] += has(links, "n1.qpi") || has(links, "n2.qpi");
+      f["mpi_over_nic"] += has(links, "n1.nicpcie0");
+    }
+  }
+  return f;
+}
+
+TEST(Factors, A_UseNumaCopiesAcrossQpiAndRemovesRemoteReads)
+{
+  std::string p = platform_with("tiny1.xml", {{"numa_gemm_block_k", "32"}});
+  auto body = [](Simulation& sim, Summary&) { return transfer_facts(sim); };
+  Facts def = in_child(p, config(p, 8, {{"STARPU_USE_NUMA", "0"}}), body);
+  Facts a = in_child(p, config(p, 8, {{"STARPU_USE_NUMA", "1"}}), body);
+  // Default: one RAM node with pages on the main thread's NUMA node 0; the CPU worker on
+  // NUMA 1 reads them remotely, and no RAM-to-RAM copy exists.
+  EXPECT_GT(def["numa.remote_read_bytes"], 0);
+  EXPECT_EQ(def["ram_to_ram"], 0);
+  // A=1: data is copied to the worker's NUMA memory node over the inter-socket link instead.
+  EXPECT_EQ(a["numa.remote_read_bytes"], 0);
+  EXPECT_GT(a["ram_to_ram"], 0);
+  EXPECT_EQ(a["ram_to_ram_over_qpi"], a["ram_to_ram"]);
+}
+
+TEST(Factors, D_MainThreadMovesFirstTouchToNuma1)
+{
+  std::string p = platform_with("tiny1.xml", {});
+  auto pages = [](Simulation& sim, Summary&) {
+    Facts f;
+    for (uint32_t t = 0; t < 36; t++)
+      f["pages_on_" + std::to_string(sim.numa().page_numa(0, t))] += 1;
+    f["main_numa"] = sim.threads(0).main_numa;
+    return f;
+  };
+  Facts def = in_child(p, config(p, 6, {{"STARPU_MAIN_THREAD_BIND", "1"}}), pages);
+  Facts d = in_child(p, config(p, 6, {{"STARPU_MAIN_THREAD_BIND", "1"}, {"STARPU_MAIN_THREAD_CPUID", "2"}}), pages);
+  // With a CUDA worker StarPU pins the matrix: cudaHostAlloc in the main thread places it.
+  EXPECT_EQ(def["main_numa"], 0);
+  EXPECT_EQ(def["pages_on_0"], 36);
+  EXPECT_EQ(d["main_numa"], 1);
+  EXPECT_EQ(d["pages_on_1"], 36);
+  // Without CUDA (pageable memory) the tiles are first touched by the CPU workers running dplrnt.
+  Facts cpu = in_child(p, config(p, 6, {{"STARPU_NCUDA", "0"}, {"STARPU_NCPU", "3"}, {"STARPU_MAIN_THREAD_CPUID", "2"}}), pages);
+  EXPECT_GT(cpu["pages_on_0"], 0);
+  EXPECT_GT(cpu["pages_on_1"], 0);
+}
+
+TEST(Factors, C_MpiThreadPlacementChangesTheLinksOfMessages)
+{
+  std::string p = platform_with("tiny2.xml", {});
+  auto body = [](Simulation& sim, Summary&) {
+    Facts f = transfer_facts(sim);
+    f["mpi_numa"] = sim.threads(0).mpi_numa;
+    return f;
+  };
+  // Default: the MPI thread takes the core left over, the last one (NUMA 1); the NIC is on NUMA 0.
+  Facts def = in_child(p, config(p, 6, {}, 2), body);
+  Facts c = in_child(p, config(p, 6, {{"STARPU_MPI_THREAD_CPUID", "1"}}, 2), body);
+  EXPECT_EQ(def["mpi_numa"], 1);
+  EXPECT_EQ(c["mpi_numa"], 0);
+  ASSERT_GT(def["mpi"], 0);
+  ASSERT_GT(c["mpi"], 0);
+  EXPECT_EQ(def["mpi_over_nic"], def["mpi"]);
+  EXPECT_EQ(def["mpi_over_qpi"], def["mpi"]); // RAM -> MPI core (NUMA 1) -> qpi -> NIC
+  EXPECT_EQ(c["mpi_over_qpi"], 0);
+}
+
+TEST(Factors, B_DriverCoreDecidesWorkersAndTheGpuControlPath)
+{
+  std::string p = platform_with("tiny1.xml", {});
+  auto body = [](Simulation& sim, Summary&) {
+    Facts f;
+    for (const auto& w : sim.workers()) {
+      if (w.cuda) {
+        f["driver_core"] = w.core;
+        f["control_over_qpi"] = has(sim.numa().control_links(sim.global_mem(0, w.mem)), "n1.qpi");
+      } else
+        f["cpu_worker_core_" + std::to_string(w.core)] = 1;
+    }
+    return f;
+  };
+  Facts def = in_child(p, config(p, 6, {}), body);
+  // The driver of GPU 0 (NUMA 0) bound to core 2 (NUMA 1): its launches and copy submissions cross qpi.
+  Facts b = in_child(p, config(p, 6, {{"STARPU_WORKERS_CPUID", "2 0 1 3"}, {"STARPU_WORKERS_CUDAID", "0"}}), body);
+  EXPECT_EQ(def["driver_core"], 0);
+  EXPECT_EQ(def["control_over_qpi"], 0);
+  EXPECT_EQ(def["cpu_worker_core_2"], 1);
+  EXPECT_EQ(b["driver_core"], 2);
+  EXPECT_EQ(b["control_over_qpi"], 1);
+  EXPECT_EQ(b["cpu_worker_core_0"], 1);
+  EXPECT_EQ(b["cpu_worker_core_2"], 0);
+  EXPECT_NE(def["makespan"], b["makespan"]);
+}
+
+TEST(Factors, E_SchedBetaChangesBytesMovedBetweenMemoryNodes)
+{
+  std::string p = platform_with("tiny1.xml", {});
+  auto body = [](Simulation& sim, Summary&) { return transfer_facts(sim); };
+  Facts b1 = in_child(p, config(p, 10, {{"STARPU_SCHED_BETA", "1"}}), body);
+  Facts b10 = in_child(p, config(p, 10, {{"STARPU_SCHED_BETA", "10"}}), body);
+  EXPECT_GT(b1["bytes_between_memnodes"], 0);
+  EXPECT_NE(b1["bytes_between_memnodes"], b10["bytes_between_memnodes"]);
+}
+
+TEST(Factors, F_CudaPipelineHidesGpuLaunches)
+{
+  std::string p = platform_with("tiny1.xml", {});
+  auto body = [](Simulation&, Summary& s) { return Facts{{"on_cuda", static_cast<double>(s.on_cuda)}}; };
+  Facts f1 = in_child(p, config(p, 10, {{"STARPU_CUDA_PIPELINE", "1"}}), body);
+  Facts f4 = in_child(p, config(p, 10, {{"STARPU_CUDA_PIPELINE", "4"}}), body);
+  ASSERT_GT(f1["on_cuda"], 0);
+  // Tasks popped ahead have their operands fetched while the GPU computes: fewer idle gaps,
+  // hence fewer launches paid on an idle GPU.
+  EXPECT_LT(f4["numa.gpu_launch_waits"], f1["numa.gpu_launch_waits"]);
+}
+
+TEST(Factors, G_NumaBalancingMigratesPagesOnlyWhenEnabled)
+{
+  // Scan every millisecond so that the small run sees scans (the machine descriptions use Linux's 1 s).
+  std::string p = platform_with("tiny1.xml", {{"numa_balancing_scan_delay_s", "0.001"},
+                                              {"numa_balancing_scan_period_s", "0.001"},
+                                              {"numa_hinting_fault_cost_s", "1e-7"}});
+  auto body = [](Simulation& sim, Summary&) {
+    Facts f;
+    for (uint32_t t = 0; t < 100; t++)
+      f["pages_on_" + std::to_string(sim.numa().page_numa(0, t))] += 1;
+    f["balancing"] = sim.numa().balancing(0);
+    return f;
+  };
+  // Pageable memory (no CUDA worker); main thread on NUMA 0.
+  Env base = {{"STARPU_NCUDA", "0"}, {"STARPU_NCPU", "4"}};
+  Env on = base, off = base;
+  on["TESTBED_NUMA_BALANCING"] = "1";
+  off["TESTBED_NUMA_BALANCING"] = "0";
+  Facts g_on = in_child(p, config(p, 10, on), body);
+  Facts g_off = in_child(p, config(p, 10, off), body);
+  EXPECT_EQ(g_on["balancing"], 1);
+  EXPECT_GT(g_on["numa.hinting_faults"], 0);
+  EXPECT_GT(g_on["numa.migrations"], 0);
+  EXPECT_EQ(g_off["balancing"], 0);
+  EXPECT_EQ(g_off["numa.hinting_faults"], 0);
+  EXPECT_EQ(g_off["numa.migrations"], 0);
+  // Pinned memory (a CUDA worker) is never migrated.
+  Facts pinned = in_child(p, config(p, 10, {{"TESTBED_NUMA_BALANCING", "1"}}), body);
+  EXPECT_EQ(pinned["balancing"], 0);
+  EXPECT_EQ(pinned["numa.migrations"], 0);
+}
+
+TEST(Factors, SeedsGiveADistributionAndAreReproducible)
+{
+  std::string p = platform_with("tiny2.xml", {});
+  auto body = [](Simulation&, Summary&) { return Facts{}; };
+  Env env = {{"STARPU_USE_NUMA", "0"}};
+  double a = in_child(p, config(p, 6, env, 2, 11), body)["makespan"];
+  double a2 = in_child(p, config(p, 6, env, 2, 11), body)["makespan"];
+  EXPECT_EQ(a, a2);
+  std::set<double> seen = {a};
+  for (uint64_t seed : {12, 13, 14})
+    seen.insert(in_child(p, config(p, 6, env, 2, seed), body)["makespan"]);
+  EXPECT_GE(seen.size(), 3u);
+}
+
+TEST(Factors, TraceShowsOperandPagesAndRemoteBytes)
+{
+  std::string p = platform_with("tiny1.xml", {});
+  std::string trace = "/tmp/numasim_factors_trace_" + std::to_string(getpid()) + ".csv";
+  auto body = [trace](Simulation& sim, Summary&) {
+    sim.write_trace(trace);
+    return Facts{};
+  };
+  in_child(p, config(p, 6, {}), body);
+  std::ifstream in(trace);
+  std::string header, line;
+  std::getline(in, header);
+  EXPECT_NE(header.find("OperandPages,RemoteBytes"), std::string::npos);
+  int remote_rows = 0;
+  while (std::getline(in, line)) {
+    double remote = std::stod(line.substr(line.rfind(',') + 1));
+    if (remote > 0) {
+      remote_rows++;
+      EXPECT_NE(line.find(",1,"), std::string::npos) << line; // a worker on NUMA 1 reading NUMA 0 pages
+    }
+  }
+  EXPECT_GT(remote_rows, 0);
+  std::remove(trace.c_str());
+}
+
+TEST(Factors, EnvPerMachineAppliesToItsMachineType)
+{
+  RunConfig c = RunConfig::from_json(
+      parse_json(R"({"platform": "x.xml", "perfmodels": {"tiny": "s"}, "workload": {"kind": "lu", "n": 96, "b": 96},
+                    "env": {"STARPU_SCHED_BETA": "10"},
+                    "env_per_machine": {"tiny": {"STARPU_MPI_THREAD_CPUID": "1", "TESTBED_NUMA_BALANCING": "0"}}})",
+                 "t.json"),
+      "t.json");
+  EXPECT_EQ(c.env_for("tiny").mpi_thread_cpuid, 1);
+  EXPECT_FALSE(c.env_for("tiny").numa_balancing);
+  EXPECT_EQ(c.env_for("tiny").beta, 10);
+  EXPECT_EQ(c.env_for("other").mpi_thread_cpuid, -1);
+  EXPECT_THROW(RunConfig::from_json(parse_json(R"({"platform": "x", "perfmodels": {"t": "s"},
+      "workload": {"kind": "lu", "n": 96, "b": 96}, "env_per_machine": {"t": {"TESTBED_NUMA_BALANCING": "2"}}})",
+                                                "t.json"),
+                                     "t.json"),
+               InputError);
+}

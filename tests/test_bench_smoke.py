@@ -1,0 +1,62 @@
+"""Smoke test of the numasim vs StarPU-SimGrid bench: the bus-platform converter and one tiny
+comparison (sirocco's shipped models, 4x4 tiles of 960) through both engines."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from testbed import ROOT
+from testbed.errors import InputError
+from testbed.starpu_bus_platform import NodeSource, build_platform, main, write_platform
+
+SHIPPED = ROOT / ".deps" / "src" / "starpu-1.4.10" / "tools" / "perfmodels" / "sampling"
+NUMASIM = ROOT / "build" / "simulator" / "numasim"
+LU_SIMGRID = ROOT / "build" / "lu-simgrid" / "lu"
+
+needs_shipped = pytest.mark.skipif(not SHIPPED.is_dir(), reason="StarPU sources not unpacked (envs/setup.sh)")
+
+
+@needs_shipped
+def test_converter_keeps_starpu_links_and_routes(tmp_path: Path) -> None:
+    out = tmp_path / "sirocco.xml"
+    assert main(["--sampling", str(SHIPPED), "--host", "sirocco", "--out", str(out)]) == 0
+    zone = ET.parse(out).getroot().find("zone/zone")
+    assert zone is not None and zone.get("id") == "sirocco"
+    kinds = [h.find("prop[@id='kind']").get("value") for h in zone.findall("host")]
+    assert kinds.count("cpu") == 24 and kinds.count("gpu") == 4 and kinds.count("ram") == 1
+    links = {link.get("id"): link for link in zone.findall("link")}
+    # sirocco.platform.v4.xml: RAM-CUDA0 10517678844.278971Bps 0.000010s, shared "Host" link.
+    assert float(links["sirocco.pcieh2d0"].get("bandwidth").removesuffix("Bps")) == pytest.approx(10517678844.278971)
+    assert "sirocco.membus0" in links
+    route = zone.find("route[@src='sirocco.ram0'][@dst='sirocco.gpu0']")
+    assert [c.get("id") for c in route.findall("link_ctn")] == ["sirocco.pcieh2d0", "sirocco.membus0"]
+    assert route.get("symmetrical") == "NO"
+
+
+def test_converter_rejects_a_missing_bus_platform(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="platform.v4.xml"):
+        build_platform([NodeSource("x", "x", tmp_path / "bus" / "x.platform.v4.xml")])
+    assert main(["--sampling", str(tmp_path), "--host", "nowhere", "--out", str(tmp_path / "o.xml")]) == 2
+    assert not (tmp_path / "o.xml").exists()
+
+
+@needs_shipped
+@pytest.mark.skipif(not (NUMASIM.exists() and LU_SIMGRID.exists()), reason="numasim / apps/lu SimGrid build not built")
+def test_tiny_comparison_agrees(tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location("bench_vs", ROOT / "bench" / "numasim_vs_starpu.py")
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules["bench_vs"] = bench  # dataclasses look their module up
+    spec.loader.exec_module(bench)
+    case = bench.shipped_case("sirocco", 4, tmp_path)
+    assert case.starpu.tasks == case.numasim.tasks == 4 + 4 * 3 + sum(k * k for k in range(4))
+    # A 4x4 LU is a chain of a few dozen kernels: both engines must land within the target.
+    assert abs(case.diff_pct) <= 10.0, json.dumps({"starpu": case.starpu.makespan_s, "numasim": case.numasim.makespan_s})
+    write_platform(build_platform([NodeSource("s", "sirocco", SHIPPED / "bus" / "sirocco.platform.v4.xml")]),
+                   tmp_path / "again.xml")
+    assert (tmp_path / "again.xml").read_text().count("kind") > 0

@@ -1,0 +1,157 @@
+"""`testbed platform --from-calibration`: a bundle becomes a machine description citing it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from testbed.cli import main
+from testbed.from_calibration import bus_matrix, machine_from_bundle, render
+from testbed.hwloc_xml import write_topology
+from testbed.machines import load_machine
+from testbed.paths import CALIBRATION, MACHINES
+
+LOCAL = CALIBRATION / "local"
+
+
+def quantities(node, path=""):
+    """(key path, quantity) of every {value: ...} mapping."""
+    if isinstance(node, dict):
+        if "value" in node:
+            yield path, node
+            return
+        for k, v in node.items():
+            yield from quantities(v, f"{path}.{k}" if path else k)
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from quantities(v, f"{path}[{i}]")
+
+
+def test_local_bundle_gives_a_valid_machine_citing_it(tmp_path: Path) -> None:
+    out = tmp_path / "local.yaml"
+    assert main(["platform", "--from-calibration", str(LOCAL), "--out", str(out)]) == 0
+    m = load_machine(out)
+    raw = yaml.safe_load(out.read_text())
+    assert raw["kernels"] == "calibration/local" and m.kernels == LOCAL
+    for path, q in quantities(raw):
+        text = q.get("source") or q.get("derived")
+        if q.get("needs_calibration"):
+            assert "not measured by the bundle calibration/local" in text, path
+            assert path.split(".")[-1].split("[")[0] in raw["notes"] or path in raw["notes"], path
+        else:
+            assert "calibration/local/" in text, (path, text)
+    kernels = yaml.safe_load((LOCAL / "kernels.yaml").read_text())
+    t = kernels["kernels"]["dgemm"]["cpu"]["time_s"]["value"]
+    assert m.core_flops == pytest.approx(2 * kernels["reference_tile"] ** 3 / t)
+    assert "kernels.dgemm.cpu.time_s" in raw["cpu"]["core_flops"]["derived"]
+    bw = [r for r in (LOCAL / "numa" / "bandwidth.csv").read_text().splitlines() if r.startswith("triad,node,0,0")]
+    assert m.numa_nodes[0].memory_bandwidth_Bps == pytest.approx(float(bw[0].split(",")[-1]) * 1e9)
+    # what a one-node bundle cannot know is reported, not invented
+    assert raw["numa_nodes"][0]["memory_latency_s"]["needs_calibration"] is True
+    assert raw["nics"][0]["bandwidth_Bps"]["needs_calibration"] is True
+    assert raw["numa"]["factor_dgemm_b192_alone"]["value"] == [[1.0]]
+
+
+def test_committed_local_machine_is_the_bundle_rendering() -> None:
+    """platforms/machines/local.yaml is regenerated from calibration/local (not hand-edited)."""
+    data, missing = machine_from_bundle(LOCAL, "local")
+    assert (MACHINES / "local.yaml").read_text() == render(data, missing, "calibration/local")
+
+
+def _bus_file(path: Path, names: list[str], m: list[list[float]]) -> None:
+    lines = ["# " + "".join(f"to {n}\t" for n in names)]
+    for row in m + [[float("nan")] * len(names)]:
+        lines.append("\t".join("nan" if v != v else f"{v:e}" for v in row + [float("nan")]))
+    path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.fixture()
+def gpu_bundle(tmp_path: Path) -> Path:
+    """A bundle of a 2-socket, 2-GPU node (chifflet's topology) with known measurements."""
+    b = tmp_path / "calibration" / "gpunode"
+    (b / "numa").mkdir(parents=True)
+    (b / "sampling" / "bus").mkdir(parents=True)
+    (b / "network").mkdir()
+    write_topology(load_machine("chifflet"), b / "hwloc.xml")
+    kernels = yaml.safe_load((LOCAL / "kernels.yaml").read_text())
+    kernels["machine"] = "gpunode"
+    kernels["kernels"]["dgemm"]["cuda"] = {
+        "time_s": {"value": 0.001, "source": "test"}, "exponent": {"value": 3, "derived": "test"},
+        "rel_std": {"value": 0.01, "source": "test"}}
+    (b / "kernels.yaml").write_text(yaml.safe_dump(kernels))
+    (b / "numa" / "bandwidth.csv").write_text(
+        "kernel,scope,thread_node,data_node,threads,reps,bytes,best_s,mean_s,rel_std,gbps\n"
+        "triad,node,0,0,14,10,1,1,1,0.01,50.0\ntriad,node,0,1,14,10,1,1,1,0.01,30.0\n"
+        "triad,node,1,0,14,10,1,1,1,0.01,28.0\ntriad,node,1,1,14,10,1,1,1,0.01,49.0\n")
+    (b / "numa" / "matrix-dgemm-b192-alone.csv").write_text(
+        "quantity,thread_node,data_node_0,data_node_1\nfactor,0,1.0,1.3\nfactor,1,1.25,1.0\n")
+    names = ["NUMA 0", "NUMA 1", "CUDA 0", "CUDA 1"]
+    bw = [[0, 9000, 11000, 10000], [9000, 0, 10500, 12000], [11100, 10100, 0, 7000], [10200, 12100, 6000, 0]]
+    lat = [[0, 1, 9, 11], [1, 0, 12, 8], [9, 12, 0, 20], [11, 8, 21, 0]]
+    _bus_file(b / "sampling" / "bus" / "gpunode.bandwidth", names, [list(map(float, r)) for r in bw])
+    _bus_file(b / "sampling" / "bus" / "gpunode.latency", names, [list(map(float, r)) for r in lat])
+    (b / "host.json").write_text(json.dumps({"lscpu": {"CPU max MHz": "2600.0000"}}))
+    (b / "network" / "pingpong.json").write_text(json.dumps(
+        {"hosts": ["a", "b"], "loopback": False, "bandwidth_Bps": 1.1e9, "latency_s": 2e-6}))
+    return b
+
+
+def test_gpu_bundle_measurements_land_on_the_right_devices(gpu_bundle: Path, tmp_path: Path) -> None:
+    out = tmp_path / "gpunode.yaml"
+    assert main(["platform", "--from-calibration", str(gpu_bundle), "--out", str(out)]) == 0
+    m = load_machine(out)
+    raw = yaml.safe_load(out.read_text())
+    assert [g.numa_node for g in m.gpus] == [0, 1]
+    assert m.gpus[0].pcie_bandwidth_Bps == pytest.approx(11000e6)  # NUMA 0 -> CUDA 0
+    assert m.gpus[1].pcie_bandwidth_Bps == pytest.approx(12000e6)  # NUMA 1 -> CUDA 1
+    assert m.gpus[1].pcie_latency_s == pytest.approx(8e-6)
+    assert "row NUMA 1, column to CUDA 1" in raw["gpus"][1]["pcie_bandwidth_Bps"]["source"]
+    assert m.gpus[0].flops == pytest.approx(2 * 192**3 / 0.001)
+    assert m.gpu_peer["cross_numa"].bandwidth_Bps == pytest.approx(7000e6)
+    assert "same_numa" not in m.gpu_peer  # one GPU per NUMA node: nothing measured, nothing written
+    assert m.inter_socket_links[0].bandwidth_Bps == pytest.approx(28e9)  # slower direction
+    assert [n.memory_bandwidth_Bps for n in m.numa_nodes] == [pytest.approx(50e9), pytest.approx(49e9)]
+    assert m.frequency_hz == pytest.approx(2.6e9) and "CPU max MHz" in raw["cpu"]["frequency_hz"]["source"]
+    assert m.nics[0].bandwidth_Bps == pytest.approx(1.1e9)
+    assert raw["numa"]["factor_dgemm_b192_alone"]["value"] == [[1.0, 1.3], [1.25, 1.0]]
+    assert "inter_socket_links[0].latency_s" in raw["notes"]
+    assert "cpu.frequency_hz" not in raw["notes"]
+
+
+def test_loopback_pingpong_is_not_a_nic_bandwidth(gpu_bundle: Path) -> None:
+    pp = gpu_bundle / "network" / "pingpong.json"
+    pp.write_text(json.dumps({"hosts": ["localhost", "localhost"], "loopback": True, "bandwidth_Bps": 9e9}))
+    data, missing = machine_from_bundle(gpu_bundle)
+    assert data["nics"][0]["bandwidth_Bps"]["needs_calibration"] is True
+    assert any("loopback" in m for m in missing)
+
+
+def test_bus_matrix_reads_starpu_padding(gpu_bundle: Path) -> None:
+    names, m = bus_matrix(gpu_bundle / "sampling" / "bus" / "gpunode.bandwidth")
+    assert names == ["NUMA 0", "NUMA 1", "CUDA 0", "CUDA 1"] and m[2][0] == 11100
+
+
+@pytest.mark.parametrize("remove", ["hwloc.xml", "kernels.yaml"])
+def test_incomplete_bundle_is_one_clear_error(gpu_bundle: Path, tmp_path: Path, remove: str, capsys) -> None:
+    (gpu_bundle / remove).unlink()
+    out = tmp_path / "gpunode.yaml"
+    assert main(["platform", "--from-calibration", str(gpu_bundle), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{remove}: expected this file of the bundle" in err
+    assert not out.exists() and not list(tmp_path.glob(".gpunode*"))
+
+
+def test_bad_kernels_yaml_names_the_key(gpu_bundle: Path, tmp_path: Path, capsys) -> None:
+    k = yaml.safe_load((gpu_bundle / "kernels.yaml").read_text())
+    del k["kernels"]["dgemm"]["cpu"]
+    (gpu_bundle / "kernels.yaml").write_text(yaml.safe_dump(k))
+    out = tmp_path / "gpunode.yaml"
+    shutil.copy(MACHINES / "local.yaml", out)
+    before = out.read_text()
+    assert main(["platform", "--from-calibration", str(gpu_bundle), "--out", str(out)]) == 2
+    assert "kernels.yaml: kernels.dgemm.cpu.time_s: expected" in capsys.readouterr().err
+    assert out.read_text() == before  # the old file is untouched

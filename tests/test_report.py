@@ -1,0 +1,80 @@
+"""The report: self-contained HTML, Markdown twin, platform summary, reference comparison."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from testbed.analyze import write_plots, write_tables
+from testbed.cli import main
+from testbed.design import design_table
+from testbed.report import normalize_term, platform_summary
+
+from test_analyze import synthetic_runs
+
+SPEC = {"name": "syn", "cluster": "g5k-lille-21", "engine": "real",
+        "workload": {"n": 960, "b": 192, "distribution": {"kind": "block-cyclic"}},
+        "factors": {f: [-1, 1] for f in "ABCD"}, "repetitions": 3, "seed": 1, "batches": 2}
+
+
+@pytest.fixture(scope="module")
+def experiment_dir(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("results") / "syn"
+    out.mkdir()
+    design_table(SPEC).to_csv(out / "design.csv", index=False)
+    synthetic_runs().to_csv(out / "runs.csv", index=False)
+    write_tables(out / "runs.csv", out)
+    write_plots(out, out / "runs.csv", out / "figures", [["A"], ["A", "B"]])
+    return out
+
+
+def test_report_is_self_contained_and_complete(experiment_dir: Path, tmp_path: Path):
+    reference = tmp_path / "reference.csv"
+    reference.write_text("term,estimate,ci_low,ci_high\nA,4.2,3.9,4.5\nAB,2.5,2.1,2.9\nB*C,0.4,0.1,0.7\n")
+    out = tmp_path / "report"
+    assert main(["report", "--experiment", f"syn={experiment_dir}", "--out", str(out), "--title", "T",
+                 "--reference", str(reference), "--platforms-dir", str(tmp_path / "none")]) == 0
+    html = (out / "report.html").read_text()
+    md = (out / "report.md").read_text()
+    # every image is embedded; nothing refers to a file
+    srcs = re.findall(r'src="([^"]*)"', html)
+    assert len(srcs) == 5 and all(s.startswith("data:image/png;base64,") for s in srcs)
+    assert "<link" not in html
+    for title in ("syn: platform", "syn: design", "syn: analysis of variance", "syn: best configuration",
+                  "syn: comparison with the reference", "syn: figures", "Engine and versions"):
+        assert f"## {title}" in md and f"<h2>{title}</h2>" in html
+    assert "14 × `chetemi`" in md and "7 × `chifflet`" in md  # from platforms/clusters/g5k-lille-21.yaml
+    assert "full factorial 2^4 = 16 configurations × 3 repetitions = 48 runs" in md
+    assert "SimGrid" in md and "testbed commit" in md and "statsmodels" in md
+    # side by side: simulated A:B and the reference's "AB" are the same term
+    row = next(line for line in md.splitlines() if line.startswith("| A:B |") and "yes" in line)
+    assert "2.5" in row and "[2.1, 2.9]" in row
+    assert "| B:C |" in md  # a reference term that is not prominent in the simulation is still shown
+    assert "![main_effects](" in md
+
+
+def test_platform_summary_prefers_the_generated_platform(tmp_path: Path):
+    xml = tmp_path / "mini" / "numasim.xml"
+    xml.parent.mkdir()
+    hosts = "".join(f'<host id="n1.cpu{i}" speed="1f"><prop id="kind" value="cpu"/></host>' for i in range(4))
+    xml.write_text(f'<?xml version="1.0"?><platform version="4.1"><zone id="mini" routing="Full">'
+                   f'<zone id="n1" routing="Floyd"><prop id="machine" value="m"/>{hosts}'
+                   f'<host id="n1.gpu0" speed="1f"><prop id="kind" value="gpu"/></host></zone></zone></platform>')
+    text = platform_summary("mini", tmp_path)
+    assert "1 × `m` (4 cpu, 1 gpu per node)" in text
+    assert "no description found" in platform_summary("nowhere", tmp_path)
+
+
+def test_bad_reference_is_an_input_error(experiment_dir: Path, tmp_path: Path, capsys):
+    bad = tmp_path / "ref.csv"
+    bad.write_text("term,estimate\nA,big\n")
+    out = tmp_path / "report"
+    assert main(["report", "--experiment", f"syn={experiment_dir}", "--out", str(out), "--reference", str(bad)]) == 2
+    assert "row 1, column estimate" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_term_names_are_normalized():
+    assert normalize_term("A:B") == normalize_term("BA") == normalize_term("A*B") == normalize_term("a x b") == "A:B"
