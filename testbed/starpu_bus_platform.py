@@ -13,6 +13,8 @@ numasim's transfers cross exactly the links StarPU-SimGrid's do:
   ``<node>.ram0`` (kind ram, one RAM node: StarPU in SimGrid mode has no NUMA nodes);
 * links ``<node>.membus<k>`` (the shared host links), ``<node>.pcieh2d<j>`` (RAM->CUDA j),
   ``<node>.pcied2h<j>`` (CUDA j->RAM), ``<node>.p2p<i*n+j>`` (CUDA i->CUDA j);
+* the PCI tree links of hwloc-derived bus platforms (``PCI:... up/down/through``) become
+  ``<node>.pci<k>`` (file order);
 * OpenCL, disk and MAIN hosts are dropped (the StarPU-SimGrid build here has no OpenCL,
   the LU uses no disk).
 
@@ -142,6 +144,10 @@ def node_zone(src: NodeSource, rank: int) -> ET.Element:
             a, b = (_CUDA.match(p) if p else None for p in (ends + [""])[:2])
             if len(ends) == 2 and a and b:
                 name = f"{src.node}.p2p{int(a.group(1)) * ngpu + int(b.group(1))}"
+        if name is None and not any(k in lid for k in ("OpenCL", "DISK", "MAIN")):
+            # hwloc-derived PCI tree links ("PCI:0000:[00-0f] up/down/through", perfmodel_bus.c
+            # emit_topology_bandwidths): kept as they are, numbered in file order.
+            name = f"{src.node}.pci{sum(1 for v in links.values() if '.pci' in v)}"
         if name is None:
             continue
         attrs = {"id": name, "bandwidth": link.get("bandwidth", ""), "latency": link.get("latency", "0s")}

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 
 using namespace numasim;
 
@@ -70,6 +71,26 @@ TEST(Simulation, GpuReadOfRamDataCrossesPcieAndWriteInvalidates)
   uint32_t last = static_cast<uint32_t>(sim.dag().tasks.size() - 1); // getrf(NT-1): writes A(5,5)
   const Task& t = sim.dag().tasks[last];
   EXPECT_EQ(sim.valid_mask(0, t.tiles[0]), 1u << sim.workers()[t.worker].mem);
+  // A write leaves the writer's replica only: after the run, a tile is valid on its last writer's
+  // memory node and on the nodes of tasks that read it after that write, nowhere else. For some
+  // tiles a task used the tile on another memory node before the last write (a replica existed
+  // there) and no later reader brought it back: the write dropped that replica.
+  std::vector<uint8_t> allowed(36, 0), before(36, 0);
+  for (const auto& task : sim.dag().tasks) { // submission order = dependency order per tile
+    uint8_t bit = static_cast<uint8_t>(1u << sim.workers()[task.worker].mem);
+    for (uint8_t i = 0; i + 1 < task.nbuf; i++)
+      allowed[task.tiles[i]] |= bit; // read after the tile's current last write
+    uint32_t w = task.tiles[task.nbuf - 1];
+    before[w] |= allowed[w];
+    allowed[w] = bit;
+  }
+  int dropped = 0;
+  for (uint32_t tile = 0; tile < 36; tile++) {
+    uint8_t v = sim.valid_mask(0, tile);
+    EXPECT_EQ(v & ~allowed[tile], 0) << "tile " << tile;
+    dropped += (before[tile] & ~allowed[tile] & ~v) != 0;
+  }
+  EXPECT_GT(dropped, 0); // some replica on another node was invalidated by a later write
 }
 
 TEST(Simulation, RemoteReadGoesThroughNicsAndNetwork)
@@ -117,6 +138,21 @@ TEST(Simulation, DmdaPicksLeastExpectedEnd)
   // getrf only runs on CPUs: the first CPU worker (ties keep StarPU's worker order).
   int g = sim.dmda_choose(0);
   EXPECT_FALSE(sim.workers()[g].cuda);
+  // Non-empty queues: dmda's expected queue length (exp_len) of the GPU holds 1 s of work, and the
+  // first CPU worker's 0.1 s: the gemm goes to a CPU worker whose queue is empty.
+  auto& ws = const_cast<std::vector<Worker>&>(sim.workers());
+  ws[w].exp_len = 1.0;
+  int first_cpu = -1;
+  for (const auto& x : ws)
+    if (!x.cuda && first_cpu < 0)
+      first_cpu = x.id;
+  ASSERT_GE(first_cpu, 0);
+  ws[first_cpu].exp_len = 0.1;
+  int busy = sim.dmda_choose(gemm);
+  ASSERT_GE(busy, 0);
+  EXPECT_FALSE(sim.workers()[busy].cuda);
+  EXPECT_NE(busy, first_cpu);
+  EXPECT_EQ(sim.workers()[busy].exp_len, 0);
 }
 
 TEST(Simulation, DmdasQueueIsOrderedByPriority)
