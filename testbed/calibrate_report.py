@@ -98,15 +98,25 @@ def validation_lines(b: Path) -> list[str]:
               f"simulated {sim['mean_s']:.4f} s (numasim, {sim['workers']} worker(s), mean of seeds "
               f"{sim['seeds'][0]}..{sim['seeds'][-1]}; model means only: {sim['means_only_s']:.4f} s): "
               f"**{v['difference_pct']:+.1f}%**, {verdict} ±{v['tolerance_pct']:.0f}%.", ""]
+    loads = real.get("load_average_1min")
+    if isinstance(loads, list) and loads:
+        busy = max(loads) > (real.get("cpus") or 1)
+        lines += [f"Load average (1 min) when the real runs started: {', '.join(f'{x:.1f}' for x in loads)} on "
+                  f"{real.get('cpus')} CPUs" + (" — **the node was shared**: other processes delay the LU between "
+                                                "its tasks, which no codelet model records." if busy else "."), ""]
     d = v.get("diagnostics", {})
     if d:
         lines += [f"Sum of the model means over the LU tasks: {d['model_sum_s']:.4f} s (one worker's busy time "
                   f"without overhead); load average now {d['load_average_1min_now']:.1f} on {d['cpus']} CPUs.", ""]
     p = v.get("paired")
     if p:
-        lines += [f"Paired check (one real run now, simulated with the models StarPU recorded during that run): "
-                  f"real {p['real_makespan_s']:.4f} s, simulated {p['simulated_makespan_s']:.4f} s, "
-                  f"{p['difference_pct']:+.1f}% (load average {p['load_average_1min']:.1f}).", ""]
+        lines += ["Paired check (diagnostic; real runs at validation time, each simulated with the models StarPU "
+                  "recorded during that same run):", ""]
+        lines += _table(["priority", "real (s)", "simulated (s)", "difference", "load average"],
+                        [[label, f"{r['real_makespan_s']:.4f}", f"{r['simulated_makespan_s']:.4f}",
+                          f"{r['difference_pct']:+.1f}%", f"{r['load_average_1min']:.1f}"]
+                         for label, runs in p["variants"].items() for r in runs])
+        lines += [""]
     lines += ["Details: `validation.json`.", ""]
     return lines
 

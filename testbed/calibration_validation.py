@@ -113,30 +113,44 @@ def model_sum_s(models: Path, machine: str, b: int, tasks_by_kind: dict[str, int
     return total
 
 
+PAIRED_RUNS = 2
+
+
 def paired_check(bundle: Path, machine: str, lu: Path, ref: dict, pdir: Path, models_name: str, env: dict[str, str],
                  work: Path, commands: list[str]) -> dict[str, Any]:
-    """One real run with models recorded during that run, and its simulation."""
+    """Real runs now, each simulated with the models StarPU recorded during that very run;
+    at normal priority and, when allowed (root), at `nice -n -20`, which gives the run the
+    CPU ahead of other processes: a gap that closes there comes from the machine's load."""
     from testbed.calibrate import run_cmd, shell_line
 
-    home = work / "paired"
-    sampling = home / ".starpu" / "sampling"
-    shutil.copytree(bundle / "sampling" / "bus", sampling / "bus")
-    run_env = {**{k: v for k, v in ref["env"].items() if k != "STARPU_HOME"}, "STARPU_HOME": str(home),
-               "STARPU_CALIBRATE": "1"}
-    cmd = [str(lu), "--n", str(ref["n"]), "--b", str(ref["b"])]
-    commands.append(shell_line(cmd, {**run_env, "STARPU_HOME": "<empty codelet models>"}))
-    load_before = os.getloadavg()[0]
-    real = json.loads(run_cmd(cmd, run_env, timeout=3600).strip().splitlines()[-1])
-    models = models_as(sampling, machine, models_name, work / "paired-models")
-    sim = simulate(pdir, models, models_name, ref["n"], ref["b"], env, 1, False, commands)
-    diff = (sim["makespan_s"] - real["makespan_s"]) / real["makespan_s"]
-    return {"what": "one real run now, simulated with the codelet models StarPU recorded during that same run "
-                    "(STARPU_CALIBRATE=1 from empty models, same variables otherwise): separates the simulator's "
-                    "error from drift of the kernel times between calibration and reference",
-            "real_makespan_s": real["makespan_s"], "simulated_makespan_s": sim["makespan_s"],
-            "difference_pct": round(100 * diff, 2),
-            "model_sum_s": model_sum_s(sampling, machine, ref["b"], sim["tasks_by_kind"]),
-            "load_average_1min": load_before}
+    variants = {"normal priority": []}
+    if os.geteuid() == 0:
+        variants["nice -n -20"] = ["nice", "-n", "-20"]
+    out: dict[str, Any] = {
+        "what": "real runs now, each simulated with the codelet models StarPU recorded during that same run "
+                "(STARPU_CALIBRATE=1 from empty models, same variables otherwise): separates the simulator's "
+                "error from drift of the kernel times between calibration and reference. Diagnostic only: "
+                "the acceptance compares with lu-reference.json.",
+        "variants": {}}
+    for label, prefix in variants.items():
+        runs = []
+        for i in range(PAIRED_RUNS):
+            home = work / f"paired-{len(out['variants'])}-{i}"
+            sampling = home / ".starpu" / "sampling"
+            shutil.copytree(bundle / "sampling" / "bus", sampling / "bus")
+            run_env = {**{k: v for k, v in ref["env"].items() if k != "STARPU_HOME"}, "STARPU_HOME": str(home),
+                       "STARPU_CALIBRATE": "1"}
+            cmd = prefix + [str(lu), "--n", str(ref["n"]), "--b", str(ref["b"])]
+            commands.append(shell_line(cmd, {**run_env, "STARPU_HOME": "<empty codelet models>"}))
+            load = os.getloadavg()[0]
+            real = json.loads(run_cmd(cmd, run_env, timeout=3600).strip().splitlines()[-1])
+            models = models_as(sampling, machine, models_name, home / "as-zone")
+            sim = simulate(pdir, models, models_name, ref["n"], ref["b"], env, 1, False, commands)
+            runs.append({"real_makespan_s": real["makespan_s"], "simulated_makespan_s": sim["makespan_s"],
+                         "difference_pct": round(100 * (sim["makespan_s"] - real["makespan_s"]) / real["makespan_s"], 2),
+                         "load_average_1min": load})
+        out["variants"][label] = runs
+    return out
 
 
 def validate(bundle: Path, machine: str, lu: Path, commands: list[str], paired: bool = True) -> dict[str, Any]:
@@ -167,7 +181,8 @@ def validate(bundle: Path, machine: str, lu: Path, commands: list[str], paired: 
         "models": f"{bundle.name}/sampling (the bundle's StarPU codelet models, host name {machine})",
         "env": env,
         "real": {"source": f"{bundle.name}/lu-reference.json", "makespans_s": reals, "mean_s": real_mean,
-                 "rel_std": ref.get("rel_std")},
+                 "rel_std": ref.get("rel_std"), "load_average_1min": ref.get("load_average_1min", "not recorded"),
+                 "cpus": ref.get("cpus")},
         "simulated": {"engine": "numasim", "seeds": list(range(1, len(reals) + 1)), "makespans_s": spans,
                       "mean_s": sim_mean, "means_only_s": means_only["makespan_s"],
                       "workers": sims[0].get("workers"), "tasks_by_kind": sims[0].get("tasks_by_kind")},

@@ -41,7 +41,8 @@ def _node_zone(parent: etree._Element, node: Node) -> None:
     m = node.machine
     p = node.name
     zone = etree.SubElement(parent, "zone", id=p, routing="Floyd")
-    _props(zone, machine=m.name, rank=node.rank, ncores=m.ncores, ngpus=len(m.gpus), nnuma=len(m.numa_nodes))
+    _props(zone, machine=m.name, rank=node.rank, ncores=m.ncores, ngpus=len(m.gpus), nnuma=len(m.numa_nodes),
+           threads_per_core=m.threads_per_core)
     # numasim's NUMA-mechanism parameters (machine `numa:` section, scalar quantities only).
     for key, q in sorted((m.raw.get("numa") or {}).items()):
         if isinstance(q, dict) and isinstance(q.get("value"), (int, float)) and not isinstance(q["value"], bool):

@@ -12,7 +12,7 @@ from testbed.campaign import read_design, run_batch
 from testbed.cli import main
 from testbed.design import design_table
 from testbed.errors import InputError
-from testbed.paths import LU_REAL
+from testbed.paths import LU_REAL, NUMASIM
 from testbed.runs_table import read_runs
 
 #: two factors given as raw StarPU variables (config/factors.yaml targets the study's nodes)
@@ -80,3 +80,28 @@ def test_unknown_batch_and_partial_batch_are_input_errors(design_csv: Path, tmp_
     partial.write_text("experiment,run\ntiny,0\n")
     assert main(["campaign", "--merge", str(partial), "--out", str(tmp_path / "runs.csv")]) == 2
     assert not (tmp_path / "runs.csv").exists()
+
+
+@pytest.mark.skipif(not NUMASIM.exists(), reason="numasim not built (make build)")
+def test_numasim_batch_applies_the_study_factors(tmp_path: Path):
+    """Factors without factor_env go through config/factors.yaml; numasim runs them in-process."""
+    spec = {**TINY, "engine": "numasim", "cluster": "chifflet-1", "workload": {"n": 1920, "b": 960},
+            "factors": {"A": [-1, 1], "E": [-1, 1]}, "factor_env": {}, "env": {}, "batches": 1,
+            "repetitions": 2}
+    platform = tmp_path / "platform"
+    assert main(["platform", "--cluster", "chifflet-1", "--out", str(platform)]) == 0
+    design = tmp_path / "design.csv"
+    assert main(["design", "--spec", json.dumps(spec), "--out", str(design)]) == 0
+    out = tmp_path / "batch-000.csv"
+    assert main(["campaign", "--design", str(design), "--batch", "0", "--platform-dir", str(platform),
+                 "--out", str(out)]) == 0
+    runs = read_runs(out)
+    assert len(runs) == 8 and (runs["engine"] == "numasim").all() and (runs["makespan_s"] > 0).all()
+    for row in runs.to_dict("records"):
+        env = json.loads(row["env"])
+        assert env.get("STARPU_SCHED_BETA", "1") == ("10" if row["E"] == 1 else "1")
+    # same seed, same configuration -> same makespan (deterministic engine)
+    again = tmp_path / "again.csv"
+    assert main(["campaign", "--design", str(design), "--batch", "0", "--platform-dir", str(platform),
+                 "--out", str(again)]) == 0
+    assert list(read_runs(again)["makespan_s"]) == list(runs["makespan_s"])

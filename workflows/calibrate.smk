@@ -1,5 +1,7 @@
 # Calibration of one machine type into a bundle calibration/<machine>/:
-#   snakemake calibrate --config machine=NAME [calibration='{b: [192, 960], reps: 50}']
+#   snakemake calibrate --config machine=NAME [calibration='{b: [192, 960], reps: 50}'] [hosts=A,B]
+# hosts=A,B adds the MPI ping-pong between two nodes (network/pingpong.json; A,A = loopback).
+# The bundle ends with validation.json: numasim on the derived machine vs the real LU.
 # One job per machine type (a whole node: it binds threads to every core). The
 # job is `testbed calibrate`, which skips the steps already done, so a job that
 # was killed resumes where it stopped; a finished bundle makes the rule a no-op.
@@ -10,10 +12,13 @@ CALIBRATE_OPTIONS = " ".join(
     [f"--b {b}" for b in CALIBRATION.get("b", [192])]
     + [
         f"--{key.replace('_', '-')} {CALIBRATION[key]}"
-        for key in ("reps", "bw_mb", "bw_reps", "lu_nt", "lu_reps", "max_rounds", "unstable")
+        for key in ("reps", "bw_mb", "bw_reps", "lu_nt", "lu_reps", "max_rounds", "unstable", "pingpong_reps")
         if key in CALIBRATION
     ]
+    + ([f"--hosts {config['hosts']}"] if config.get("hosts") else [])
 )
+#: Outputs beyond summary/provenance: their absence reruns the (resuming) calibration job.
+CALIBRATION_EXTRA = ["validation.json"] + (["network/pingpong.json"] if config.get("hosts") else [])
 
 
 
@@ -24,6 +29,7 @@ wildcard_constraints:
 rule calibrate:
     input:
         f"calibration/{CALIBRATION_MACHINE}/summary.md",
+        [f"calibration/{CALIBRATION_MACHINE}/{f}" for f in CALIBRATION_EXTRA],
 
 
 # No conda env: the job needs the node's own compiler, OpenBLAS, hwloc and the
@@ -32,6 +38,7 @@ rule calibration_bundle:
     output:
         summary="calibration/{machine}/summary.md",
         provenance="calibration/{machine}/provenance.yaml",
+        extra=[f"calibration/{{machine}}/{f}" for f in CALIBRATION_EXTRA],
     log:
         "results/logs/calibrate-{machine}.log",
     params:

@@ -324,8 +324,18 @@ void RunConfig::resolve_distribution(int nranks)
     throw InputError(dist_path, "rows", std::to_string(nt) + " rows, got " + std::to_string(row));
 }
 
-NodeThreads place_threads(const MachineNode& node, const StarpuEnv& env)
+NodeThreads place_threads(const MachineNode& node, const StarpuEnv& env_pu)
 {
+  // StarPU's CPU ids are logical PU ids (topology.c, _starpu_initialize_workers_bindid); numasim places
+  // threads on cores, so PU p runs on core p / threads_per_core.
+  StarpuEnv env = env_pu;
+  const int tpc = std::max(1, node.threads_per_core);
+  if (env.main_thread_cpuid >= 0)
+    env.main_thread_cpuid /= tpc;
+  if (env.mpi_thread_cpuid >= 0)
+    env.mpi_thread_cpuid /= tpc;
+  for (int& pu : env.workers_cpuid)
+    pu /= tpc;
   NodeThreads t;
   auto numa_of = [&](int core) {
     for (const auto& c : node.cpus)

@@ -67,6 +67,8 @@ std::vector<MachineNode> discover_platform(const sg4::Engine& e, const std::stri
                          "both set on the zone of node " + n.name);
       n.machine = machine;
       n.rank = std::atoi(rank);
+      if (const char* tpc = zone->get_property("threads_per_core"))
+        n.threads_per_core = std::max(1, std::atoi(tpc));
     }
     std::string k = kind;
     int numa = int_prop(h, "numa", file);

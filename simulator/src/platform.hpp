@@ -35,6 +35,7 @@ struct MachineNode {
   std::string name;
   std::string machine;
   int rank = -1;
+  int threads_per_core = 1; // StarPU's CPU ids are logical PU ids: core = pu / threads_per_core
   std::vector<CoreInfo> cpus; // sorted by index
   std::vector<GpuInfo> gpus;  // sorted by index
   std::vector<RamInfo> rams;  // sorted by numa; rams[k].numa == k
