@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import json
 import os
 import platform
@@ -99,8 +100,43 @@ def last_json(out: str) -> dict:
     raise RuntimeError(f"no JSON line in output: {out[-500:]}")
 
 
+#: StarPU-SimGrid results, one file per case, reused while their inputs are unchanged (a 60x60
+#: run takes minutes): see starpu_key.
+STARPU_CACHE = ROOT / "bench" / "results" / "starpu_cache"
+#: Set by main(): False with --no-cache; True with --starpu-only (fill the cache, no numasim).
+USE_CACHE = True
+STARPU_ONLY = False
+
+
+def _digest(h: "hashlib._Hash", path: Path) -> None:
+    """Feeds a file, or every file of a directory in sorted order, into h."""
+    files = sorted(q for q in path.rglob("*") if q.is_file()) if path.is_dir() else [path]
+    for f in files:
+        h.update(str(f.relative_to(path) if path.is_dir() else f.name).encode() + b"\0")
+        h.update(f.read_bytes())
+
+
+def starpu_key(sampling: Path, hostname: str, cluster_xml: Path, hostfile: Path, nt: int, symbols: str) -> str:
+    """Hash of everything a StarPU-SimGrid run depends on: the LU binary (StarPU is linked in
+    statically), starpu_smpirun, the sampling directory (bus platforms and models), the SMPI
+    platform and hostfile, and the arguments."""
+    h = hashlib.sha256()
+    for f in (LU_SIMGRID, SMPIRUN, sampling, cluster_xml, hostfile):
+        _digest(h, f)
+    h.update(f"{hostname} {nt} {B} {symbols} dmdas".encode())
+    return h.hexdigest()
+
+
 def run_starpu(sampling: Path, hostname: str, cluster_xml: Path, hostfile: Path, nt: int, symbols: str,
-               work: Path) -> Run:
+               work: Path, case: str) -> Run:
+    key = starpu_key(sampling, hostname, cluster_xml, hostfile, nt, symbols)
+    cache = STARPU_CACHE / f"{case}-{nt}.json"
+    if USE_CACHE and cache.exists():
+        rec = json.loads(cache.read_text())
+        if rec.get("key") == key:
+            run = Run(**rec["run"])
+            run.extra["cached"] = rec.get("date")
+            return run
     env = dict(os.environ)
     env.update({"STARPU_PERF_MODEL_DIR": str(sampling), "STARPU_HOSTNAME": hostname,
                 "STARPU_HOME": str(work / "home"), "STARPU_SCHED": "dmdas", "STARPU_SILENT": "1"})
@@ -108,7 +144,15 @@ def run_starpu(sampling: Path, hostname: str, cluster_xml: Path, hostfile: Path,
            str(LU_SIMGRID), "--n", str(nt * B), "--b", str(B), "--symbols", symbols]
     out, wall, cpu = timed(cmd, env, work)
     res = last_json(out)
-    return Run(res["makespan_s"], wall, cpu, res["tasks"])
+    run = Run(res["makespan_s"], wall, cpu, res["tasks"])
+    if not USE_CACHE:
+        return run
+    from testbed.atomic import atomic_file
+
+    with atomic_file(cache) as fh:
+        json.dump({"key": key, "date": datetime.datetime.now().isoformat(timespec="seconds"),
+                   "loadavg": os.getloadavg(), "run": asdict(run)}, fh, indent=1)
+    return run
 
 
 def run_numasim(platform_xml: Path, perfmodels: dict[str, str], nt: int, symbols: dict[str, str] | None,
@@ -140,7 +184,9 @@ def shipped_case(host: str, nt: int, work: Path) -> Case:
         write_platform(build_platform([NodeSource(host, host, SHIPPED / "bus" / f"{host}.platform.v4.xml")],
                                       name=host), xml)
     case = Case(host, nt)
-    case.starpu = run_starpu(SHIPPED, host, cluster_xml, hostfile, nt, "starpu-lu", d)
+    case.starpu = run_starpu(SHIPPED, host, cluster_xml, hostfile, nt, "starpu-lu", d, host)
+    if STARPU_ONLY:
+        return case
     case.numasim = run_numasim(xml, {host: str(SHIPPED)}, nt, STARPU_LU_SYMBOLS, d)
     return case
 
@@ -164,7 +210,9 @@ def cluster_case(cluster: str, nt: int, work: Path) -> Case:
     machines = sorted({n.machine for n in nodes_of_starpu_dir(starpu_dir)})
     case = Case(cluster, nt)
     case.starpu = run_starpu(d / "sampling", hosts[0], starpu_dir / "cluster.xml", starpu_dir / "hostfile", nt,
-                             "chameleon", d)
+                             "chameleon", d, cluster)
+    if STARPU_ONLY:
+        return case
     perfmodels = {m: str(starpu_dir / m / "sampling") for m in machines}
     case.numasim = run_numasim(xml, perfmodels, nt, None, d)
     # For information: numasim on the NUMA-detailed platform of `testbed platform` (one RAM node).
@@ -195,9 +243,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--hosts", nargs="*", default=list(SHIPPED_HOSTS))
     p.add_argument("--tiles", nargs="*", type=int, default=[20, 40, 60])
     p.add_argument("--clusters", nargs="*", default=list(CLUSTERS))
-    p.add_argument("--cluster-tiles", nargs="*", type=int, default=[20, 40])
+    p.add_argument("--cluster-tiles", nargs="*", type=int, default=[20, 40, 60])
+    p.add_argument("--no-cache", action="store_true", help="rerun StarPU-SimGrid even when results/starpu_cache "
+                   "holds a result for the same inputs")
+    p.add_argument("--starpu-only", action="store_true", help="only run (and cache) the StarPU-SimGrid side")
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "numasim_vs_starpu.json")
     args = p.parse_args(argv)
+    global USE_CACHE, STARPU_ONLY
+    USE_CACHE, STARPU_ONLY = not args.no_cache, args.starpu_only
     for f in (SMPIRUN, LU_SIMGRID, NUMASIM):
         if not f.exists():
             print(f"error: {f} is missing (run `make build` / envs/setup.sh)", file=sys.stderr)
@@ -210,13 +263,21 @@ def main(argv: list[str] | None = None) -> int:
         for host in args.hosts:
             for nt in args.tiles:
                 cases.append(shipped_case(host, nt, work))
+                if STARPU_ONLY:
+                    print(f"{host} {nt}: starpu {cases[-1].starpu.makespan_s:.4f}", file=sys.stderr, flush=True)
+                    continue
                 print(f"{host} {nt}: starpu {cases[-1].starpu.makespan_s:.4f} numasim "
                       f"{cases[-1].numasim.makespan_s:.4f} ({cases[-1].diff_pct:+.2f} %)", file=sys.stderr, flush=True)
         for cluster in args.clusters:
             for nt in args.cluster_tiles:
                 cases.append(cluster_case(cluster, nt, work))
+                if STARPU_ONLY:
+                    print(f"{cluster} {nt}: starpu {cases[-1].starpu.makespan_s:.4f}", file=sys.stderr, flush=True)
+                    continue
                 print(f"{cluster} {nt}: starpu {cases[-1].starpu.makespan_s:.4f} numasim "
                       f"{cases[-1].numasim.makespan_s:.4f} ({cases[-1].diff_pct:+.2f} %)", file=sys.stderr, flush=True)
+    if STARPU_ONLY:
+        return 0
     table = markdown(cases)
     print(table)
     record = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "machine": platform.node(),

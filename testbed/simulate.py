@@ -24,11 +24,10 @@ def parse_assignments(items: list[str], what: str) -> dict[str, str]:
 
 def resolve_env(cluster: str, factors: dict[str, int], env: dict[str, str], sched: str | None) -> dict[str, str]:
     """StarPU variables of a run: the factors' settings, then the user's raw variables."""
-    resolved: dict[str, str] = {}
-    if factors:
-        from testbed.factors import env_for_factors  # config/factors.yaml
+    from testbed.factors import env_for_factors  # config/factors.yaml
 
-        resolved.update(env_for_factors(cluster, factors))
+    # Letters not given are at their default level (-1): the study's baseline.
+    resolved: dict[str, str] = dict(env_for_factors(cluster, factors))
     if sched:
         resolved["STARPU_SCHED"] = sched
     resolved.update(env)
@@ -91,6 +90,9 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
         dist = {"kind": args.distribution}
     else:
         dist = {"kind": "file", "path": args.distribution}
+    from testbed.factors import check_factors
+
+    factors = check_factors(factors)
     return RunSpec(
         engine=args.engine,
         cluster=args.cluster,

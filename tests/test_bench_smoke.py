@@ -53,6 +53,7 @@ def test_tiny_comparison_agrees(tmp_path: Path) -> None:
     bench = importlib.util.module_from_spec(spec)
     sys.modules["bench_vs"] = bench  # dataclasses look their module up
     spec.loader.exec_module(bench)
+    bench.USE_CACHE = False  # no StarPU-SimGrid result cached in bench/results from a test
     case = bench.shipped_case("sirocco", 4, tmp_path)
     assert case.starpu.tasks == case.numasim.tasks == 4 + 4 * 3 + sum(k * k for k in range(4))
     # A 4x4 LU is a chain of a few dozen kernels: both engines must land within the target.

@@ -17,7 +17,7 @@ import pytest
 from testbed.distribution import heterogeneous, write_distribution
 from testbed.engines import RunSpec
 from testbed.errors import InputError
-from testbed.paths import DEPS, LU_REAL, LU_SIMGRID
+from testbed.paths import BUILD, DEPS, LU_REAL, LU_SIMGRID
 
 SHIPPED = DEPS / "src" / "starpu-1.4.10" / "tools" / "perfmodels" / "sampling"
 
@@ -31,9 +31,13 @@ def closed_form(nt: int) -> dict[str, int]:
 
 
 @pytest.fixture(scope="module")
-def starpu_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One STARPU_HOME for the module: StarPU calibrates the bus once, not per test."""
-    return tmp_path_factory.mktemp("starpu-home")
+def starpu_home() -> Path:
+    """A STARPU_HOME kept in build/: StarPU's first start on a fresh home calibrates
+    the bus (seconds on an idle machine, minutes on a loaded 2-core one), so do it
+    once per checkout. Only scheduling hints live there, no result depends on it."""
+    home = BUILD / "test-starpu-home"
+    home.mkdir(parents=True, exist_ok=True)
+    return home
 
 
 def lu_env(home: Path, **extra: str) -> dict[str, str]:

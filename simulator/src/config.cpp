@@ -358,12 +358,13 @@ NodeThreads place_threads(const MachineNode& node, const StarpuEnv& env_pu)
     check_core(env.mpi_thread_cpuid, "STARPU_MPI_THREAD_CPUID");
     taken.insert(env.mpi_thread_cpuid);
   }
-  // reserve_ncpus (workers.c): STARPU_RESERVE_NCPU (a bound main thread takes its own bind id below), +1 for the MPI
-  // progression thread when neither STARPU_MPI_THREAD_CPUID nor STARPU_NCPU is set
-  // (mpi/src/starpu_mpi_init.c). The explicitly placed threads use their own cores.
-  int reserve = std::max(env.reserve_ncpu, 0);
-  if (env.mpi_thread_cpuid < 0 && env.ncpu < 0)
-    reserve++;
+  // reserve_ncpus: StarPU-MPI first reserves 1 for its progression thread when neither
+  // STARPU_MPI_THREAD_CPUID nor STARPU_NCPU is set (mpi/src/starpu_mpi_init.c), then
+  // _starpu_conf_check_environment (src/core/workers.c) overwrites it with STARPU_RESERVE_NCPU
+  // when that is set. A bound main thread adds one more there; here it takes its own bind id below.
+  int reserve = (env.mpi_thread_cpuid < 0 && env.ncpu < 0) ? 1 : 0;
+  if (env.reserve_ncpu >= 0)
+    reserve = env.reserve_ncpu;
   // Bind ids in order: STARPU_WORKERS_CPUID (wrapping when shorter, topology.c) or all cores.
   std::vector<int> order;
   if (!env.workers_cpuid.empty()) {
@@ -412,8 +413,14 @@ NodeThreads place_threads(const MachineNode& node, const StarpuEnv& env_pu)
     w.numa = numa_of(w.core);
     t.workers.push_back(w);
   }
-  int free_cores = static_cast<int>(node.cpus.size()) - static_cast<int>(taken.size());
-  int ncpu = env.ncpu >= 0 ? std::min(env.ncpu, free_cores) : std::max(0, free_cores - reserve);
+  // Worker count as _starpu_init_cpu_config (src/drivers/cpu/driver_cpu.c): cores minus the CUDA
+  // drivers' cores (_starpu_cpu_busy_cpu) minus reserve_ncpus, which counts a bound main thread
+  // (src/core/workers.c); explicitly placed main/MPI threads are not subtracted again, their
+  // cores are only skipped when binding.
+  if (env.main_thread_bind)
+    reserve++;
+  int avail_cores = static_cast<int>(node.cpus.size()) - ncuda;
+  int ncpu = env.ncpu >= 0 ? std::min(env.ncpu, avail_cores) : std::max(0, avail_cores - reserve);
   for (int i = 0; i < ncpu; i++) {
     WorkerPlacement w;
     w.core = next_bindid();

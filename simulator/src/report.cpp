@@ -26,6 +26,7 @@ std::string summary_json(const Summary& s, uint64_t seed, double wall_s)
     first = false;
   }
   o += "}";
+  o += ", \"eviction_writebacks\": " + std::to_string(s.eviction_writebacks);
   o += ", \"evictions\": " + std::to_string(s.evictions);
   o += ", \"makespan_s\": " + num(s.makespan);
   o += ", \"mpi_messages\": " + std::to_string(s.mpi_messages);
@@ -36,6 +37,7 @@ std::string summary_json(const Summary& s, uint64_t seed, double wall_s)
     first = false;
   }
   o += "}";
+  o += ", \"overcommits\": " + std::to_string(s.overcommits);
   o += ", \"seed\": " + std::to_string(seed);
   o += ", \"tasks\": " + std::to_string(s.tasks);
   o += ", \"tasks_by_kind\": {\"gemm\": " + std::to_string(s.by_kind[3]) +

@@ -29,6 +29,7 @@ Simulation::Simulation(sg4::Engine& engine, RunConfig cfg) : engine_(engine), cf
   fetch_id_.assign(nh * kMaxMemNodes, -1);
   pins_.assign(nh * kMaxMemNodes, 0);
   stamp_.assign(nh * kMaxMemNodes, 0);
+  evicting_.assign(nh * kMaxMemNodes, 0);
   // Initial data: each tile on its owner's main RAM node (first touch by the main thread).
   for (uint32_t t = 0; t < ntiles_; t++) {
     int r = cfg_.owner[t];
@@ -242,42 +243,115 @@ void Simulation::drop_replica(int rank, uint32_t h, int local)
   hstate_[h].valid &= static_cast<uint8_t>(~(1u << local));
   if (m.gpu) {
     size_t s = slot(h, local);
-    if (m.lru.erase({stamp_[s], h}))
+    if (evicting_[s]) { // invalidated while its write-back was under way: nothing left to write back
+      evicting_[s] = 0;
+      pending_evictions_--;
+      m.pending_free -= tile_bytes_;
+    }
+    if (m.lru.erase({stamp_[s], h})) {
       m.used -= tile_bytes_;
+      if (!m.waiting.empty())
+        serve_waiting(m);
+    }
   }
 }
 
-void Simulation::allocate(int rank, uint32_t h, int local)
+void Simulation::make_room(MemNode& m)
 {
-  MemNode& m = mem_[rank_mem_[rank][local]];
-  if (!m.gpu)
-    return;
-  // LRU eviction when the GPU memory is full (datawizard/memalloc.c frees unused replicas).
+  // LRU eviction when the GPU memory is full (datawizard/memalloc.c, try_to_throw_mem_chunk):
+  // unused replicas are freed; a replica that is the only valid copy (StarPU's OWNER state) is
+  // first written back to the main RAM node (transfer_subtree_to_node waits for that request)
+  // and keeps its space, and stays a valid source, until the write-back ends (finish_eviction).
+  const int rank = m.rank, local = m.local;
   auto it = m.lru.begin();
-  while (m.used + tile_bytes_ > m.capacity && it != m.lru.end()) {
+  while (m.used + m.reserved - m.pending_free > m.capacity && it != m.lru.end()) {
     uint32_t victim = it->second;
+    ++it; // drop_replica erases the victim's entry only
     size_t vs = slot(victim, local);
-    bool busy = pins_[vs] > 0 || fetch_id_[vs] >= 0 || victim == h;
-    if (busy) {
-      ++it;
+    if (pins_[vs] > 0 || fetch_id_[vs] >= 0 || evicting_[vs]) // in use (memalloc.c may_free_subtree)
       continue;
-    }
-    ++it;
-    HandleState& vstate = hstate_[victim];
-    if (vstate.valid == (1u << local)) {
-      // Only copy: write it back to the main RAM node first. The space is reused at once
-      // (optimistic: StarPU waits for the write-back before reusing it).
-      request(rank, victim, home_[rank], kNone);
+    if (hstate_[victim].valid == (1u << local)) {
+      evicting_[vs] = 1;
+      pending_evictions_++;
+      m.pending_free += tile_bytes_;
+      sum_.eviction_writebacks++;
+      request(rank, victim, home_[rank], kNone); // or joins a write-back already under way
+      continue;
     }
     drop_replica(rank, victim, local);
     sum_.evictions++;
   }
-  if (m.used + tile_bytes_ > m.capacity)
-    sum_.overcommits++;
-  m.used += tile_bytes_;
-  size_t s = slot(h, local);
-  stamp_[s] = ++stamp_clock_;
-  m.lru.insert({stamp_[s], h});
+}
+
+void Simulation::serve_waiting(MemNode& m)
+{
+  // Allocations into a GPU memory are served in request order; one waits while evicted dirty
+  // replicas are being written back (the allocating request waits for the reclaim in
+  // memalloc.c _starpu_allocate_interface). With nothing left to evict (every replica in use),
+  // the memory is overcommitted rather than deadlocking, and that is counted.
+  if (m.admitting)
+    return;
+  m.admitting = true;
+  while (!m.waiting.empty()) {
+    make_room(m);
+    if (m.used + tile_bytes_ > m.capacity && m.pending_free > 0)
+      break; // finish_eviction serves the queue again
+    uint32_t tid = m.waiting.front();
+    m.waiting.pop_front();
+    m.reserved -= tile_bytes_;
+    if (m.used + tile_bytes_ > m.capacity)
+      sum_.overcommits++;
+    m.used += tile_bytes_;
+    m.peak_used = std::max(m.peak_used, m.used);
+    Transfer& t = transfers_[tid];
+    size_t s = slot(t.handle, m.local);
+    stamp_[s] = ++stamp_clock_;
+    m.lru.insert({stamp_[s], t.handle});
+    // The copy starts now: from the best replica valid now (the one chosen at request time may
+    // have been evicted or invalidated while the allocation waited).
+    int src_local = mem_[t.gsrc].local;
+    if (!(hstate_[t.handle].valid & (1u << src_local))) {
+      int src = best_source(t.rank, t.handle, m.local);
+      if (src >= 0)
+        t.gsrc = rank_mem_[t.rank][src];
+    }
+    start_transfer(tid);
+  }
+  m.admitting = false;
+}
+
+void Simulation::admit(uint32_t tid)
+{
+  MemNode& m = mem_[transfers_[tid].gdst];
+  if (!m.gpu) { // RAM is not limited
+    start_transfer(tid);
+    return;
+  }
+  m.waiting.push_back(tid);
+  m.reserved += tile_bytes_;
+  serve_waiting(m);
+}
+
+void Simulation::finish_eviction(int rank, uint32_t h)
+{
+  // A write-back to the main RAM node ended: each replica of h evicted meanwhile is freed now,
+  // unless a task got in while the copy ran or the copy is stale (memalloc.c: "a task got in,
+  // abort"); then its space stays in use and the waiting allocations look for other victims.
+  for (int l = 0; l < kMaxMemNodes; l++) {
+    size_t s = slot(h, l);
+    if (!evicting_[s])
+      continue;
+    MemNode& m = mem_[rank_mem_[rank][l]];
+    evicting_[s] = 0;
+    pending_evictions_--;
+    m.pending_free -= tile_bytes_;
+    uint8_t valid = hstate_[h].valid, bit = static_cast<uint8_t>(1u << l);
+    if ((valid & bit) && (valid & ~bit) && pins_[s] == 0 && fetch_id_[s] < 0) {
+      drop_replica(rank, h, l);
+      sum_.evictions++;
+    }
+    serve_waiting(m);
+  }
 }
 
 bool Simulation::request(int rank, uint32_t h, int dst_local, uint32_t waiter)
@@ -314,8 +388,7 @@ bool Simulation::request(int rank, uint32_t h, int dst_local, uint32_t waiter)
     t.waiters.push_back(waiter);
   s.fetching |= bit;
   fetch_id_[sl] = static_cast<int32_t>(tid);
-  allocate(rank, h, dst_local);
-  start_transfer(tid);
+  admit(tid);
   return false;
 }
 
@@ -387,6 +460,8 @@ void Simulation::transfer_done(uint32_t tid)
     s.valid |= bit;
   else // the tile was rewritten meanwhile: the copy is stale
     drop_replica(t.rank, t.handle, local);
+  if (local == home_[t.rank] && pending_evictions_ > 0)
+    finish_eviction(t.rank, t.handle);
   std::vector<uint32_t> waiters;
   waiters.swap(t.waiters);
   free_transfers_.push_back(tid);

@@ -27,8 +27,13 @@ struct MemNode {
   int numa;   // NUMA node of the RAM, or the GPU's NUMA node
   sg4::Host* host;
   double capacity; // bytes usable for tiles (GPU memory); RAM is not limited
-  double used = 0;
+  double used = 0;         // bytes of allocated replicas (valid, being fetched, or being written back)
+  double reserved = 0;     // bytes of the allocations in `waiting`
+  double pending_free = 0; // bytes of evicted dirty replicas whose write-back is under way
+  double peak_used = 0;
   std::set<std::pair<uint64_t, uint32_t>> lru; // (last use stamp, handle) of GPU replicas
+  std::deque<uint32_t> waiting; // transfers into this memory waiting for space (FIFO)
+  bool admitting = false;       // admit() is running (no re-entry from drop_replica)
 };
 
 struct QueueKey {
@@ -75,6 +80,7 @@ struct Summary {
   uint64_t by_kind[kNumKinds] = {0, 0, 0, 0};
   uint64_t on_cpu = 0, on_cuda = 0;
   uint64_t transfers = 0, mpi_messages = 0, evictions = 0, overcommits = 0;
+  uint64_t eviction_writebacks = 0; // evictions of a sole (dirty) copy, written back to RAM first
   std::map<std::string, double> bytes_by_link_class;
   std::map<std::string, double> numa; // NumaEffects::summary (remote reads, migrations, ...)
   size_t workers = 0, cpu_workers = 0, cuda_workers = 0;
@@ -149,6 +155,8 @@ private:
   std::vector<int32_t> fetch_id_; // (handle, local mem) -> transfer in flight
   std::vector<uint16_t> pins_;    // (handle, local mem) -> tasks holding the replica
   std::vector<uint64_t> stamp_;   // (handle, local mem) -> LRU stamp (GPU only)
+  std::vector<uint8_t> evicting_; // (handle, local mem) -> evicted, its write-back to RAM under way
+  uint64_t pending_evictions_ = 0; // slots with evicting_ set
   uint64_t stamp_clock_ = 0, seq_ = 0;
   std::vector<Transfer> transfers_;
   std::vector<uint32_t> free_transfers_;
@@ -193,7 +201,10 @@ private:
   // data
   int best_source(int rank, uint32_t h, int dst_local);
   bool request(int rank, uint32_t h, int dst_local, uint32_t waiter); // true if already valid
-  void allocate(int rank, uint32_t h, int local);
+  void admit(uint32_t tid);        // allocates the destination replica (maybe later), starts the copy
+  void serve_waiting(MemNode& m);  // allocates and starts the waiting copies that fit
+  void make_room(MemNode& m);      // evicts LRU replicas until the waiting allocations fit
+  void finish_eviction(int rank, uint32_t h);
   void drop_replica(int rank, uint32_t h, int local);
   void touch(int rank, uint32_t h, int local);
   void start_transfer(uint32_t tid);

@@ -19,16 +19,20 @@ static MachineNode chifflet_like()
 
 TEST(Threads, StudyDefaultsGive24CpuAnd2CudaWorkers)
 {
-  StarpuEnv e = parse_starpu_env({{"STARPU_RESERVE_NCPU", "1"}}, "run.json");
+  // The study's baseline (config/factors.yaml): the MPI thread's core via STARPU_RESERVE_NCPU
+  // (which overrides StarPU-MPI's own +1), the main thread's via STARPU_MAIN_THREAD_BIND.
+  StarpuEnv e = parse_starpu_env({{"STARPU_RESERVE_NCPU", "1"}, {"STARPU_MAIN_THREAD_BIND", "1"}}, "run.json");
   NodeThreads t = place_threads(chifflet_like(), e);
   int cpu = 0, cuda = 0;
   for (auto& w : t.workers)
     (w.cuda ? cuda : cpu)++;
   EXPECT_EQ(cuda, 2);
   EXPECT_EQ(cpu, 24);
-  // CUDA drivers take the first bind ids, both on NUMA 0 (factor B's default).
-  EXPECT_EQ(t.workers[0].core, 0);
-  EXPECT_EQ(t.workers[1].core, 1);
+  // The bound main thread takes bind id 0 (topology.c), then the CUDA drivers, all on NUMA 0
+  // (factor B's default).
+  EXPECT_EQ(t.main_core, 0);
+  EXPECT_EQ(t.workers[0].core, 1);
+  EXPECT_EQ(t.workers[1].core, 2);
   EXPECT_EQ(t.mpi_numa, 1); // progression thread after the workers: NUMA 1 (factor C's default)
   EXPECT_EQ(t.main_numa, 0);
 }

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 #include <set>
 
 using namespace numasim;
@@ -180,6 +182,51 @@ TEST(Simulation, DmdasRunsHigherPriorityFirstOnAWorker)
   std::sort(starts.begin(), starts.end());
   for (size_t i = 1; i < starts.size(); i++)
     EXPECT_GE(starts[i - 1].second, starts[i].second);
+}
+
+// A GPU memory of 8 tiles (tiny1.xml's GPU with its memory property cut down) forces the
+// eviction of tiles the GPU wrote, whose only valid copy is on the GPU: the copy must stay valid
+// until its write-back to RAM ends (memalloc.c), and a later read on the GPU must find a source.
+// Before that was modelled, the run aborted with "no valid replica of handle".
+TEST(Simulation, EvictingDirtyTilesWritesThemBackFirst)
+{
+  std::ifstream in(kData + "tiny1.xml");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string xml = ss.str();
+  const std::string big = "value=\"12884901888\"";
+  const double tile = 96.0 * 96 * 8, capacity = 8 * tile;
+  ASSERT_NE(xml.find(big), std::string::npos);
+  xml.replace(xml.find(big), big.size(), "value=\"" + std::to_string(static_cast<long>(capacity)) + "\"");
+  std::string path = ::testing::TempDir() + "tiny1_small_gpu.xml";
+  std::ofstream(path) << xml;
+  sg4::Engine e(&argc_, argv_);
+  RunConfig cfg = config("tiny1.xml", 12, {{"STARPU_SCHED", "dmdas"}});
+  cfg.platform = path;
+  cfg.transfers = ::testing::TempDir() + "tiny1_small_gpu_transfers.csv"; // keeps the transfer log
+  Simulation sim(e, cfg);
+  Summary s = sim.run();
+  EXPECT_EQ(s.tasks, sim.dag().tasks.size());
+  EXPECT_GT(s.on_cuda, 0u);
+  EXPECT_GT(s.eviction_writebacks, 0u);
+  EXPECT_GE(s.evictions, s.eviction_writebacks);
+  EXPECT_EQ(s.overcommits, 0u); // at most CUDA pipeline (2) x 3 operands are in use at once
+  int gpu = -1;
+  for (const auto& m : sim.memnodes())
+    if (m.gpu) {
+      gpu = sim.global_mem(0, m.local);
+      EXPECT_LE(m.peak_used, capacity); // space of an evicted dirty tile is reused only after its write-back
+      EXPECT_GT(m.peak_used, capacity - tile);
+    }
+  ASSERT_GE(gpu, 0);
+  for (uint32_t tile_id = 0; tile_id < 144; tile_id++)
+    EXPECT_NE(sim.valid_mask(0, tile_id), 0) << "tile " << tile_id;
+  // Write-backs GPU -> RAM happened (the dirty evictions at least).
+  int ram = sim.global_mem(0, sim.home_mem(0));
+  size_t d2h = 0;
+  for (const auto& r : sim.transfer_log())
+    d2h += r.gsrc == gpu && r.gdst == ram;
+  EXPECT_GE(d2h, s.eviction_writebacks);
 }
 
 TEST(Simulation, MissingHostsAreInputError)

@@ -11,6 +11,7 @@ from pathlib import Path
 from testbed import ROOT, paths
 from testbed.engines import RunSpec
 from testbed.errors import InputError
+from testbed.factors import env_per_machine
 
 
 def machine_types(platform_xml: Path) -> list[str]:
@@ -44,6 +45,8 @@ def run_description(spec: RunSpec, pdir: Path) -> dict:
         "perfmodels": perfmodels,
         "workload": {"kind": "lu", "n": spec.n, "b": spec.b, "distribution": dist},
         "env": dict(spec.env),
+        # Variables that differ between machine types (factors B, C, D on a mixed cluster).
+        "env_per_machine": env_per_machine(spec.cluster, spec.factors),
         "seed": spec.seed,
         "variability": spec.variability,
     }
