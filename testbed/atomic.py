@@ -16,6 +16,7 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
     final = Path(path)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
+    tmp.chmod(0o755)  # mkdtemp makes it private; outputs are ordinary folders
     try:
         yield tmp
     except BaseException:
@@ -39,6 +40,7 @@ def atomic_file(path: str | Path, mode: str = "w") -> Iterator:
     try:
         with os.fdopen(fd, mode) as fh:
             yield fh
+        os.chmod(tmpname, 0o644)  # mkstemp makes it private; outputs are ordinary files
         os.replace(tmpname, final)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
