@@ -12,5 +12,7 @@ rule platforms:
         platform=directory("results/platforms/{cluster}"),
     log:
         "results/logs/platforms/{cluster}.log",
+    conda:
+        "envs/testbed.yaml"
     shell:
         "testbed platform --cluster {input.cluster} --out {output.platform} > {log} 2>&1"

@@ -285,17 +285,19 @@ void Simulation::make_room(MemNode& m)
 
 void Simulation::serve_waiting(MemNode& m)
 {
-  // Allocations into a GPU memory are served in request order; one waits while evicted dirty
-  // replicas are being written back (the allocating request waits for the reclaim in
-  // memalloc.c _starpu_allocate_interface). With nothing left to evict (every replica in use),
-  // the memory is overcommitted rather than deadlocking, and that is counted.
+  // Allocations into a GPU memory are served in request order. One that does not fit waits
+  // while evicted dirty replicas are being written back or copies into the memory are under way
+  // (they become evictable when they land): the allocating request waits for the reclaim in
+  // memalloc.c _starpu_allocate_interface, and a request that got -ENOMEM stays queued and is
+  // retried (datawizard/data_request.c). With nothing left to evict or to wait for (every
+  // replica in use by a task), the memory is overcommitted rather than deadlocking, and counted.
   if (m.admitting)
     return;
   m.admitting = true;
   while (!m.waiting.empty()) {
     make_room(m);
-    if (m.used + tile_bytes_ > m.capacity && m.pending_free > 0)
-      break; // finish_eviction serves the queue again
+    if (m.used + tile_bytes_ > m.capacity && (m.pending_free > 0 || m.inflight > 0))
+      break; // finish_eviction / transfer_done serve the queue again
     uint32_t tid = m.waiting.front();
     m.waiting.pop_front();
     m.reserved -= tile_bytes_;
@@ -315,6 +317,7 @@ void Simulation::serve_waiting(MemNode& m)
       if (src >= 0)
         t.gsrc = rank_mem_[t.rank][src];
     }
+    m.inflight++;
     start_transfer(tid);
   }
   m.admitting = false;
@@ -462,6 +465,12 @@ void Simulation::transfer_done(uint32_t tid)
     drop_replica(t.rank, t.handle, local);
   if (local == home_[t.rank] && pending_evictions_ > 0)
     finish_eviction(t.rank, t.handle);
+  MemNode& dm = mem_[t.gdst];
+  if (dm.gpu) {
+    dm.inflight--;
+    if (!dm.waiting.empty())
+      serve_waiting(dm);
+  }
   std::vector<uint32_t> waiters;
   waiters.swap(t.waiters);
   free_transfers_.push_back(tid);
@@ -730,6 +739,9 @@ void Simulation::execute(Worker& w, uint32_t task)
     pins_[slot(h, w.mem)]--;
     touch(w.rank, h, w.mem);
   }
+  MemNode& wm = mem_[rank_mem_[w.rank][w.mem]];
+  if (!wm.waiting.empty()) // the operands are evictable again
+    serve_waiting(wm);
   w.executed++;
   w.exp_start = sg4::Engine::get_clock(); // dmda_post_exec_hook
   sum_.by_kind[static_cast<int>(t.kind)]++;

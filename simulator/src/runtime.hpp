@@ -31,6 +31,7 @@ struct MemNode {
   double reserved = 0;     // bytes of the allocations in `waiting`
   double pending_free = 0; // bytes of evicted dirty replicas whose write-back is under way
   double peak_used = 0;
+  int inflight = 0;        // copies into this memory under way (their replicas become evictable)
   std::set<std::pair<uint64_t, uint32_t>> lru; // (last use stamp, handle) of GPU replicas
   std::deque<uint32_t> waiting; // transfers into this memory waiting for space (FIFO)
   bool admitting = false;       // admit() is running (no re-entry from drop_replica)

@@ -14,14 +14,34 @@ from testbed.errors import InputError
 from testbed.factors import env_per_machine
 
 
+def machines_by_rank(platform_xml: Path) -> list[str]:
+    """Machine type of each rank, from the node zones (zone props `machine`, `rank`)."""
+    ranked: dict[int, str] = {}
+    for zone in ET.parse(platform_xml).getroot().iter("zone"):
+        props = {p.get("id"): p.get("value", "") for p in zone.findall("prop")}
+        if "machine" in props and "rank" in props:
+            ranked[int(props["rank"])] = props["machine"]
+    return [ranked[r] for r in sorted(ranked)]
+
+
 def machine_types(platform_xml: Path) -> list[str]:
     """Machine types named by the node zones (zone prop `machine`)."""
-    found: set[str] = set()
-    for zone in ET.parse(platform_xml).getroot().iter("zone"):
-        for prop in zone.findall("prop"):
-            if prop.get("id") == "machine":
-                found.add(prop.get("value", ""))
-    return sorted(found)
+    return sorted(set(machines_by_rank(platform_xml)))
+
+
+def heterogeneous_distribution(spec: RunSpec, pdir: Path, workdir: Path) -> dict:
+    """Writes the speed-balanced tile distribution (testbed/distribution.py) for this cluster."""
+    from testbed import distribution as dist
+
+    ranks = machines_by_rank(pdir / "numasim.xml")
+    speeds = [dist.node_gemm_speed(pdir / "starpu" / m / "sampling", m, spec.b) for m in ranks]
+    nt = spec.n // spec.b
+    path = dist.write_distribution(
+        workdir / "distribution.txt",
+        dist.heterogeneous(nt, speeds),
+        comment=f"heterogeneous, NT={nt}, node speeds (flop/s): {' '.join(f'{s:.4g}' for s in speeds)}",
+    )
+    return {"kind": "file", "path": str(path)}
 
 
 def platform_dir(spec: RunSpec) -> Path:
@@ -31,13 +51,15 @@ def platform_dir(spec: RunSpec) -> Path:
     return d
 
 
-def run_description(spec: RunSpec, pdir: Path) -> dict:
+def run_description(spec: RunSpec, pdir: Path, workdir: Path | None = None) -> dict:
+    """The run description (docs/interfaces.md §4); `workdir` holds generated inputs."""
     xml = pdir / "numasim.xml"
     perfmodels = {m: str(pdir / "starpu" / m / "sampling") for m in machine_types(xml)}
     dist = dict(spec.distribution)
     if dist.get("kind") == "heterogeneous":
-        if "path" not in dist:
-            raise InputError(None, "distribution", "a generated distribution file for 'heterogeneous' (testbed/distribution.py)")
+        if workdir is None:
+            raise InputError(None, "distribution", "a work directory for the generated heterogeneous distribution")
+        dist = heterogeneous_distribution(spec, pdir, workdir)
     if dist.get("kind") == "file":
         dist["path"] = str(Path(dist["path"]).resolve())
     desc: dict = {
@@ -73,4 +95,6 @@ def run_binary(desc: dict, workdir: Path | None = None) -> dict:
 
 
 def run(spec: RunSpec) -> dict:
-    return run_binary(run_description(spec, platform_dir(spec)), spec.workdir)
+    pdir = platform_dir(spec)
+    with tempfile.TemporaryDirectory(dir=spec.workdir) as tmp:
+        return run_binary(run_description(spec, pdir, Path(tmp)), Path(tmp))
