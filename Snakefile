@@ -1,8 +1,6 @@
 # Entry point of `snakemake all`: platforms -> design -> campaign batches -> analysis -> report.
 # Rules live in workflows/*.smk; the embedded default is config/config.yaml
 # (`snakemake --config scale=study` selects the full study size).
-from pathlib import Path
-
 from snakemake.utils import min_version, validate
 
 min_version("9.0")
@@ -22,17 +20,8 @@ wildcard_constraints:
     batch=r"\d\d\d+",
 
 
-# Written by other parts of the project; the workflow runs without them.
-if Path(workflow.basedir, "workflows", "platforms.smk").exists():
-
-    include: "workflows/platforms.smk"
-
-
-if Path(workflow.basedir, "workflows", "calibrate.smk").exists():
-
-    include: "workflows/calibrate.smk"
-
-
+include: "workflows/platforms.smk"
+include: "workflows/calibrate.smk"
 include: "workflows/experiments.smk"
 include: "workflows/analyze.smk"
 include: "workflows/report.smk"
