@@ -72,6 +72,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--platform-dir", default=None, help="output of `testbed platform` to reuse")
     p.add_argument("--trace", default=None, help="per-task trace CSV")
     p.add_argument("--transfers", default=None, help="per-transfer CSV (numasim)")
+    p.add_argument("--check", action="store_true", help="real engine: also compute the residual ||A-LU||/||A||")
+    p.add_argument("--symbols", choices=["chameleon", "starpu-lu"], default=None,
+                   help="perf-model symbols: Chameleon's (dgemm, ...) or StarPU's LU example (auto-detected)")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object (default)")
 
 
@@ -103,6 +106,8 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
         seed=args.seed,
         distribution=dist,
         variability=not args.no_variability,
+        check=args.check,
+        symbols=args.symbols,
         trace=Path(args.trace) if args.trace else None,
         transfers=Path(args.transfers) if args.transfers else None,
         platform_dir=Path(args.platform_dir) if args.platform_dir else None,

@@ -29,6 +29,8 @@ class RunSpec:
     seed: int = 1
     distribution: dict = field(default_factory=lambda: {"kind": "block-cyclic"})
     variability: bool = True
+    check: bool = False  # real engine: compute the residual ||A - LU|| / ||A||
+    symbols: str | None = None  # perf-model symbol set: chameleon | starpu-lu (auto-detected if None)
     trace: Path | None = None
     transfers: Path | None = None
     platform_dir: Path | None = None  # output of `testbed platform`; generated if None

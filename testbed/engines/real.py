@@ -143,9 +143,9 @@ def run(spec: RunSpec) -> dict:
         workdir = Path(tmp)
         args = ["--n", str(spec.n), "--b", str(spec.b), "--seed", str(spec.seed)]
         args += distribution_args(spec, ranks, workdir, speeds)
-        if getattr(spec, "check", False):
+        if spec.check:
             args.append("--check")
-        symbols = getattr(spec, "symbols", None)
+        symbols = spec.symbols
         if symbols:
             args += ["--symbols", symbols]
         env = run_env(spec)

@@ -155,7 +155,7 @@ def run(spec: RunSpec) -> dict:
         hosts = read_hostfile(starpu_dir)
         machines = {h: machine_of(starpu_dir, h) for h in dict.fromkeys(hosts)}
         first = starpu_dir / machines[hosts[0]] / "sampling"
-        symbols = getattr(spec, "symbols", None) or detect_symbols(first, machines[hosts[0]])
+        symbols = spec.symbols or detect_symbols(first, machines[hosts[0]])
         if symbols not in SYMBOL_SETS:
             raise InputError(None, "symbols", f"one of {', '.join(SYMBOL_SETS)}, got {symbols!r}")
         use_cuda = spec.env.get("STARPU_NCUDA", "") != "0"
