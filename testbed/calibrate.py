@@ -73,6 +73,7 @@ class Options:
     lu: Path = LU_REAL
     hosts: list[str] | None = None  # two hosts for the network ping-pong
     pingpong_reps: int = 100
+    paired_runs: int = 2  # real runs per priority in the validation's paired check (0: none)
 
 
 @dataclass
@@ -129,7 +130,7 @@ class Step:
         t0 = time.time()
         try:
             status = self.action(ctx, self.output, commands)
-        except (RuntimeError, OSError, subprocess.TimeoutExpired, ValueError) as exc:
+        except (RuntimeError, OSError, subprocess.TimeoutExpired, ValueError, InputError) as exc:
             status = f"failed: {str(exc).strip()[:1500]}"
         info = {"step": self.name, "status": status, "commands": commands,
                 "started": dt.datetime.fromtimestamp(t0, dt.timezone.utc).isoformat(timespec="seconds"),
@@ -450,7 +451,7 @@ def step_validate(ctx: Context, out: Path, commands: list[str]) -> str:
         return "not available yet: needs lu-reference.json and kernels.yaml (codelets and lu-reference steps)"
     if not NUMASIM.exists():
         return f"not available yet: {NUMASIM} is not built (`make build`)"
-    doc = validate(o, ctx.opts.machine, ctx.opts.lu, commands)
+    doc = validate(o, ctx.opts.machine, ctx.opts.lu, commands, ctx.opts.paired_runs)
     with atomic_file(out) as fh:
         json.dump(doc, fh, indent=1)
     return "done"
@@ -646,6 +647,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hosts", default=None, metavar="A,B",
                    help="two hosts for the MPI network ping-pong (A,A or localhost,localhost measures loopback)")
     p.add_argument("--pingpong-reps", type=int, default=100, help="timed round trips per message size")
+    p.add_argument("--paired-runs", type=int, default=2,
+                   help="validation: real runs (per priority) simulated with the models they recorded; 0 = none")
 
 
 def options_from_args(args: argparse.Namespace) -> Options:
@@ -659,6 +662,8 @@ def options_from_args(args: argparse.Namespace) -> Options:
     hosts = [h.strip() for h in args.hosts.split(",")] if args.hosts else None
     if hosts is not None and (len(hosts) != 2 or not all(hosts)):
         raise InputError(None, "--hosts", f"two host names separated by a comma, got {args.hosts!r}")
+    if args.paired_runs < 0:
+        raise InputError(None, "--paired-runs", f"a non-negative integer, got {args.paired_runs}")
     if args.pingpong_reps <= 0:
         raise InputError(None, "--pingpong-reps", f"a positive integer, got {args.pingpong_reps}")
     if not 0 < args.unstable < 10:
@@ -666,7 +671,7 @@ def options_from_args(args: argparse.Namespace) -> Options:
     return Options(machine=args.machine, out=Path(args.out or ROOT / "calibration" / args.machine),
                    tile_sizes=sorted(set(sizes)), reps=args.reps, bw_mb=args.bw_mb, bw_reps=args.bw_reps,
                    lu_nt=args.lu_nt, max_rounds=args.max_rounds, lu_reps=args.lu_reps, unstable=args.unstable, lu=Path(args.lu),
-                   hosts=hosts, pingpong_reps=args.pingpong_reps)
+                   hosts=hosts, pingpong_reps=args.pingpong_reps, paired_runs=args.paired_runs)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -99,7 +99,10 @@ def validation_lines(b: Path) -> list[str]:
               f"{sim['seeds'][0]}..{sim['seeds'][-1]}; model means only: {sim['means_only_s']:.4f} s): "
               f"**{v['difference_pct']:+.1f}%**, {verdict} ±{v['tolerance_pct']:.0f}%.", ""]
     loads = real.get("load_average_1min")
-    if isinstance(loads, list) and loads:
+    if not isinstance(loads, list):
+        lines += ["The load of the machine during the real runs was not recorded (bundle made before "
+                  "`lu-reference` recorded it).", ""]
+    elif loads:
         busy = max(loads) > (real.get("cpus") or 1)
         lines += [f"Load average (1 min) when the real runs started: {', '.join(f'{x:.1f}' for x in loads)} on "
                   f"{real.get('cpus')} CPUs" + (" — **the node was shared**: other processes delay the LU between "
@@ -112,13 +115,29 @@ def validation_lines(b: Path) -> list[str]:
     if p:
         lines += ["Paired check (diagnostic; real runs at validation time, each simulated with the models StarPU "
                   "recorded during that same run):", ""]
-        lines += _table(["priority", "real (s)", "simulated (s)", "difference", "load average"],
+        lines += _table(["priority", "real (s)", "simulated (s)", "difference", "load average",
+                         "workers in tasks (s)", "models' sum (s)", "samples kept"],
                         [[label, f"{r['real_makespan_s']:.4f}", f"{r['simulated_makespan_s']:.4f}",
-                          f"{r['difference_pct']:+.1f}%", f"{r['load_average_1min']:.1f}"]
+                          f"{r['difference_pct']:+.1f}%", f"{r['load_average_1min']:.1f}",
+                          _num(r.get("worker_executing_s")), _num(r.get("model_sum_all_tasks_s")),
+                          _kept(r.get("samples"))]
                          for label, runs in p["variants"].items() for r in runs])
         lines += [""]
+    if v.get("diagnosis"):
+        lines += ["Diagnosis (computed from the measurements above):", ""]
+        lines += [f"* {note}" for note in v["diagnosis"]] + [""]
     lines += ["Details: `validation.json`.", ""]
     return lines
+
+
+def _num(x: object) -> str:
+    return f"{x:.4f}" if isinstance(x, float) else "-"
+
+
+def _kept(samples: object) -> str:
+    if not isinstance(samples, dict):
+        return "-"
+    return f"{sum(v['samples_kept'] for v in samples.values())}/{sum(v['tasks'] for v in samples.values())}"
 
 
 def network_lines(b: Path) -> list[str]:
@@ -128,7 +147,7 @@ def network_lines(b: Path) -> list[str]:
     n = json.loads(path.read_text())
     lines = ["## Network (MPI ping-pong)", ""]
     if n.get("loopback"):
-        lines += [f"> **Loopback:** {n['note']}.", ""]
+        lines += [f"> **{n['note']}.**", ""]
     lines += [f"Hosts {' <-> '.join(n['hosts'])}: latency {n['latency_s'] * 1e6:.2f} us ({n['latency_note']}), "
               f"bandwidth {n['bandwidth_Bps'] / 1e9:.3g} GB/s ({n['bandwidth_note']}). Rows: `network/pingpong.csv`.", ""]
     return lines
@@ -233,6 +252,10 @@ def write_summary(ctx: Any, out: Path) -> None:
             unstable.append(f"LU makespan N={r['n']} b={r['b']}: rel. stddev {r['rel_std']:.2f}")
     else:
         lines += ["Not available yet (see Steps).", ""]
+    for old in sorted(b.glob("lu-reference.superseded-*.json")):
+        o = json.loads(old.read_text())
+        lines += [f"Superseded reference `{old.name}` (kept, not compared): mean {o['mean_s']:.4f} s over "
+                  f"{len(o['makespans_s'])} runs; {o.get('superseded_because', 'no reason recorded')}.", ""]
 
     lines += validation_lines(b)
     lines += network_lines(b)

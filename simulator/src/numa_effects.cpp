@@ -199,6 +199,40 @@ void NumaEffects::run_legs(const std::vector<Leg>& legs, double bytes)
     c->wait();
 }
 
+std::pair<sg4::Host*, sg4::Host*> NumaEffects::network_split(int a, int b)
+{
+  // The NICs where the message's route between the two MPI threads leaves node a and enters
+  // node b, when that route is exactly (thread a -> NIC a) + (NIC a -> NIC b) + (NIC b -> thread b);
+  // {nullptr, nullptr} otherwise (then the message stays one leg between the threads).
+  const size_t n = ranks_.size(), k = static_cast<size_t>(a) * n + b;
+  if (split_.empty()) {
+    split_.assign(n * n, {nullptr, nullptr});
+    split_known_.assign(n * n, 0);
+  }
+  if (split_known_[k])
+    return split_[k];
+  split_known_[k] = 1;
+  auto links = [](sg4::Host* x, sg4::Host* y) {
+    std::vector<sg4::Link*> l;
+    double lat = 0;
+    x->route_to(y, l, &lat);
+    return l;
+  };
+  sg4::Host* ta = ranks_[a].mpi_host;
+  sg4::Host* tb = ranks_[b].mpi_host;
+  const auto whole = links(ta, tb);
+  for (const auto& na : sim_.nodes_[a].nics)
+    for (const auto& nb : sim_.nodes_[b].nics) {
+      auto parts = links(ta, na.host);
+      auto mid = links(na.host, nb.host), tail = links(nb.host, tb);
+      parts.insert(parts.end(), mid.begin(), mid.end());
+      parts.insert(parts.end(), tail.begin(), tail.end());
+      if (parts == whole && !mid.empty())
+        return split_[k] = {na.host, nb.host};
+    }
+  return split_[k];
+}
+
 int NumaEffects::move(const Transfer& tr)
 {
   // A copy: transfers_ may grow (and move) while this actor blocks.
@@ -225,8 +259,17 @@ int NumaEffects::move(const Transfer& tr)
     RankInfo& rd = ranks_[rc.dst];
     if (!rd.use_numa && page_[t.handle] < 0) // receive buffer first touched by the progression thread
       page_[t.handle] = static_cast<int8_t>(rd.mpi_numa);
+    // The network part is its own leg (NIC to NIC): the legs are pipelined, each contending on its
+    // own links, as for the other legs; this keeps each node's links out of the other nodes'
+    // sharing systems (SimGrid re-solves a flow's whole connected component at each event).
     add(ram_host(rc.src, hs, t.gsrc), ranks_[rc.src].mpi_host);
-    add(ranks_[rc.src].mpi_host, rd.mpi_host);
+    auto [nic_src, nic_dst] = network_split(rc.src, rc.dst);
+    if (nic_src) {
+      add(ranks_[rc.src].mpi_host, nic_src);
+      add(nic_src, nic_dst);
+      add(nic_dst, rd.mpi_host);
+    } else
+      add(ranks_[rc.src].mpi_host, rd.mpi_host);
     add(rd.mpi_host, ram_host(rc.dst, t.handle, t.gdst));
   } else if (src.gpu != dst.gpu) {
     // cudaMemcpyAsync submitted by the GPU's driver thread: the submission travels from the

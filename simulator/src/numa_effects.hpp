@@ -96,6 +96,8 @@ private:
   std::map<std::vector<const sg4::Host*>, int> path_ids_;
   std::vector<Path> paths_;
   std::map<std::pair<const sg4::Host*, const sg4::Host*>, std::pair<double, double>> latbw_;
+  std::vector<std::pair<sg4::Host*, sg4::Host*>> split_; // [src rank * nranks + dst rank]: NICs, see network_split
+  std::vector<uint8_t> split_known_;
   double remote_total_ = 0, migrated_bytes_ = 0, fault_time_ = 0;
   uint64_t migrations_ = 0, faults_ = 0, launch_waits_ = 0, remote_tasks_ = 0;
 
@@ -104,6 +106,7 @@ private:
   int intern(const std::vector<Leg>& legs);
   double control_delay(int rank, const sg4::Host* driver, const sg4::Host* gpu);
   void run_legs(const std::vector<Leg>& legs, double bytes);
+  std::pair<sg4::Host*, sg4::Host*> network_split(int src_rank, int dst_rank);
   void hinting_faults(Worker& w, uint32_t task);
   void scan_loop(int rank);
 };

@@ -30,6 +30,7 @@ Simulation::Simulation(sg4::Engine& engine, RunConfig cfg) : engine_(engine), cf
   pins_.assign(nh * kMaxMemNodes, 0);
   stamp_.assign(nh * kMaxMemNodes, 0);
   evicting_.assign(nh * kMaxMemNodes, 0);
+  prefetch_tasks_.assign(nh * kMaxMemNodes, 0);
   // Initial data: each tile on its owner's main RAM node (first touch by the main thread).
   for (uint32_t t = 0; t < ntiles_; t++) {
     int r = cfg_.owner[t];
@@ -41,6 +42,15 @@ Simulation::Simulation(sg4::Engine& engine, RunConfig cfg) : engine_(engine), cf
   runner_of_pair_.assign(mem_.size() * mem_.size(), -1);
   central_.resize(nodes_.size());
   log_transfers_ = !cfg_.transfers.empty();
+}
+
+// Memory StarPU lets itself allocate on a GPU without STARPU_LIMIT_CUDA_MEM: 90% of the
+// device memory, in whole MiB (drivers/cuda/driver_cuda.c _starpu_cuda_limit_gpu_mem_if_needed,
+// FREE_MARGIN 0.9; StarPU-SimGrid takes the device memory from the host's memsize property).
+static double usable_gpu_memory(double bytes)
+{
+  const double mib = 1024.0 * 1024.0;
+  return std::floor(std::floor(bytes / mib) * 0.9) * mib;
 }
 
 void Simulation::setup_nodes()
@@ -80,7 +90,7 @@ void Simulation::setup_nodes()
       if (wp.cuda)
         for (const auto& g : n.gpus)
           if (g.index == wp.gpu && !gpu_mem.count(g.index))
-            gpu_mem[g.index] = add_mem(true, g.numa, g.host, g.memory);
+            gpu_mem[g.index] = add_mem(true, g.numa, g.host, usable_gpu_memory(g.memory));
     rank_cuda_devices_[r] = static_cast<int>(gpu_mem.size());
     if (rank_mem_[r].size() > kMaxMemNodes)
       throw InputError(cfg_.platform, "node " + n.name, "at most 8 memory nodes (RAM NUMA nodes + GPUs)");
@@ -250,13 +260,13 @@ void Simulation::drop_replica(int rank, uint32_t h, int local)
     }
     if (m.lru.erase({stamp_[s], h})) {
       m.used -= tile_bytes_;
-      if (!m.waiting.empty())
+      if (!m.waiting.empty() || !m.prefetch.empty())
         serve_waiting(m);
     }
   }
 }
 
-void Simulation::make_room(MemNode& m)
+void Simulation::make_room(MemNode& m, double need, bool for_prefetch)
 {
   // LRU eviction when the GPU memory is full (datawizard/memalloc.c, try_to_throw_mem_chunk):
   // unused replicas are freed; a replica that is the only valid copy (StarPU's OWNER state) is
@@ -264,12 +274,14 @@ void Simulation::make_room(MemNode& m)
   // and keeps its space, and stays a valid source, until the write-back ends (finish_eviction).
   const int rank = m.rank, local = m.local;
   auto it = m.lru.begin();
-  while (m.used + m.reserved - m.pending_free > m.capacity && it != m.lru.end()) {
+  while (m.used + need - m.pending_free > m.capacity && it != m.lru.end()) {
     uint32_t victim = it->second;
     ++it; // drop_replica erases the victim's entry only
     size_t vs = slot(victim, local);
     if (pins_[vs] > 0 || fetch_id_[vs] >= 0 || evicting_[vs]) // in use (memalloc.c may_free_subtree)
       continue;
+    if (for_prefetch && prefetch_tasks_[vs] > 0) // memalloc.c starpu_data_can_evict: a prefetch does
+      continue; // not evict data prefetched for tasks that have not fetched it yet
     if (hstate_[victim].valid == (1u << local)) {
       evicting_[vs] = 1;
       pending_evictions_++;
@@ -294,18 +306,15 @@ void Simulation::serve_waiting(MemNode& m)
   if (m.admitting)
     return;
   m.admitting = true;
-  while (!m.waiting.empty()) {
-    make_room(m);
-    if (m.used + tile_bytes_ > m.capacity && (m.pending_free > 0 || m.inflight > 0))
-      break; // finish_eviction / transfer_done serve the queue again
-    uint32_t tid = m.waiting.front();
-    m.waiting.pop_front();
-    m.reserved -= tile_bytes_;
+  auto start = [&](std::deque<uint32_t>& q) {
+    uint32_t tid = q.front();
+    q.pop_front();
     if (m.used + tile_bytes_ > m.capacity)
       sum_.overcommits++;
     m.used += tile_bytes_;
     m.peak_used = std::max(m.peak_used, m.used);
     Transfer& t = transfers_[tid];
+    t.queued = 0;
     size_t s = slot(t.handle, m.local);
     stamp_[s] = ++stamp_clock_;
     m.lru.insert({stamp_[s], t.handle});
@@ -319,6 +328,22 @@ void Simulation::serve_waiting(MemNode& m)
     }
     m.inflight++;
     start_transfer(tid);
+  };
+  while (!m.waiting.empty()) {
+    make_room(m, m.reserved, false);
+    if (m.used + tile_bytes_ > m.capacity && (m.pending_free > 0 || m.inflight > 0))
+      break; // finish_eviction / transfer_done serve the queue again
+    m.reserved -= tile_bytes_;
+    start(m.waiting);
+  }
+  // Prefetches come after the task fetches (data_request.c: separate prefetch request lists,
+  // handled when the fetch lists are empty) and never overcommit: one that finds no room stays
+  // queued until a copy lands, a task ends or a fetch takes it over (request()).
+  while (m.waiting.empty() && !m.prefetch.empty()) {
+    make_room(m, tile_bytes_, true);
+    if (m.used + tile_bytes_ > m.capacity)
+      break;
+    start(m.prefetch);
   }
   m.admitting = false;
 }
@@ -330,8 +355,15 @@ void Simulation::admit(uint32_t tid)
     start_transfer(tid);
     return;
   }
-  m.waiting.push_back(tid);
-  m.reserved += tile_bytes_;
+  Transfer& t = transfers_[tid];
+  if (t.prefetch) {
+    t.queued = 2;
+    m.prefetch.push_back(tid);
+  } else {
+    t.queued = 1;
+    m.waiting.push_back(tid);
+    m.reserved += tile_bytes_;
+  }
   serve_waiting(m);
 }
 
@@ -357,7 +389,7 @@ void Simulation::finish_eviction(int rank, uint32_t h)
   }
 }
 
-bool Simulation::request(int rank, uint32_t h, int dst_local, uint32_t waiter)
+bool Simulation::request(int rank, uint32_t h, int dst_local, uint32_t waiter, bool prefetch)
 {
   HandleState& s = hstate_[h];
   uint8_t bit = static_cast<uint8_t>(1u << dst_local);
@@ -365,8 +397,21 @@ bool Simulation::request(int rank, uint32_t h, int dst_local, uint32_t waiter)
     return true;
   size_t sl = slot(h, dst_local);
   if (s.fetching & bit) {
+    uint32_t tid = static_cast<uint32_t>(fetch_id_[sl]);
+    Transfer& t = transfers_[tid];
     if (waiter != kNone)
-      transfers_[fetch_id_[sl]].waiters.push_back(waiter);
+      t.waiters.push_back(waiter);
+    if (!prefetch && t.prefetch) { // a task needs it now: the prefetch becomes a fetch
+      t.prefetch = false;
+      if (t.queued == 2) {
+        MemNode& m = mem_[t.gdst];
+        m.prefetch.erase(std::find(m.prefetch.begin(), m.prefetch.end(), tid));
+        t.queued = 1;
+        m.waiting.push_back(tid);
+        m.reserved += tile_bytes_;
+        serve_waiting(m);
+      }
+    }
     return false;
   }
   int src = best_source(rank, h, dst_local);
@@ -385,6 +430,8 @@ bool Simulation::request(int rank, uint32_t h, int dst_local, uint32_t waiter)
   t.gsrc = rank_mem_[rank][src];
   t.gdst = rank_mem_[rank][dst_local];
   t.mpi = false;
+  t.prefetch = prefetch;
+  t.queued = 0;
   t.version = s.version;
   t.waiters.clear();
   if (waiter != kNone)
@@ -468,7 +515,7 @@ void Simulation::transfer_done(uint32_t tid)
   MemNode& dm = mem_[t.gdst];
   if (dm.gpu) {
     dm.inflight--;
-    if (!dm.waiting.empty())
+    if (!dm.waiting.empty() || !dm.prefetch.empty())
       serve_waiting(dm);
   }
   std::vector<uint32_t> waiters;
@@ -585,8 +632,11 @@ void Simulation::push_to_worker(Worker& w, uint32_t task, double len, double tra
     double extra = now + transfer < exp_end ? 0 : now + transfer - exp_end;
     w.exp_len += len + extra;
     if (cfg_.env.prefetch) { // starpu_prefetch_task_input_for: start fetching the operands now
-      for (uint8_t i = 0; i < t.nbuf; i++)
-        request(w.rank, handle(w.rank, t.tiles[i]), w.mem, kNone);
+      for (uint8_t i = 0; i < t.nbuf; i++) {
+        uint32_t h = handle(w.rank, t.tiles[i]);
+        prefetch_tasks_[slot(h, w.mem)]++; // coherency.c: nb_tasks_prefetch of the replica
+        request(w.rank, h, w.mem, kNone, true);
+      }
     }
   }
   wake(w);
@@ -714,7 +764,10 @@ void Simulation::prepare(Worker& w, uint32_t task)
   t.pending = 0;
   for (uint8_t i = 0; i < t.nbuf; i++) {
     uint32_t h = handle(w.rank, t.tiles[i]);
-    pins_[slot(h, w.mem)]++;
+    size_t sl = slot(h, w.mem);
+    pins_[sl]++;
+    if (prefetch_tasks_[sl] > 0) // _starpu_fetch_task_input: the task now holds it itself
+      prefetch_tasks_[sl]--;
     if (!request(w.rank, h, w.mem, task))
       t.pending++;
   }
@@ -740,7 +793,7 @@ void Simulation::execute(Worker& w, uint32_t task)
     touch(w.rank, h, w.mem);
   }
   MemNode& wm = mem_[rank_mem_[w.rank][w.mem]];
-  if (!wm.waiting.empty()) // the operands are evictable again
+  if (!wm.waiting.empty() || !wm.prefetch.empty()) // the operands are evictable again
     serve_waiting(wm);
   w.executed++;
   w.exp_start = sg4::Engine::get_clock(); // dmda_post_exec_hook

@@ -33,7 +33,8 @@ struct MemNode {
   double peak_used = 0;
   int inflight = 0;        // copies into this memory under way (their replicas become evictable)
   std::set<std::pair<uint64_t, uint32_t>> lru; // (last use stamp, handle) of GPU replicas
-  std::deque<uint32_t> waiting; // transfers into this memory waiting for space (FIFO)
+  std::deque<uint32_t> waiting;  // task fetches into this memory waiting for space (FIFO)
+  std::deque<uint32_t> prefetch; // prefetches waiting for space, served after the fetches
   bool admitting = false;       // admit() is running (no re-entry from drop_replica)
 };
 
@@ -72,6 +73,8 @@ struct Transfer {
   uint32_t version = 0;
   double start = 0;
   int path = -1; // links actually crossed (NumaEffects::move)
+  uint8_t queued = 0; // waiting for space in the destination: 1 fetch queue, 2 prefetch queue
+  bool prefetch = false;
   std::vector<uint32_t> waiters; // task ids, or kRecvFlag|reception id
 };
 
@@ -158,6 +161,7 @@ private:
   std::vector<uint64_t> stamp_;   // (handle, local mem) -> LRU stamp (GPU only)
   std::vector<uint8_t> evicting_; // (handle, local mem) -> evicted, its write-back to RAM under way
   uint64_t pending_evictions_ = 0; // slots with evicting_ set
+  std::vector<uint16_t> prefetch_tasks_; // (handle, local mem) -> queued tasks it was prefetched for
   uint64_t stamp_clock_ = 0, seq_ = 0;
   std::vector<Transfer> transfers_;
   std::vector<uint32_t> free_transfers_;
@@ -201,10 +205,10 @@ private:
 
   // data
   int best_source(int rank, uint32_t h, int dst_local);
-  bool request(int rank, uint32_t h, int dst_local, uint32_t waiter); // true if already valid
+  bool request(int rank, uint32_t h, int dst_local, uint32_t waiter, bool prefetch = false); // true if valid
   void admit(uint32_t tid);        // allocates the destination replica (maybe later), starts the copy
   void serve_waiting(MemNode& m);  // allocates and starts the waiting copies that fit
-  void make_room(MemNode& m);      // evicts LRU replicas until the waiting allocations fit
+  void make_room(MemNode& m, double need, bool for_prefetch); // evicts LRU replicas until `need` fits
   void finish_eviction(int rank, uint32_t h);
   void drop_replica(int rank, uint32_t h, int local);
   void touch(int rank, uint32_t h, int local);
