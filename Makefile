@@ -12,7 +12,7 @@ run: setup build
 	snakemake --cores $(CORES) all
 
 test: setup build
-	$(MAKE) --no-print-directory test-cpp test-python
+	$(MAKE) --no-print-directory -k test-cpp test-python
 
 setup:
 	@bash envs/setup.sh

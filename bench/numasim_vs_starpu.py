@@ -73,6 +73,7 @@ class Case:
     nt: int
     starpu: Run | None = None
     numasim: Run | None = None
+    error: str | None = None  # why the case could not be compared (e.g. StarPU-SimGrid aborted)
 
     @property
     def diff_pct(self) -> float:
@@ -91,6 +92,16 @@ def timed(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = 
         raise RuntimeError(f"{' '.join(cmd[:3])} ... failed ({proc.returncode}): {proc.stderr[-2000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return proc.stdout, wall, cpu
+
+
+def first_error_line(text: str) -> str:
+    """The most telling line of a failed run's message (assertion or error), shortened."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for key in ("assert failure", "Assertion", "error:", "Error"):
+        for ln in lines:
+            if key in ln:
+                return ln[-200:]
+    return (lines[0] if lines else text)[-200:]
 
 
 def last_json(out: str) -> dict:
@@ -226,14 +237,17 @@ def markdown(cases: list[Case]) -> str:
              " starpu-simgrid wall (s) | numasim wall (s) | speed-up |",
              "|---|---|---|---|---|---|---|---|"]
     for c in cases:
-        assert c.starpu and c.numasim
+        if c.error or not (c.starpu and c.numasim):
+            lines.append(f"| {c.platform} | {c.nt}×{c.nt} | — | — | — | — | — | not compared: {c.error} |")
+            continue
         lines.append(f"| {c.platform} | {c.nt}×{c.nt} | {c.starpu.makespan_s:.4f} | {c.numasim.makespan_s:.4f} | "
                      f"{c.diff_pct:+.2f} | {c.starpu.wall_s:.2f} | {c.numasim.wall_s:.2f} | "
                      f"{c.starpu.wall_s / c.numasim.wall_s:.0f}× |")
-    diffs = [abs(c.diff_pct) for c in cases]
+    diffs = [abs(c.diff_pct) for c in cases if c.starpu and c.numasim and not c.error]
     lines.append("")
-    lines.append(f"median |diff| = {statistics.median(diffs):.2f} %, max |diff| = {max(diffs):.2f} % "
-                 f"over {len(cases)} cases (target: median ≤ 5 %, max ≤ 10 %)")
+    if diffs:
+        lines.append(f"median |diff| = {statistics.median(diffs):.2f} %, max |diff| = {max(diffs):.2f} % "
+                     f"over {len(diffs)} compared cases of {len(cases)} (target: median ≤ 5 %, max ≤ 10 %)")
     return "\n".join(lines)
 
 
@@ -262,7 +276,12 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tmp)
         for host in args.hosts:
             for nt in args.tiles:
-                cases.append(shipped_case(host, nt, work))
+                try:
+                    cases.append(shipped_case(host, nt, work))
+                except RuntimeError as e:  # one engine failed on this case: record it, go on
+                    cases.append(Case(host, nt, error=first_error_line(str(e))))
+                    print(f"{host} {nt}: {cases[-1].error}", file=sys.stderr, flush=True)
+                    continue
                 if STARPU_ONLY:
                     print(f"{host} {nt}: starpu {cases[-1].starpu.makespan_s:.4f}", file=sys.stderr, flush=True)
                     continue
@@ -270,7 +289,12 @@ def main(argv: list[str] | None = None) -> int:
                       f"{cases[-1].numasim.makespan_s:.4f} ({cases[-1].diff_pct:+.2f} %)", file=sys.stderr, flush=True)
         for cluster in args.clusters:
             for nt in args.cluster_tiles:
-                cases.append(cluster_case(cluster, nt, work))
+                try:
+                    cases.append(cluster_case(cluster, nt, work))
+                except RuntimeError as e:
+                    cases.append(Case(cluster, nt, error=first_error_line(str(e))))
+                    print(f"{cluster} {nt}: {cases[-1].error}", file=sys.stderr, flush=True)
+                    continue
                 if STARPU_ONLY:
                     print(f"{cluster} {nt}: starpu {cases[-1].starpu.makespan_s:.4f}", file=sys.stderr, flush=True)
                     continue
@@ -282,7 +306,8 @@ def main(argv: list[str] | None = None) -> int:
     print(table)
     record = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "machine": platform.node(),
               "nproc": os.cpu_count(), "loadavg": os.getloadavg(), "smpi_cfg": SMPI_CFG,
-              "cases": [dict(asdict(c), diff_pct=c.diff_pct) for c in cases], "table": table}
+              "cases": [dict(asdict(c), diff_pct=c.diff_pct if c.starpu and c.numasim else None) for c in cases],
+              "table": table}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     from testbed.atomic import atomic_file
 
