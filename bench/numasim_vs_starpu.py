@@ -74,6 +74,7 @@ class Case:
     starpu: Run | None = None
     numasim: Run | None = None
     error: str | None = None  # why the case could not be compared (e.g. StarPU-SimGrid aborted)
+    extra_note: str | None = None  # configuration set to match what StarPU-SimGrid does
 
     @property
     def diff_pct(self) -> float:
@@ -166,11 +167,51 @@ def run_starpu(sampling: Path, hostname: str, cluster_xml: Path, hostfile: Path,
     return run
 
 
+def starpu_max_cuda_devices() -> int | None:
+    """STARPU_MAXCUDADEVS of the StarPU-SimGrid build (--enable-maxcudadev): StarPU enables at
+    most that many GPUs ("N CUDA devices available. Only M enabled")."""
+    for h in (ROOT / ".deps" / "starpu-simgrid" / "include").rglob("starpu_config.h"):
+        for line in h.read_text().splitlines():
+            if line.startswith("#define STARPU_MAXCUDADEVS "):
+                return int(line.split()[2])
+    return None
+
+
+def _misordered(lines: list[str], i: int) -> bool:
+    """Line i is "# a b c" but the regression values come after the multiple-regression block."""
+    return (lines[i].startswith("# a\t") and i + 3 < len(lines) and lines[i + 1].startswith("# not multiple")
+            and lines[i + 2].strip() == "0" and len(lines[i + 3].split()) == 3)
+
+
+def repaired_sampling(host: str, work: Path) -> Path:
+    """The shipped sampling directory, or, for a host whose model files have the non-linear
+    regression values ("a b c") after the "not multiple-regression-base" block instead of before
+    it (idgraf's starpu_dlu_lu_model_gemm: StarPU 1.4.10 itself rejects that file in
+    perfmodel_history.c scan_reg_model), a copy with those lines in the order StarPU reads.
+    No value is changed."""
+    import shutil
+
+    broken = [f for f in sorted((SHIPPED / "codelets" / "45").glob(f"*.{host}"))
+              if any(_misordered(ls, i) for ls in [f.read_text().splitlines(keepends=True)] for i in range(len(ls)))]
+    if not broken:
+        return SHIPPED
+    out = work / "sampling-repaired"
+    if not out.exists():
+        shutil.copytree(SHIPPED, out)
+        for f in broken:
+            lines = f.read_text().splitlines(keepends=True)
+            for i in range(len(lines)):
+                if _misordered(lines, i):
+                    lines[i + 1:i + 4] = [lines[i + 3], lines[i + 1], lines[i + 2]]
+            (out / "codelets" / "45" / f.name).write_text("".join(lines))
+    return out
+
+
 def run_numasim(platform_xml: Path, perfmodels: dict[str, str], nt: int, symbols: dict[str, str] | None,
-                work: Path, distribution: dict | None = None) -> Run:
+                work: Path, distribution: dict | None = None, env: dict[str, str] | None = None) -> Run:
     desc = {"platform": str(platform_xml), "perfmodels": perfmodels,
             "workload": {"kind": "lu", "n": nt * B, "b": B, "distribution": distribution or {"kind": "block-cyclic"}},
-            "env": {"STARPU_SCHED": "dmdas"}, "seed": 1, "variability": False}
+            "env": {"STARPU_SCHED": "dmdas", **(env or {})}, "seed": 1, "variability": False}
     if symbols:
         desc["symbols"] = symbols
     run_file = work / f"numasim-{platform_xml.stem}-{nt}.json"
@@ -195,10 +236,18 @@ def shipped_case(host: str, nt: int, work: Path) -> Case:
         write_platform(build_platform([NodeSource(host, host, SHIPPED / "bus" / f"{host}.platform.v4.xml")],
                                       name=host), xml)
     case = Case(host, nt)
-    case.starpu = run_starpu(SHIPPED, host, cluster_xml, hostfile, nt, "starpu-lu", d, host)
+    sampling = repaired_sampling(host, d)
+    case.starpu = run_starpu(sampling, host, cluster_xml, hostfile, nt, "starpu-lu", d, host)
     if STARPU_ONLY:
         return case
-    case.numasim = run_numasim(xml, {host: str(SHIPPED)}, nt, STARPU_LU_SYMBOLS, d)
+    # As many GPUs as StarPU-SimGrid enables (idgraf has 8; the build may enable fewer).
+    env = {}
+    ngpus = xml.read_text().count('<prop id="kind" value="gpu"')
+    maxdev = starpu_max_cuda_devices()
+    if maxdev is not None and ngpus > maxdev:
+        env["STARPU_NCUDA"] = str(maxdev)
+        case.extra_note = f"STARPU_NCUDA={maxdev} (StarPU-SimGrid built with STARPU_MAXCUDADEVS={maxdev})"
+    case.numasim = run_numasim(xml, {host: str(sampling)}, nt, STARPU_LU_SYMBOLS, d, env=env)
     return case
 
 

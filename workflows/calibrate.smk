@@ -32,8 +32,8 @@ rule calibrate:
         [f"calibration/{CALIBRATION_MACHINE}/{f}" for f in CALIBRATION_EXTRA],
 
 
-# No conda env: the job needs the node's own compiler, OpenBLAS, hwloc and the
-# native StarPU build (envs/setup.sh), which is what is being calibrated.
+# The conda env holds the Python side only; the compiler, OpenBLAS, hwloc and the
+# native StarPU build are the node's own (envs/setup.sh): they are what is calibrated.
 rule calibration_bundle:
     output:
         summary="calibration/{machine}/summary.md",
@@ -47,6 +47,8 @@ rule calibration_bundle:
         runtime=240,
         calibration_node=1,
     threads: workflow.cores
+    conda:
+        "envs/testbed.yaml"
     shell:
         "testbed calibrate --machine {wildcards.machine} --out calibration/{wildcards.machine} "
         "{params.options} > {log} 2>&1"

@@ -26,15 +26,16 @@ Simulation::Simulation(sg4::Engine& engine, RunConfig cfg) : engine_(engine), cf
   ntiles_ = static_cast<size_t>(cfg_.nt) * cfg_.nt;
   size_t nh = ntiles_ * nodes_.size();
   hstate_.assign(nh, {});
-  fetch_id_.assign(nh * kMaxMemNodes, -1);
-  pins_.assign(nh * kMaxMemNodes, 0);
-  stamp_.assign(nh * kMaxMemNodes, 0);
-  evicting_.assign(nh * kMaxMemNodes, 0);
-  prefetch_tasks_.assign(nh * kMaxMemNodes, 0);
+  fetch_id_.assign(nh * mem_stride_, -1);
+  pins_.assign(nh * mem_stride_, 0);
+  stamp_.assign(nh * mem_stride_, 0);
+  evicting_.assign(nh * mem_stride_, 0);
+  prefetch_tasks_.assign(nh * mem_stride_, 0);
+  dirty_.assign(nh * mem_stride_, 0);
   // Initial data: each tile on its owner's main RAM node (first touch by the main thread).
   for (uint32_t t = 0; t < ntiles_; t++) {
     int r = cfg_.owner[t];
-    hstate_[handle(r, t)].valid = static_cast<uint8_t>(1u << home_[r]);
+    hstate_[handle(r, t)].valid = static_cast<MemMask>(1u << home_[r]);
   }
   numa_ = std::make_unique<NumaEffects>(*this); // pages, kernel traffic, thread paths (numa_effects.cpp)
   numa_->init();
@@ -93,7 +94,9 @@ void Simulation::setup_nodes()
             gpu_mem[g.index] = add_mem(true, g.numa, g.host, usable_gpu_memory(g.memory));
     rank_cuda_devices_[r] = static_cast<int>(gpu_mem.size());
     if (rank_mem_[r].size() > kMaxMemNodes)
-      throw InputError(cfg_.platform, "node " + n.name, "at most 8 memory nodes (RAM NUMA nodes + GPUs)");
+      throw InputError(cfg_.platform, "node " + n.name,
+                       "at most " + std::to_string(kMaxMemNodes) + " memory nodes (RAM NUMA nodes + GPUs)");
+    mem_stride_ = std::max(mem_stride_, static_cast<int>(rank_mem_[r].size()));
     for (const auto& wp : th.workers) {
       Worker w;
       w.id = static_cast<int>(workers_.size());
@@ -207,10 +210,10 @@ std::vector<std::string> Simulation::route_links(int gsrc, int gdst) { return ro
 int Simulation::best_source(int rank, uint32_t h, int dst_local)
 {
   // _starpu_select_src_node: among valid replicas, the one with the best predicted time.
-  uint8_t valid = hstate_[h].valid;
+  MemMask valid = hstate_[h].valid;
   int best = -1;
   double best_t = std::numeric_limits<double>::infinity();
-  for (int l = 0; l < kMaxMemNodes; l++)
+  for (int l = 0; l < mem_stride_; l++)
     if (valid & (1u << l)) {
       double t = estimate(rank_mem_[rank][l], rank_mem_[rank][dst_local], tile_bytes_);
       if (t < best_t) {
@@ -250,9 +253,10 @@ void Simulation::touch(int rank, uint32_t h, int local)
 void Simulation::drop_replica(int rank, uint32_t h, int local)
 {
   MemNode& m = mem_[rank_mem_[rank][local]];
-  hstate_[h].valid &= static_cast<uint8_t>(~(1u << local));
+  hstate_[h].valid &= static_cast<MemMask>(~(1u << local));
   if (m.gpu) {
     size_t s = slot(h, local);
+    set_clean(rank, h, local);
     if (evicting_[s]) { // invalidated while its write-back was under way: nothing left to write back
       evicting_[s] = 0;
       pending_evictions_--;
@@ -283,6 +287,7 @@ void Simulation::make_room(MemNode& m, double need, bool for_prefetch)
     if (for_prefetch && prefetch_tasks_[vs] > 0) // memalloc.c starpu_data_can_evict: a prefetch does
       continue; // not evict data prefetched for tasks that have not fetched it yet
     if (hstate_[victim].valid == (1u << local)) {
+      set_clean(rank, victim, local); // its write-back is submitted now
       evicting_[vs] = 1;
       pending_evictions_++;
       m.pending_free += tile_bytes_;
@@ -367,12 +372,44 @@ void Simulation::admit(uint32_t tid)
   serve_waiting(m);
 }
 
+void Simulation::set_clean(int rank, uint32_t h, int local)
+{
+  size_t s = slot(h, local);
+  if (!dirty_[s])
+    return;
+  dirty_[s] = 0;
+  mem_[rank_mem_[rank][local]].dirty--;
+  pending_dirty_--;
+}
+
+void Simulation::tidy(MemNode& m)
+{
+  // starpu_memchunk_tidy (datawizard/memalloc.c), run at each progress of a memory node: when
+  // fewer than STARPU_MINIMUM_CLEAN_BUFFERS (5) % of the allocated buffers are clean, dirty ones
+  // (oldest first) are written back to the main RAM node as idle requests, each counted clean at
+  // once, until STARPU_TARGET_CLEAN_BUFFERS (10) % are; buffers a task holds are skipped.
+  const int64_t nb = static_cast<int64_t>(m.lru.size());
+  int64_t clean = nb - m.dirty;
+  if (m.dirty == 0 || clean >= nb * 5 / 100)
+    return;
+  for (auto it = m.lru.begin(); it != m.lru.end() && clean < nb * 10 / 100;) {
+    uint32_t h = it->second;
+    ++it;
+    size_t s = slot(h, m.local);
+    if (!dirty_[s] || pins_[s] > 0 || evicting_[s])
+      continue;
+    set_clean(m.rank, h, m.local);
+    clean++;
+    request(m.rank, h, home_[m.rank], kNone);
+  }
+}
+
 void Simulation::finish_eviction(int rank, uint32_t h)
 {
   // A write-back to the main RAM node ended: each replica of h evicted meanwhile is freed now,
   // unless a task got in while the copy ran or the copy is stale (memalloc.c: "a task got in,
   // abort"); then its space stays in use and the waiting allocations look for other victims.
-  for (int l = 0; l < kMaxMemNodes; l++) {
+  for (int l = 0; l < mem_stride_; l++) {
     size_t s = slot(h, l);
     if (!evicting_[s])
       continue;
@@ -380,7 +417,7 @@ void Simulation::finish_eviction(int rank, uint32_t h)
     evicting_[s] = 0;
     pending_evictions_--;
     m.pending_free -= tile_bytes_;
-    uint8_t valid = hstate_[h].valid, bit = static_cast<uint8_t>(1u << l);
+    MemMask valid = hstate_[h].valid, bit = static_cast<MemMask>(1u << l);
     if ((valid & bit) && (valid & ~bit) && pins_[s] == 0 && fetch_id_[s] < 0) {
       drop_replica(rank, h, l);
       sum_.evictions++;
@@ -392,7 +429,7 @@ void Simulation::finish_eviction(int rank, uint32_t h)
 bool Simulation::request(int rank, uint32_t h, int dst_local, uint32_t waiter, bool prefetch)
 {
   HandleState& s = hstate_[h];
-  uint8_t bit = static_cast<uint8_t>(1u << dst_local);
+  MemMask bit = static_cast<MemMask>(1u << dst_local);
   if (s.valid & bit)
     return true;
   size_t sl = slot(h, dst_local);
@@ -503,17 +540,21 @@ void Simulation::transfer_done(uint32_t tid)
   }
   int local = mem_[t.gdst].local;
   HandleState& s = hstate_[t.handle];
-  uint8_t bit = static_cast<uint8_t>(1u << local);
-  s.fetching &= static_cast<uint8_t>(~bit);
+  MemMask bit = static_cast<MemMask>(1u << local);
+  s.fetching &= static_cast<MemMask>(~bit);
   fetch_id_[slot(t.handle, local)] = -1;
-  if (s.version == t.version)
+  if (s.version == t.version) {
+    if (pending_dirty_ > 0)
+      for (int l = 0; l < mem_stride_; l++) // the replica it came from is no longer the only copy
+        set_clean(t.rank, t.handle, l);
     s.valid |= bit;
-  else // the tile was rewritten meanwhile: the copy is stale
+  } else // the tile was rewritten meanwhile: the copy is stale
     drop_replica(t.rank, t.handle, local);
   if (local == home_[t.rank] && pending_evictions_ > 0)
     finish_eviction(t.rank, t.handle);
   MemNode& dm = mem_[t.gdst];
   if (dm.gpu) {
+    tidy(dm);
     dm.inflight--;
     if (!dm.waiting.empty() || !dm.prefetch.empty())
       serve_waiting(dm);
@@ -782,17 +823,25 @@ void Simulation::execute(Worker& w, uint32_t task)
   // Write: the worker's replica becomes the only valid one (MSI invalidation).
   uint32_t written = handle(w.rank, t.tiles[t.nbuf - 1]);
   HandleState& s = hstate_[written];
-  for (int l = 0; l < kMaxMemNodes; l++)
+  for (int l = 0; l < mem_stride_; l++)
     if (l != w.mem && (s.valid & (1u << l)))
       drop_replica(w.rank, written, l);
-  s.valid = static_cast<uint8_t>(1u << w.mem);
+  s.valid = static_cast<MemMask>(1u << w.mem);
   s.version++;
+  MemNode& wm = mem_[rank_mem_[w.rank][w.mem]];
+  size_t wsl = slot(written, w.mem);
+  if (wm.gpu && !dirty_[wsl]) { // _starpu_memchunk_dirty
+    dirty_[wsl] = 1;
+    wm.dirty++;
+    pending_dirty_++;
+  }
   for (uint8_t i = 0; i < t.nbuf; i++) {
     uint32_t h = handle(w.rank, t.tiles[i]);
     pins_[slot(h, w.mem)]--;
     touch(w.rank, h, w.mem);
   }
-  MemNode& wm = mem_[rank_mem_[w.rank][w.mem]];
+  if (wm.gpu)
+    tidy(wm);
   if (!wm.waiting.empty() || !wm.prefetch.empty()) // the operands are evictable again
     serve_waiting(wm);
   w.executed++;
@@ -909,11 +958,11 @@ void Simulation::mpi_loop(int rank)
       // Received into the main RAM node; this version replaces any older cached one.
       uint32_t h = handle(rc.dst, rc.tile);
       HandleState& s = hstate_[h];
-      for (int l = 0; l < kMaxMemNodes; l++)
+      for (int l = 0; l < mem_stride_; l++)
         if (s.valid & (1u << l))
           drop_replica(rc.dst, h, l);
       s.version = rc.version;
-      s.valid = static_cast<uint8_t>(1u << home_[rc.dst]);
+      s.valid = static_cast<MemMask>(1u << home_[rc.dst]);
       release(static_cast<uint32_t>(dag_.tasks.size()) + r, -1);
     }
   }

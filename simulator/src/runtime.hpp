@@ -18,7 +18,8 @@
 
 namespace numasim {
 
-constexpr int kMaxMemNodes = 8; // per machine node: RAM nodes + GPU memories
+constexpr int kMaxMemNodes = 16; // per machine node: RAM nodes + GPU memories (bits of MemMask)
+using MemMask = uint16_t;         // a set of memory nodes of one machine node (local indices)
 
 struct MemNode {
   int rank;
@@ -32,6 +33,7 @@ struct MemNode {
   double pending_free = 0; // bytes of evicted dirty replicas whose write-back is under way
   double peak_used = 0;
   int inflight = 0;        // copies into this memory under way (their replicas become evictable)
+  int dirty = 0;           // replicas here that are the only valid copy, no write-back submitted
   std::set<std::pair<uint64_t, uint32_t>> lru; // (last use stamp, handle) of GPU replicas
   std::deque<uint32_t> waiting;  // task fetches into this memory waiting for space (FIFO)
   std::deque<uint32_t> prefetch; // prefetches waiting for space, served after the fetches
@@ -104,7 +106,7 @@ public:
   const Dag& dag() const { return dag_; }
   int global_mem(int rank, int local) const { return rank_mem_[rank][local]; }
   int home_mem(int rank) const { return home_[rank]; } // local index of the main RAM node
-  uint8_t valid_mask(int rank, uint32_t tile) const { return hstate_[handle(rank, tile)].valid; }
+  MemMask valid_mask(int rank, uint32_t tile) const { return hstate_[handle(rank, tile)].valid; }
   double estimate(int gsrc, int gdst, double bytes);
   struct TransferRecord {
     double start, end, bytes;
@@ -127,8 +129,8 @@ private:
   static constexpr uint32_t kRecvFlag = 0x80000000u;
   struct HandleState {
     uint32_t version = 0;
-    uint8_t valid = 0;    // memory nodes (local indices) holding the current version
-    uint8_t fetching = 0; // memory nodes with a transfer under way
+    MemMask valid = 0;    // memory nodes (local indices) holding the current version
+    MemMask fetching = 0; // memory nodes with a transfer under way
   };
   struct Route {
     bool known = false;
@@ -162,6 +164,8 @@ private:
   std::vector<uint8_t> evicting_; // (handle, local mem) -> evicted, its write-back to RAM under way
   uint64_t pending_evictions_ = 0; // slots with evicting_ set
   std::vector<uint16_t> prefetch_tasks_; // (handle, local mem) -> queued tasks it was prefetched for
+  std::vector<uint8_t> dirty_;           // (handle, local mem) -> counted in MemNode::dirty
+  uint64_t pending_dirty_ = 0;           // slots with dirty_ set
   uint64_t stamp_clock_ = 0, seq_ = 0;
   std::vector<Transfer> transfers_;
   std::vector<uint32_t> free_transfers_;
@@ -189,7 +193,8 @@ private:
   std::unique_ptr<NumaEffects> numa_;
 
   uint32_t handle(int rank, uint32_t tile) const { return static_cast<uint32_t>(rank * ntiles_ + tile); }
-  size_t slot(uint32_t h, int local) const { return static_cast<size_t>(h) * kMaxMemNodes + local; }
+  int mem_stride_ = 1; // most memory nodes of a machine node: per-(handle, memory node) arrays' stride
+  size_t slot(uint32_t h, int local) const { return static_cast<size_t>(h) * mem_stride_ + local; }
   Route& route(int gsrc, int gdst);
   void setup_nodes();
   void load_models();
@@ -210,6 +215,8 @@ private:
   void serve_waiting(MemNode& m);  // allocates and starts the waiting copies that fit
   void make_room(MemNode& m, double need, bool for_prefetch); // evicts LRU replicas until `need` fits
   void finish_eviction(int rank, uint32_t h);
+  void set_clean(int rank, uint32_t h, int local);
+  void tidy(MemNode& m); // writes dirty replicas back ahead of need (memalloc.c starpu_memchunk_tidy)
   void drop_replica(int rank, uint32_t h, int local);
   void touch(int rank, uint32_t h, int local);
   void start_transfer(uint32_t tid);
