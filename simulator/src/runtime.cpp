@@ -37,6 +37,17 @@ Simulation::Simulation(sg4::Engine& engine, RunConfig cfg) : engine_(engine), cf
     int r = cfg_.owner[t];
     hstate_[handle(r, t)].valid = static_cast<MemMask>(1u << home_[r]);
   }
+  for (const auto& t : dag_.tasks)
+    prio_levels_.push_back(t.prio);
+  std::sort(prio_levels_.begin(), prio_levels_.end(), std::greater<>());
+  prio_levels_.erase(std::unique(prio_levels_.begin(), prio_levels_.end()), prio_levels_.end());
+  prio_rank_.resize(dag_.tasks.size());
+  for (size_t i = 0; i < dag_.tasks.size(); i++)
+    prio_rank_[i] = static_cast<uint32_t>(
+        std::lower_bound(prio_levels_.begin(), prio_levels_.end(), dag_.tasks[i].prio, std::greater<>()) -
+        prio_levels_.begin());
+  for (auto& w : workers_)
+    w.queued_ps.assign(prio_levels_.size() + 1, 0);
   numa_ = std::make_unique<NumaEffects>(*this); // pages, kernel traffic, thread paths (numa_effects.cpp)
   numa_->init();
   routes_.resize(mem_.size() * mem_.size());
@@ -529,30 +540,37 @@ void Simulation::account(int gsrc, int gdst, double bytes, double start, int pat
 
 void Simulation::transfer_done(uint32_t tid)
 {
-  Transfer& t = transfers_[tid];
-  account(t.gsrc, t.gdst, tile_bytes_, t.start, t.path);
-  if (t.mpi) {
+  // No reference into transfers_ is held across calls that may request copies (eviction,
+  // tidying, waiting allocations): a request may grow the vector.
+  const Transfer t0 = [&] {
+    Transfer c;
+    const Transfer& t = transfers_[tid];
+    c.rank = t.rank, c.handle = t.handle, c.gsrc = t.gsrc, c.gdst = t.gdst, c.mpi = t.mpi, c.recv = t.recv;
+    c.version = t.version, c.start = t.start, c.path = t.path;
+    return c;
+  }();
+  account(t0.gsrc, t0.gdst, tile_bytes_, t0.start, t0.path);
+  if (t0.mpi) {
     sum_.mpi_messages++;
-    uint32_t r = t.recv;
     free_transfers_.push_back(tid);
-    mpi_enqueue(dag_.receptions[r].dst, false, r);
+    mpi_enqueue(dag_.receptions[t0.recv].dst, false, t0.recv);
     return;
   }
-  int local = mem_[t.gdst].local;
-  HandleState& s = hstate_[t.handle];
+  int local = mem_[t0.gdst].local;
+  HandleState& s = hstate_[t0.handle];
   MemMask bit = static_cast<MemMask>(1u << local);
   s.fetching &= static_cast<MemMask>(~bit);
-  fetch_id_[slot(t.handle, local)] = -1;
-  if (s.version == t.version) {
+  fetch_id_[slot(t0.handle, local)] = -1;
+  if (s.version == t0.version) {
     if (pending_dirty_ > 0)
       for (int l = 0; l < mem_stride_; l++) // the replica it came from is no longer the only copy
-        set_clean(t.rank, t.handle, l);
+        set_clean(t0.rank, t0.handle, l);
     s.valid |= bit;
   } else // the tile was rewritten meanwhile: the copy is stale
-    drop_replica(t.rank, t.handle, local);
-  if (local == home_[t.rank] && pending_evictions_ > 0)
-    finish_eviction(t.rank, t.handle);
-  MemNode& dm = mem_[t.gdst];
+    drop_replica(t0.rank, t0.handle, local);
+  if (local == home_[t0.rank] && pending_evictions_ > 0)
+    finish_eviction(t0.rank, t0.handle);
+  MemNode& dm = mem_[t0.gdst];
   if (dm.gpu) {
     tidy(dm);
     dm.inflight--;
@@ -560,7 +578,7 @@ void Simulation::transfer_done(uint32_t tid)
       serve_waiting(dm);
   }
   std::vector<uint32_t> waiters;
-  waiters.swap(t.waiters);
+  waiters.swap(transfers_[tid].waiters);
   free_transfers_.push_back(tid);
   for (uint32_t w : waiters)
     satisfy(w);
@@ -612,10 +630,20 @@ double Simulation::queued_before(const Worker& w, int32_t prio) const
     return 0; // the task goes to the head: only the pipeline (not modelled separately) is ahead
   if (w.queue.rbegin()->prio >= prio)
     return w.exp_len;
-  double len = 0;
-  for (auto it = w.queue.begin(); it != w.queue.end() && it->prio >= prio; ++it)
-    len += dag_.tasks[it->task].predicted;
-  return len;
+  // Fenwick prefix sum over the priority ranks of priorities >= prio.
+  size_t n = static_cast<size_t>(std::upper_bound(prio_levels_.begin(), prio_levels_.end(), prio, std::greater<>()) -
+                                 prio_levels_.begin());
+  int64_t ps = 0;
+  for (size_t i = n; i > 0; i -= i & (~i + 1))
+    ps += w.queued_ps[i];
+  return static_cast<double>(ps) * 1e-12;
+}
+
+void Simulation::queue_add(Worker& w, uint32_t task, int sign)
+{
+  int64_t ps = sign * std::llround(static_cast<double>(dag_.tasks[task].predicted) * 1e12);
+  for (size_t i = prio_rank_[task] + 1; i < w.queued_ps.size(); i += i & (~i + 1))
+    w.queued_ps[i] += ps;
 }
 
 int Simulation::dmda_choose(uint32_t task, double* best_fitness)
@@ -666,6 +694,7 @@ void Simulation::push_to_worker(Worker& w, uint32_t task, double len, double tra
   t.predicted = static_cast<float>(len);
   bool sorted = cfg_.env.sched == Scheduler::dmdas || cfg_.env.sched == Scheduler::lws;
   w.queue.insert({sorted ? t.prio : 0, seq_++, task});
+  queue_add(w, task, +1);
   if (cfg_.env.sched == Scheduler::dmda || cfg_.env.sched == Scheduler::dmdas) {
     // dmda_push_task_to_workers: transfer time not covered by the queue is added to exp_len.
     w.exp_start = std::max(w.exp_start, now);
@@ -741,6 +770,7 @@ int32_t Simulation::pop(Worker& w)
         if (can_run(it->task)) {
           uint32_t task = it->task;
           from.queue.erase(it);
+          queue_add(from, task, -1);
           dag_.tasks[task].worker = w.id;
           return static_cast<int32_t>(task);
         }
@@ -776,6 +806,7 @@ int32_t Simulation::pop(Worker& w)
   }
   uint32_t task = chosen->task;
   w.queue.erase(chosen);
+  queue_add(w, task, -1);
   // dmda_pre_exec_hook: the task leaves the expected queue length.
   double len = dag_.tasks[task].predicted;
   w.exp_len = std::max(0.0, w.exp_len - len);

@@ -60,6 +60,9 @@ struct Worker {
   // dmda's per-worker expectations (deque_modeling_policy_data_aware.c)
   double exp_start = 0, exp_len = 0;
   std::set<QueueKey> queue;
+  // Model lengths of the queued tasks by priority rank (Fenwick tree, integer picoseconds so
+  // that sums do not depend on the order of insertions): dmdas' work ahead of a priority.
+  std::vector<int64_t> queued_ps;
   std::deque<uint32_t> inflight; // popped tasks (more than one with STARPU_CUDA_PIPELINE)
   sg4::ActorPtr actor;
   bool suspended = false;
@@ -205,6 +208,9 @@ private:
   int32_t pop(Worker& w);
   double data_penalty(const Task& t, const Worker& w);
   double queued_before(const Worker& w, int32_t prio) const;
+  void queue_add(Worker& w, uint32_t task, int sign); // keeps Worker::queued_ps in step with queue
+  std::vector<int32_t> prio_levels_;  // distinct task priorities, decreasing
+  std::vector<uint32_t> prio_rank_;   // per task: index of its priority in prio_levels_
   void wake(Worker& w);
   void wake_idle(int rank, const Task& t);
 
