@@ -288,15 +288,36 @@ void Simulation::make_room(MemNode& m, double need, bool for_prefetch)
   // first written back to the main RAM node (transfer_subtree_to_node waits for that request)
   // and keeps its space, and stays a valid source, until the write-back ends (finish_eviction).
   const int rank = m.rank, local = m.local;
+  auto evictable = [&](uint32_t victim) {
+    size_t vs = slot(victim, local);
+    if (pins_[vs] > 0 || fetch_id_[vs] >= 0 || evicting_[vs]) // in use (memalloc.c may_free_subtree)
+      return false;
+    // memalloc.c starpu_data_can_evict: a prefetch does not evict data prefetched for tasks that
+    // have not fetched it yet.
+    return !(for_prefetch && prefetch_tasks_[vs] > 0);
+  };
+  // First, reuse clean chunks: every tile has the same allocation footprint, and an allocation
+  // that does not fit first takes over, in LRU order, a chunk that can be thrown away without a
+  // write-back (memalloc.c _starpu_allocate_interface → try_to_reuse_potentially_in_use_mc →
+  // try_to_throw_mem_chunk skips STARPU_OWNER replicas when reusing: "Only reuse memchunks which
+  // are easy to throw away (which is likely thanks to periodic tidying)").
+  for (auto it = m.lru.begin(); m.used + need - m.pending_free > m.capacity && it != m.lru.end();) {
+    uint32_t victim = it->second;
+    ++it; // drop_replica erases the victim's entry only
+    if (!evictable(victim) || hstate_[victim].valid == (1u << local))
+      continue;
+    drop_replica(rank, victim, local);
+    sum_.evictions++;
+  }
+  // Only then the generic reclaim (_starpu_memory_reclaim_generic → free_potentially_in_use_mc),
+  // in LRU order, which writes sole copies back first.
   auto it = m.lru.begin();
   while (m.used + need - m.pending_free > m.capacity && it != m.lru.end()) {
     uint32_t victim = it->second;
     ++it; // drop_replica erases the victim's entry only
     size_t vs = slot(victim, local);
-    if (pins_[vs] > 0 || fetch_id_[vs] >= 0 || evicting_[vs]) // in use (memalloc.c may_free_subtree)
+    if (!evictable(victim))
       continue;
-    if (for_prefetch && prefetch_tasks_[vs] > 0) // memalloc.c starpu_data_can_evict: a prefetch does
-      continue; // not evict data prefetched for tasks that have not fetched it yet
     if (hstate_[victim].valid == (1u << local)) {
       set_clean(rank, victim, local); // its write-back is submitted now
       evicting_[vs] = 1;

@@ -8,8 +8,8 @@ import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from testbed import ROOT, paths
-from testbed.engines import RunSpec
+from testbed import paths
+from testbed.engines import RunSpec, platform_dir_for
 from testbed.errors import InputError
 from testbed.factors import env_per_machine
 
@@ -44,11 +44,10 @@ def heterogeneous_distribution(spec: RunSpec, pdir: Path, workdir: Path) -> dict
     return {"kind": "file", "path": str(path)}
 
 
-def platform_dir(spec: RunSpec) -> Path:
-    d = spec.platform_dir or ROOT / "results" / "platforms" / spec.cluster
-    if not (d / "numasim.xml").exists():
-        raise InputError(d / "numasim.xml", "platform", f"a numasim platform (run `testbed platform --cluster {spec.cluster} --out {d}`)")
-    return d
+def checked_platform(pdir: Path) -> Path:
+    if not (pdir / "numasim.xml").exists():
+        raise InputError(pdir / "numasim.xml", "platform", "a numasim platform written by `testbed platform`")
+    return pdir
 
 
 def run_description(spec: RunSpec, pdir: Path, workdir: Path | None = None) -> dict:
@@ -95,6 +94,6 @@ def run_binary(desc: dict, workdir: Path | None = None) -> dict:
 
 
 def run(spec: RunSpec) -> dict:
-    pdir = platform_dir(spec)
     with tempfile.TemporaryDirectory(dir=spec.workdir) as tmp:
+        pdir = checked_platform(platform_dir_for(spec, Path(tmp)))
         return run_binary(run_description(spec, pdir, Path(tmp)), Path(tmp))
