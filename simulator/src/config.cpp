@@ -83,12 +83,14 @@ StarpuEnv parse_starpu_env(const std::map<std::string, std::string>& env, const 
         e.sched = Scheduler::dmda;
       else if (v == "dmdas")
         e.sched = Scheduler::dmdas;
+      else if (v == "dmdasd")
+        e.sched = Scheduler::dmdasd;
       else if (v == "eager")
         e.sched = Scheduler::eager;
       else if (v == "lws")
         e.sched = Scheduler::lws;
       else
-        throw InputError(file, key, "one of dmda, dmdas, eager, lws (schedulers numasim models), got '" + v + "'");
+        throw InputError(file, key, "one of dmda, dmdas, dmdasd, eager, lws (schedulers numasim models), got '" + v + "'");
     } else if (k == "STARPU_SCHED_ALPHA")
       e.alpha = parse_double(v, file, key);
     else if (k == "STARPU_SCHED_BETA")

@@ -11,7 +11,7 @@
 
 namespace numasim {
 
-enum class Scheduler { dmda, dmdas, eager, lws };
+enum class Scheduler { dmda, dmdas, dmdasd, eager, lws };
 enum class TaskKind : uint8_t { getrf = 0, trsm_row = 1, trsm_col = 2, gemm = 3 }; // row: A(k,n), col: A(m,k)
 constexpr int kNumKinds = 4;
 const char* kind_name(TaskKind k); // "getrf", "trsm", "trsm", "gemm" (Value column of the trace)

@@ -53,6 +53,7 @@ Simulation::Simulation(sg4::Engine& engine, RunConfig cfg) : engine_(engine), cf
   routes_.resize(mem_.size() * mem_.size());
   runner_of_pair_.assign(mem_.size() * mem_.size(), -1);
   central_.resize(nodes_.size());
+  gpu_copies_.resize(nodes_.size());
   log_transfers_ = !cfg_.transfers.empty();
 }
 
@@ -343,9 +344,9 @@ void Simulation::serve_waiting(MemNode& m)
   if (m.admitting)
     return;
   m.admitting = true;
-  auto start = [&](std::deque<uint32_t>& q) {
-    uint32_t tid = q.front();
-    q.pop_front();
+  auto start = [&](std::set<AllocKey>& q, std::set<AllocKey>::iterator at) {
+    uint32_t tid = at->tid;
+    q.erase(at);
     if (m.used + tile_bytes_ > m.capacity)
       sum_.overcommits++;
     m.used += tile_bytes_;
@@ -366,23 +367,62 @@ void Simulation::serve_waiting(MemNode& m)
     m.inflight++;
     start_transfer(tid);
   };
-  while (!m.waiting.empty()) {
+  // A request is taken from its list (and its memory allocated) only while fewer than
+  // MAX_PENDING_REQUESTS_PER_NODE (5; prefetches: MAX_PENDING_PREFETCH_REQUESTS_PER_NODE, 2)
+  // copies are under way between its source and this memory (data_request.c
+  // __starpu_handle_node_data_requests takes at most n − npending requests per peer node, highest
+  // priority first): copies are allocated just ahead of the links, not ahead of the memory.
+  auto startable = [&](std::set<AllocKey>& q, int limit) {
+    auto it = q.begin();
+    for (; it != q.end(); ++it) {
+      const Transfer& t = transfers_[it->tid];
+      int src = mem_[t.gsrc].local;
+      if (!(hstate_[t.handle].valid & (1u << src)))
+        src = best_source(t.rank, t.handle, m.local);
+      if (src < 0 || pending_copies(rank_mem_[t.rank][src], t.gdst) < limit)
+        break;
+    }
+    return it;
+  };
+  bool out_of_memory = false;
+  // Eviction may start copies, and starting a copy resumes actors that may change the queues:
+  // the chosen entry is looked up again after make_room.
+  for (auto it = startable(m.waiting, kMaxPendingFetches); it != m.waiting.end();
+       it = startable(m.waiting, kMaxPendingFetches)) {
+    const AllocKey key = *it;
     make_room(m, m.reserved, false);
-    if (m.used + tile_bytes_ > m.capacity && (m.pending_free > 0 || m.inflight > 0))
-      break; // finish_eviction / transfer_done serve the queue again
+    if (m.used + tile_bytes_ > m.capacity && (m.pending_free > 0 || m.inflight > 0)) {
+      out_of_memory = true; // finish_eviction / transfer_done serve the queue again
+      break;
+    }
+    if ((it = m.waiting.find(key)) == m.waiting.end())
+      continue;
     m.reserved -= tile_bytes_;
-    start(m.waiting);
+    start(m.waiting, it);
   }
   // Prefetches come after the task fetches (data_request.c: separate prefetch request lists,
-  // handled when the fetch lists are empty) and never overcommit: one that finds no room stays
-  // queued until a copy lands, a task ends or a fetch takes it over (request()).
-  while (m.waiting.empty() && !m.prefetch.empty()) {
+  // handled unless the fetch lists ran out of memory; datawizard.c ____starpu_datawizard_progress)
+  // and never overcommit: one that finds no room stays queued until a copy lands, a task ends or
+  // a fetch takes it over (request()).
+  while (!out_of_memory) {
+    auto it = startable(m.prefetch, kMaxPendingPrefetches);
+    if (it == m.prefetch.end())
+      break; // transfer_done serves the queue again
+    const AllocKey key = *it;
     make_room(m, tile_bytes_, true);
     if (m.used + tile_bytes_ > m.capacity)
       break;
-    start(m.prefetch);
+    if ((it = m.prefetch.find(key)) == m.prefetch.end())
+      continue;
+    start(m.prefetch, it);
   }
   m.admitting = false;
+}
+
+int Simulation::pending_copies(int gsrc, int gdst) const
+{
+  int32_t rid = runner_of_pair_[static_cast<size_t>(gsrc) * mem_.size() + gdst];
+  return rid < 0 ? 0 : runners_[rid].pending;
 }
 
 void Simulation::admit(uint32_t tid)
@@ -393,12 +433,13 @@ void Simulation::admit(uint32_t tid)
     return;
   }
   Transfer& t = transfers_[tid];
+  t.qseq = alloc_seq_++;
   if (t.prefetch) {
     t.queued = 2;
-    m.prefetch.push_back(tid);
+    m.prefetch.insert({t.prio, t.qseq, tid});
   } else {
     t.queued = 1;
-    m.waiting.push_back(tid);
+    m.waiting.insert({t.prio, t.qseq, tid});
     m.reserved += tile_bytes_;
   }
   serve_waiting(m);
@@ -458,12 +499,17 @@ void Simulation::finish_eviction(int rank, uint32_t h)
   }
 }
 
-bool Simulation::request(int rank, uint32_t h, int dst_local, uint32_t waiter, bool prefetch)
+bool Simulation::request(int rank, uint32_t h, int dst_local, uint32_t waiter, bool prefetch, int32_t prio)
 {
   HandleState& s = hstate_[h];
   MemMask bit = static_cast<MemMask>(1u << dst_local);
-  if (s.valid & bit)
+  if (s.valid & bit) {
+    // A (pre)fetch that finds the data there moves it to the most recently used end
+    // (coherency.c _starpu_fetch_data_on_node → _starpu_memchunk_recently_used; StarPU does not
+    // touch the chunk when the task ends).
+    touch(rank, h, dst_local);
     return true;
+  }
   size_t sl = slot(h, dst_local);
   if (s.fetching & bit) {
     uint32_t tid = static_cast<uint32_t>(fetch_id_[sl]);
@@ -474,9 +520,9 @@ bool Simulation::request(int rank, uint32_t h, int dst_local, uint32_t waiter, b
       t.prefetch = false;
       if (t.queued == 2) {
         MemNode& m = mem_[t.gdst];
-        m.prefetch.erase(std::find(m.prefetch.begin(), m.prefetch.end(), tid));
+        m.prefetch.erase({t.prio, t.qseq, tid});
         t.queued = 1;
-        m.waiting.push_back(tid);
+        m.waiting.insert({t.prio, t.qseq, tid});
         m.reserved += tile_bytes_;
         serve_waiting(m);
       }
@@ -500,6 +546,7 @@ bool Simulation::request(int rank, uint32_t h, int dst_local, uint32_t waiter, b
   t.gdst = rank_mem_[rank][dst_local];
   t.mpi = false;
   t.prefetch = prefetch;
+  t.prio = prio;
   t.queued = 0;
   t.version = s.version;
   t.waiters.clear();
@@ -511,20 +558,44 @@ bool Simulation::request(int rank, uint32_t h, int dst_local, uint32_t waiter, b
   return false;
 }
 
+bool Simulation::sequential(const Transfer& later, const Transfer& earlier) const
+{
+  // StarPU-SimGrid's ordering constraints between copies (core/simgrid.c transfers_are_sequential,
+  // "observed with CUDA"): beyond one stream per (source, destination) pair (the runners), a
+  // GPU-GPU copy waits for earlier copies into either of its GPUs, and a copy into a GPU waits
+  // for earlier GPU-GPU copies from or to that GPU (crossed GPU-GPU copies included).
+  if (later.gsrc == earlier.gsrc && later.gdst == earlier.gdst)
+    return false; // same pair: the runner's FIFO
+  bool later_gg = mem_[later.gsrc].gpu && mem_[later.gdst].gpu;
+  bool earlier_gg = mem_[earlier.gsrc].gpu && mem_[earlier.gdst].gpu;
+  if (later_gg && (earlier.gdst == later.gsrc || earlier.gdst == later.gdst))
+    return true;
+  return earlier_gg && (later.gdst == earlier.gsrc || later.gdst == earlier.gdst);
+}
+
 void Simulation::start_transfer(uint32_t tid)
 {
   Transfer& t = transfers_[tid];
   t.start = sg4::Engine::get_clock();
+  t.nwait = 0;
+  if (!t.mpi && (mem_[t.gsrc].gpu || mem_[t.gdst].gpu)) {
+    auto& pending = gpu_copies_[t.rank];
+    for (uint32_t o : pending)
+      t.nwait += sequential(t, transfers_[o]);
+    pending.push_back(tid);
+  }
   int32_t& rid = runner_of_pair_[static_cast<size_t>(t.gsrc) * mem_.size() + t.gdst];
   if (rid < 0) {
     rid = static_cast<int32_t>(runners_.size());
     runners_.emplace_back();
+    runners_[rid].pending = 1;
     runners_[rid].queue.push_back(tid);
     int id = rid;
     runners_[rid].actor = sg4::Actor::create("runner", mem_[t.gsrc].host, [this, id] { runner_loop(id); });
     return;
   }
   Runner& r = runners_[rid];
+  r.pending++;
   r.queue.push_back(tid);
   if (r.suspended) {
     r.suspended = false;
@@ -543,6 +614,13 @@ void Simulation::runner_loop(int rid)
       continue;
     }
     uint32_t tid = runners_[rid].queue.front();
+    if (transfers_[tid].nwait > 0) { // transfer_done of the copies it waits for resumes us
+      if (finished_)
+        return;
+      runners_[rid].suspended = true;
+      sg4::this_actor::suspend();
+      continue;
+    }
     runners_[rid].queue.pop_front();
     transfers_[tid].start = sg4::Engine::get_clock();
     transfers_[tid].path = numa_->move(transfers_[tid]); // through pages, drivers, MPI thread
@@ -571,6 +649,25 @@ void Simulation::transfer_done(uint32_t tid)
     return c;
   }();
   account(t0.gsrc, t0.gdst, tile_bytes_, t0.start, t0.path);
+  if (!t0.mpi && (mem_[t0.gsrc].gpu || mem_[t0.gdst].gpu)) {
+    // Resuming an actor yields to the others, which may start copies: resume after the list walk.
+    std::vector<int32_t> ready;
+    auto& pending = gpu_copies_[t0.rank];
+    auto self = std::find(pending.begin(), pending.end(), tid);
+    xbt_assert(self != pending.end(), "copy %u missing from the pending GPU copies", tid);
+    for (auto it = self + 1; it != pending.end(); ++it) {
+      Transfer& later = transfers_[*it];
+      if (sequential(later, t0) && --later.nwait == 0)
+        ready.push_back(runner_of_pair_[static_cast<size_t>(later.gsrc) * mem_.size() + later.gdst]);
+    }
+    pending.erase(self);
+    for (int32_t rid : ready)
+      if (runners_[rid].suspended) {
+        runners_[rid].suspended = false;
+        runners_[rid].actor->resume();
+      }
+  }
+  runners_[runner_of_pair_[static_cast<size_t>(t0.gsrc) * mem_.size() + t0.gdst]].pending--;
   if (t0.mpi) {
     sum_.mpi_messages++;
     free_transfers_.push_back(tid);
@@ -641,7 +738,8 @@ void Simulation::wake_idle(int rank, const Task& t)
 
 double Simulation::queued_before(const Worker& w, int32_t prio) const
 {
-  // dmdas decides with the work queued ahead of the task's place in the sorted queue
+  // dmdasd (not dmdas, which passes sorted_decision = 0) decides with the work queued ahead of
+  // the task's place in the sorted queue
   // (sched_policies/fifo_queues.c starpu_st_fifo_taskq_get_exp_len_prev_task_list, called by
   // compute_all_performance_predictions with sorted_decision = 1): the whole expected length
   // when the task goes to the tail, else the model lengths of the tasks of priority >= prio.
@@ -686,7 +784,9 @@ int Simulation::dmda_choose(uint32_t task, double* best_fitness)
     }
     double exp_start = std::max(w.exp_start, now);
     penalty[i] = data_penalty(t, w);
-    double prev_len = cfg_.env.sched == Scheduler::dmdas ? queued_before(w, t.prio) : w.exp_len;
+    // Work ahead of the task: the whole queue (dmda, dmdas: _dmda_push_task with
+    // sorted_decision = 0), or only the work of priority >= the task's (dmdasd, sorted_decision = 1).
+    double prev_len = cfg_.env.sched == Scheduler::dmdasd ? queued_before(w, t.prio) : w.exp_len;
     exp_end[i] = std::max(exp_start + prev_len, now + penalty[i]) + len;
     best_exp_end = std::min(best_exp_end, exp_end[i]);
   }
@@ -713,10 +813,11 @@ void Simulation::push_to_worker(Worker& w, uint32_t task, double len, double tra
   const double now = sg4::Engine::get_clock();
   t.worker = w.id;
   t.predicted = static_cast<float>(len);
-  bool sorted = cfg_.env.sched == Scheduler::dmdas || cfg_.env.sched == Scheduler::lws;
+  bool sorted = cfg_.env.sched == Scheduler::dmdas || cfg_.env.sched == Scheduler::dmdasd ||
+                cfg_.env.sched == Scheduler::lws;
   w.queue.insert({sorted ? t.prio : 0, seq_++, task});
   queue_add(w, task, +1);
-  if (cfg_.env.sched == Scheduler::dmda || cfg_.env.sched == Scheduler::dmdas) {
+  if (cfg_.env.sched != Scheduler::eager && cfg_.env.sched != Scheduler::lws) { // the dmda family
     // dmda_push_task_to_workers: transfer time not covered by the queue is added to exp_len.
     w.exp_start = std::max(w.exp_start, now);
     double exp_end = w.exp_start + w.exp_len;
@@ -726,7 +827,7 @@ void Simulation::push_to_worker(Worker& w, uint32_t task, double len, double tra
       for (uint8_t i = 0; i < t.nbuf; i++) {
         uint32_t h = handle(w.rank, t.tiles[i]);
         prefetch_tasks_[slot(h, w.mem)]++; // coherency.c: nb_tasks_prefetch of the replica
-        request(w.rank, h, w.mem, kNone, true);
+        request(w.rank, h, w.mem, kNone, true, t.prio);
       }
     }
   }
@@ -738,7 +839,8 @@ void Simulation::push_ready(uint32_t task, int releasing_worker)
   Task& t = dag_.tasks[task];
   switch (cfg_.env.sched) {
     case Scheduler::dmda:
-    case Scheduler::dmdas: {
+    case Scheduler::dmdas:
+    case Scheduler::dmdasd: {
       int wid = dmda_choose(task);
       if (wid < 0)
         throw InputError(cfg_.file, "env", std::string("a worker able to run ") + kind_name(t.kind) + " on node " +
@@ -807,20 +909,31 @@ int32_t Simulation::pop(Worker& w)
   if (w.queue.empty())
     return -1;
   auto chosen = w.queue.begin();
-  if (cfg_.env.sched == Scheduler::dmdas) {
-    // _starpu_fifo_pop_first_ready_task: among the head priority, fewest non-ready operands.
-    int best_nonready = std::numeric_limits<int>::max();
+  if (cfg_.env.sched == Scheduler::dmdas || cfg_.env.sched == Scheduler::dmdasd) { // dmda_pop_ready_task
+    // starpu_st_fifo_taskq_pop_first_ready_task (fifo_queues.c): among the head priority, the
+    // first task with the fewest non-ready operands, ties broken by the fewest of those not being
+    // loaded, then by the fewest not allocated (starpu_st_non_ready_buffers_size; equal tiles, so
+    // counts order as sizes do). Stops at a task that is ready and allocated.
+    const MemMask bit = static_cast<MemMask>(1u << w.mem);
+    int best[3] = {std::numeric_limits<int>::max(), 0, 0};
     int32_t head_prio = chosen->prio;
     for (auto it = w.queue.begin(); it != w.queue.end() && it->prio == head_prio; ++it) {
       const Task& t = dag_.tasks[it->task];
-      int nonready = 0;
-      for (uint8_t i = 0; i < t.nbuf; i++)
-        if (!(hstate_[handle(w.rank, t.tiles[i])].valid & (1u << w.mem)))
-          nonready++;
-      if (nonready < best_nonready) {
-        best_nonready = nonready;
+      int cnt[3] = {0, 0, 0}; // non-ready, non-loading, non-allocated
+      for (uint8_t i = 0; i < t.nbuf; i++) {
+        uint32_t h = handle(w.rank, t.tiles[i]);
+        const HandleState& hs = hstate_[h];
+        bool valid = hs.valid & bit, loading = hs.fetching & bit;
+        // Allocated: valid, or its copy got its space (not waiting in an allocation queue).
+        bool allocated = valid || (loading && transfers_[static_cast<uint32_t>(fetch_id_[slot(h, w.mem)])].queued == 0);
+        cnt[0] += !valid;
+        cnt[1] += !valid && !loading;
+        cnt[2] += !allocated;
+      }
+      if (std::lexicographical_compare(cnt, cnt + 3, best, best + 3)) {
+        std::copy(cnt, cnt + 3, best);
         chosen = it;
-        if (nonready == 0)
+        if (cnt[0] == 0 && cnt[2] == 0)
           break;
       }
     }
@@ -861,7 +974,7 @@ void Simulation::prepare(Worker& w, uint32_t task)
     pins_[sl]++;
     if (prefetch_tasks_[sl] > 0) // _starpu_fetch_task_input: the task now holds it itself
       prefetch_tasks_[sl]--;
-    if (!request(w.rank, h, w.mem, task))
+    if (!request(w.rank, h, w.mem, task, false, t.prio))
       t.pending++;
   }
 }
@@ -887,11 +1000,8 @@ void Simulation::execute(Worker& w, uint32_t task)
     wm.dirty++;
     pending_dirty_++;
   }
-  for (uint8_t i = 0; i < t.nbuf; i++) {
-    uint32_t h = handle(w.rank, t.tiles[i]);
-    pins_[slot(h, w.mem)]--;
-    touch(w.rank, h, w.mem);
-  }
+  for (uint8_t i = 0; i < t.nbuf; i++)
+    pins_[slot(handle(w.rank, t.tiles[i]), w.mem)]--;
   if (wm.gpu)
     tidy(wm);
   if (!wm.waiting.empty() || !wm.prefetch.empty()) // the operands are evictable again

@@ -21,6 +21,16 @@ namespace numasim {
 constexpr int kMaxMemNodes = 16; // per machine node: RAM nodes + GPU memories (bits of MemMask)
 using MemMask = uint16_t;         // a set of memory nodes of one machine node (local indices)
 
+// A copy waiting for space in a GPU memory. StarPU's request lists are priority lists (the
+// requesting task's priority; data_request.c _starpu_data_request_prio_list_pop_front_highest):
+// highest priority first, then request order.
+struct AllocKey {
+  int32_t prio;
+  uint64_t seq;
+  uint32_t tid;
+  bool operator<(const AllocKey& o) const { return prio != o.prio ? prio > o.prio : seq < o.seq; }
+};
+
 struct MemNode {
   int rank;
   int local;  // index within its rank
@@ -35,8 +45,8 @@ struct MemNode {
   int inflight = 0;        // copies into this memory under way (their replicas become evictable)
   int dirty = 0;           // replicas here that are the only valid copy, no write-back submitted
   std::set<std::pair<uint64_t, uint32_t>> lru; // (last use stamp, handle) of GPU replicas
-  std::deque<uint32_t> waiting;  // task fetches into this memory waiting for space (FIFO)
-  std::deque<uint32_t> prefetch; // prefetches waiting for space, served after the fetches
+  std::set<AllocKey> waiting;  // task fetches into this memory waiting for space
+  std::set<AllocKey> prefetch; // prefetches waiting for space, served after the fetches
   bool admitting = false;       // admit() is running (no re-entry from drop_replica)
 };
 
@@ -79,7 +89,10 @@ struct Transfer {
   double start = 0;
   int path = -1; // links actually crossed (NumaEffects::move)
   uint8_t queued = 0; // waiting for space in the destination: 1 fetch queue, 2 prefetch queue
+  int nwait = 0;      // earlier copies it must wait for (core/simgrid.c transfers_are_sequential)
   bool prefetch = false;
+  int32_t prio = 0;     // priority of the requesting task (orders the allocation queues)
+  uint64_t qseq = 0;    // order of entry into an allocation queue
   std::vector<uint32_t> waiters; // task ids, or kRecvFlag|reception id
 };
 
@@ -170,15 +183,20 @@ private:
   std::vector<uint8_t> dirty_;           // (handle, local mem) -> counted in MemNode::dirty
   uint64_t pending_dirty_ = 0;           // slots with dirty_ set
   uint64_t stamp_clock_ = 0, seq_ = 0;
+  uint64_t alloc_seq_ = 0; // order of entry into the GPU allocation queues
   std::vector<Transfer> transfers_;
   std::vector<uint32_t> free_transfers_;
   // One runner per (source, destination) memory node pair: transfers of a pair are sequential,
   // as in StarPU-SimGrid (core/simgrid.c transfer_queue/transfer_execute: one CUDA stream per pair).
   struct Runner {
     std::deque<uint32_t> queue;
+    int pending = 0; // copies started on this pair and not finished (StarPU's data_requests_npending)
     sg4::ActorPtr actor;
     bool suspended = false;
   };
+  // Per rank: local copies into or out of a GPU, started and not finished, in start order.
+  std::vector<std::vector<uint32_t>> gpu_copies_;
+  bool sequential(const Transfer& later, const Transfer& earlier) const;
   std::vector<int32_t> runner_of_pair_; // dense [gsrc * nmem + gdst] -> runner, -1 if none yet
   std::vector<Runner> runners_;
   std::vector<MpiThread> mpi_;
@@ -216,7 +234,11 @@ private:
 
   // data
   int best_source(int rank, uint32_t h, int dst_local);
-  bool request(int rank, uint32_t h, int dst_local, uint32_t waiter, bool prefetch = false); // true if valid
+  bool request(int rank, uint32_t h, int dst_local, uint32_t waiter, bool prefetch = false,
+               int32_t prio = 0); // true if valid
+  static constexpr int kMaxPendingFetches = 5;    // datawizard/data_request.h MAX_PENDING_REQUESTS_PER_NODE
+  static constexpr int kMaxPendingPrefetches = 2; // data_request.h MAX_PENDING_PREFETCH_REQUESTS_PER_NODE
+  int pending_copies(int gsrc, int gdst) const;    // copies started on the pair, not finished
   void admit(uint32_t tid);        // allocates the destination replica (maybe later), starts the copy
   void serve_waiting(MemNode& m);  // allocates and starts the waiting copies that fit
   void make_room(MemNode& m, double need, bool for_prefetch); // evicts LRU replicas until `need` fits

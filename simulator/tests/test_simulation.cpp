@@ -157,6 +157,99 @@ TEST(Simulation, DmdaPicksLeastExpectedEnd)
   EXPECT_EQ(sim.workers()[busy].exp_len, 0);
 }
 
+// dmdas passes sorted_decision = 0 to _dmda_push_task (deque_modeling_policy_data_aware.c
+// dmda_push_sorted_task): a task is placed by the whole expected queue length, whatever its
+// priority. Only dmdasd (sorted_decision = 1) counts just the work queued ahead of the task's place.
+// A GPU holding 1 s of low-priority work: dmdas sends the highest-priority gemm to a CPU, dmdasd
+// to the GPU (nothing queued ahead of it there).
+static int choose_with_low_priority_work_on_the_gpu(const char* sched)
+{
+  sg4::Engine e(&argc_, argv_);
+  Simulation sim(e, config("tiny1.xml", 4, {{"STARPU_SCHED", sched}, {"STARPU_SCHED_BETA", "0"}}));
+  const auto& tasks = sim.dag().tasks;
+  uint32_t gemm = 0, low = 0;
+  for (uint32_t i = 0; i < tasks.size(); i++) {
+    if (tasks[i].kind == TaskKind::gemm && (tasks[gemm].kind != TaskKind::gemm || tasks[i].prio > tasks[gemm].prio))
+      gemm = i;
+    if (tasks[i].prio < tasks[low].prio)
+      low = i;
+  }
+  EXPECT_LT(tasks[low].prio, tasks[gemm].prio);
+  auto& ws = const_cast<std::vector<Worker>&>(sim.workers());
+  for (auto& w : ws)
+    if (w.cuda) {
+      w.queue.insert({tasks[low].prio, 0, low});
+      w.exp_len = 1.0;
+    }
+  int w = sim.dmda_choose(gemm);
+  EXPECT_GE(w, 0);
+  return w < 0 ? -1 : sim.workers()[w].cuda;
+}
+
+TEST(Simulation, DmdasPlacesByTheWholeQueue) { EXPECT_EQ(choose_with_low_priority_work_on_the_gpu("dmdas"), 0); }
+
+TEST(Simulation, DmdasdPlacesByTheWorkAheadOfThePriority)
+{
+  EXPECT_EQ(choose_with_low_priority_work_on_the_gpu("dmdasd"), 1);
+}
+
+// StarPU-SimGrid orders copies beyond one stream per (source, destination) pair
+// (core/simgrid.c transfers_are_sequential): a GPU-GPU copy and a copy into one of its two GPUs
+// never run at the same time. tiny1 with a second GPU on the same socket.
+TEST(Simulation, GpuToGpuCopiesAreSequentialWithCopiesIntoTheirGpus)
+{
+  std::ifstream in(kData + "tiny1.xml");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string xml = ss.str();
+  const std::string gpu0 = "<host id=\"n1.gpu0\"", route0 = "<route src=\"n1.gpu0\"";
+  size_t h = xml.find(gpu0), r = xml.find(route0);
+  ASSERT_NE(h, std::string::npos);
+  ASSERT_NE(r, std::string::npos);
+  std::string host = xml.substr(h, xml.find('\n', h) - h), route = xml.substr(r, xml.find('\n', r) - r);
+  auto sub = [](std::string s, const std::string& a, const std::string& b) {
+    for (size_t p = s.find(a); p != std::string::npos; p = s.find(a, p + b.size()))
+      s.replace(p, a.size(), b);
+    return s;
+  };
+  std::string host1 = sub(sub(host, "gpu0", "gpu1"), "\"index\" value=\"0\"", "\"index\" value=\"1\"");
+  std::string route1 = sub(sub(route, "gpu0", "gpu1"), "pcie0", "pcie1");
+  size_t l = xml.find("<link id=\"n1.pcie0\"");
+  ASSERT_NE(l, std::string::npos);
+  // Inserted from the end of the file backwards: hosts, then links, then routes.
+  xml.insert(xml.find('\n', r) + 1, "   " + route1 + "\n");
+  xml.insert(xml.find('\n', l) + 1, "   <link id=\"n1.pcie1\" bandwidth=\"10GBps\" latency=\"10us\"/>\n");
+  xml.insert(xml.find('\n', h) + 1, "   " + host1 + "\n");
+  std::string path = ::testing::TempDir() + "tiny1_two_gpus.xml";
+  std::ofstream(path) << xml;
+  sg4::Engine e(&argc_, argv_);
+  RunConfig cfg = config("tiny1.xml", 10,
+                         {{"STARPU_SCHED", "dmdas"}, {"STARPU_NCPU", "1"}, {"STARPU_PERF_MODEL_HOMOGENEOUS_CUDA", "1"}});
+  cfg.platform = path;
+  cfg.transfers = ::testing::TempDir() + "tiny1_two_gpus_transfers.csv"; // keeps the transfer log
+  Simulation sim(e, cfg);
+  Summary s = sim.run();
+  EXPECT_EQ(s.tasks, sim.dag().tasks.size());
+  std::set<int> gpus;
+  for (const auto& m : sim.memnodes())
+    if (m.gpu)
+      gpus.insert(sim.global_mem(0, m.local));
+  ASSERT_EQ(gpus.size(), 2u);
+  const auto& log = sim.transfer_log();
+  size_t gpu_gpu = 0, overlaps = 0;
+  for (const auto& x : log) {
+    if (!gpus.count(x.gsrc) || !gpus.count(x.gdst))
+      continue;
+    gpu_gpu++;
+    for (const auto& p : log)
+      if ((p.gdst == x.gsrc || p.gdst == x.gdst) && !(p.gsrc == x.gsrc && p.gdst == x.gdst) && p.start < x.end &&
+          x.start < p.end)
+        overlaps++;
+  }
+  EXPECT_GT(gpu_gpu, 0u);
+  EXPECT_EQ(overlaps, 0u);
+}
+
 TEST(Simulation, DmdasQueueIsOrderedByPriority)
 {
   QueueKey a{5, 2, 10}, b{7, 3, 11}, c{5, 1, 12};
