@@ -498,6 +498,18 @@ void Simulation::finish_eviction(int rank, uint32_t h)
     serve_waiting(m);
   }
 }
+// A transfer record, reusing the slot of a finished one (records are referenced by index).
+uint32_t Simulation::new_transfer()
+{
+  if (!free_transfers_.empty()) {
+    uint32_t tid = free_transfers_.back();
+    free_transfers_.pop_back();
+    return tid;
+  }
+  transfers_.emplace_back();
+  return static_cast<uint32_t>(transfers_.size() - 1);
+}
+
 
 bool Simulation::request(int rank, uint32_t h, int dst_local, uint32_t waiter, bool prefetch, int32_t prio)
 {
@@ -531,14 +543,7 @@ bool Simulation::request(int rank, uint32_t h, int dst_local, uint32_t waiter, b
   }
   int src = best_source(rank, h, dst_local);
   xbt_assert(src >= 0, "no valid replica of handle %u on rank %d", h, rank);
-  uint32_t tid;
-  if (!free_transfers_.empty()) {
-    tid = free_transfers_.back();
-    free_transfers_.pop_back();
-  } else {
-    tid = static_cast<uint32_t>(transfers_.size());
-    transfers_.emplace_back();
-  }
+  uint32_t tid = new_transfer();
   Transfer& t = transfers_[tid];
   t.rank = rank;
   t.handle = h;
@@ -1099,14 +1104,7 @@ void Simulation::mpi_loop(int rank)
       sg4::this_actor::sleep_for(cfg_.mpi_overhead_s);
     const Reception& rc = dag_.receptions[r];
     if (send) {
-      uint32_t tid;
-      if (!free_transfers_.empty()) {
-        tid = free_transfers_.back();
-        free_transfers_.pop_back();
-      } else {
-        tid = static_cast<uint32_t>(transfers_.size());
-        transfers_.emplace_back();
-      }
+      uint32_t tid = new_transfer();
       Transfer& t = transfers_[tid];
       t.rank = rc.dst;
       t.handle = handle(rc.dst, rc.tile);

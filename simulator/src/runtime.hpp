@@ -186,6 +186,7 @@ private:
   uint64_t alloc_seq_ = 0; // order of entry into the GPU allocation queues
   std::vector<Transfer> transfers_;
   std::vector<uint32_t> free_transfers_;
+  uint32_t new_transfer();
   // One runner per (source, destination) memory node pair: transfers of a pair are sequential,
   // as in StarPU-SimGrid (core/simgrid.c transfer_queue/transfer_execute: one CUDA stream per pair).
   struct Runner {
