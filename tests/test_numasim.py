@@ -77,3 +77,18 @@ def test_cli_exit_code_and_message(tmp_path: Path) -> None:
     assert p.returncode == 2
     assert p.stderr.startswith("error: ") and "STARPU_SCHED" in p.stderr
     assert p.stdout == ""
+
+
+def test_cli_bad_starpu_value_names_the_variable(tmp_path):
+    """A bad STARPU_* value reaches the user as one line naming the variable, exit 2."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "testbed", "simulate", "--engine", "numasim", "--cluster", "chifflet-1",
+         "--n", "1920", "--b", "960", "--env", "STARPU_SCHED_BETA=abc"],
+        capture_output=True, text=True, cwd=tmp_path,
+    )
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr.strip() == "error: env.STARPU_SCHED_BETA: expected a number, got 'abc'"

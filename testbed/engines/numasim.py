@@ -86,8 +86,15 @@ def run_binary(desc: dict, workdir: Path | None = None) -> dict:
         run_file.write_text(json.dumps(desc, indent=1, sort_keys=True))
         proc = subprocess.run([str(binary), str(run_file)], capture_output=True, text=True)
     if proc.returncode == 2:
-        msg = proc.stderr.strip().removeprefix("error: ")
-        raise InputError(None, None, msg.split("expected ", 1)[-1] if "expected " in msg else msg) from None
+        # numasim says "error: <file>: <key>: expected <what>"; the file is our temporary run
+        # description, so the user is shown the key (e.g. env.STARPU_SCHED) and the expectation.
+        msg = proc.stderr.strip().splitlines()[-1].removeprefix("error: ")
+        where, _, expected = msg.partition(": expected ")
+        if not expected:
+            raise InputError(None, "numasim", msg) from None
+        parts = where.split(": ")
+        file = parts[0] if len(parts) > 1 and parts[0] != str(run_file) else None
+        raise InputError(file, parts[-1] if len(parts) > 1 else where, expected) from None
     if proc.returncode != 0:
         raise RuntimeError(f"numasim failed ({proc.returncode}): {proc.stderr.strip()}")
     return json.loads(proc.stdout)
