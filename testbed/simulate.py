@@ -62,7 +62,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cluster", required=True, help="cluster name (platforms/clusters/NAME.yaml) or path")
     p.add_argument("--n", type=int, required=True, help="matrix order N")
     p.add_argument("--b", type=int, required=True, help="tile size b (N must be a multiple)")
-    p.add_argument("--factors", default="", help="factor levels, e.g. A=1,E=1 (others at -1)")
+    p.add_argument("--factors", nargs="?", const="", default="",
+                   help="factor levels, e.g. A=1,E=1; letters not given are at -1 (`--factors` alone: all default)")
     p.add_argument("--env", action="append", default=[], metavar="VAR=VALUE", help="raw STARPU_* variable")
     p.add_argument("--sched", default=None, help="StarPU scheduler (STARPU_SCHED), default dmdas")
     p.add_argument("--seed", type=int, default=1)
