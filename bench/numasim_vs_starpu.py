@@ -300,6 +300,22 @@ def markdown(cases: list[Case]) -> str:
     return "\n".join(lines)
 
 
+
+def run_case(label: str, nt: int, make) -> Case:
+    """One comparison; an engine failing on it is recorded as the case's error, and the bench goes on."""
+    try:
+        case = make()
+    except RuntimeError as e:
+        case = Case(label, nt, error=first_error_line(str(e)))
+        print(f"{label} {nt}: {case.error}", file=sys.stderr, flush=True)
+        return case
+    if STARPU_ONLY:
+        print(f"{label} {nt}: starpu {case.starpu.makespan_s:.4f}", file=sys.stderr, flush=True)
+    else:
+        print(f"{label} {nt}: starpu {case.starpu.makespan_s:.4f} numasim "
+              f"{case.numasim.makespan_s:.4f} ({case.diff_pct:+.2f} %)", file=sys.stderr, flush=True)
+    return case
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="sirocco 20x20 only (smoke run)")
@@ -325,30 +341,10 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tmp)
         for host in args.hosts:
             for nt in args.tiles:
-                try:
-                    cases.append(shipped_case(host, nt, work))
-                except RuntimeError as e:  # one engine failed on this case: record it, go on
-                    cases.append(Case(host, nt, error=first_error_line(str(e))))
-                    print(f"{host} {nt}: {cases[-1].error}", file=sys.stderr, flush=True)
-                    continue
-                if STARPU_ONLY:
-                    print(f"{host} {nt}: starpu {cases[-1].starpu.makespan_s:.4f}", file=sys.stderr, flush=True)
-                    continue
-                print(f"{host} {nt}: starpu {cases[-1].starpu.makespan_s:.4f} numasim "
-                      f"{cases[-1].numasim.makespan_s:.4f} ({cases[-1].diff_pct:+.2f} %)", file=sys.stderr, flush=True)
+                cases.append(run_case(host, nt, lambda: shipped_case(host, nt, work)))
         for cluster in args.clusters:
             for nt in args.cluster_tiles:
-                try:
-                    cases.append(cluster_case(cluster, nt, work))
-                except RuntimeError as e:
-                    cases.append(Case(cluster, nt, error=first_error_line(str(e))))
-                    print(f"{cluster} {nt}: {cases[-1].error}", file=sys.stderr, flush=True)
-                    continue
-                if STARPU_ONLY:
-                    print(f"{cluster} {nt}: starpu {cases[-1].starpu.makespan_s:.4f}", file=sys.stderr, flush=True)
-                    continue
-                print(f"{cluster} {nt}: starpu {cases[-1].starpu.makespan_s:.4f} numasim "
-                      f"{cases[-1].numasim.makespan_s:.4f} ({cases[-1].diff_pct:+.2f} %)", file=sys.stderr, flush=True)
+                cases.append(run_case(cluster, nt, lambda: cluster_case(cluster, nt, work)))
     if STARPU_ONLY:
         return 0
     table = markdown(cases)
