@@ -84,7 +84,9 @@ COMMON_FLAGS=(--enable-mpi --enable-maxcpus=64 --enable-maxnumanodes=4
 build_starpu() { # name, extra configure flags...
   local name="$1"; shift
   local prefix="$DEPS/starpu-$name" build="$DEPS/build-$name"
-  local stamp="$prefix/.built-$STARPU_VERSION"
+  # The stamp names the version and the configure flags: changing either rebuilds.
+  local flags_id; flags_id="$(printf '%s\n' "${COMMON_FLAGS[@]}" "$@" | sha256sum | cut -c1-12)"
+  local stamp="$prefix/.built-$STARPU_VERSION-$flags_id"
   if [ -f "$stamp" ]; then say "StarPU ($name build): present"; return; fi
   say "building StarPU $STARPU_VERSION ($name build, $JOBS jobs) -> $prefix"
   rm -rf "$build" "$prefix"; mkdir -p "$build"
