@@ -47,6 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as exc:
         print(f"error: {exc.message()}", file=sys.stderr)
         return 2
+    except (RuntimeError, FileNotFoundError) as exc:  # a tool or engine failed: its message, no traceback
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -92,3 +92,20 @@ def test_cli_bad_starpu_value_names_the_variable(tmp_path):
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert proc.stderr.strip() == "error: env.STARPU_SCHED_BETA: expected a number, got 'abc'"
+
+
+def test_cli_relative_platform_dir_finds_its_models(tmp_path):
+    """A relative --platform-dir is the user's directory, not the engine's temporary one."""
+    import subprocess
+    import sys
+
+    def testbed(*args):
+        return subprocess.run([sys.executable, "-m", "testbed", *args], capture_output=True, text=True, cwd=tmp_path)
+
+    assert testbed("platform", "--cluster", "chifflet-1", "--out", "pc").returncode == 0
+    (tmp_path / "pc/starpu/chifflet/sampling/codelets/45/dgemm.chifflet").unlink()
+    proc = testbed("simulate", "--engine", "numasim", "--cluster", "chifflet-1", "--n", "1920", "--b", "960",
+                   "--platform-dir", "pc")
+    assert proc.returncode == 2
+    assert str(tmp_path / "pc/starpu/chifflet/sampling/codelets/45/dgemm.chifflet") in proc.stderr
+    assert "symbol 'dgemm'" in proc.stderr
