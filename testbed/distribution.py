@@ -140,6 +140,15 @@ def write_distribution(path: str | Path, owners: Owners, comment: str | None = N
     return path
 
 
+def write_heterogeneous(path: str | Path, nt: int, speeds: Sequence[float]) -> Path:
+    """The speed-balanced distribution of NT x NT tiles over len(speeds) ranks, written with its inputs."""
+    return write_distribution(
+        path,
+        heterogeneous(nt, speeds),
+        comment=f"heterogeneous, NT={nt}, node speeds (flop/s): {' '.join(f'{s:.4g}' for s in speeds)}",
+    )
+
+
 def read_distribution(path: str | Path, nt: int | None = None, nodes: int | None = None) -> Owners:
     """Read and validate a distribution file (square, ranks in [0, nodes))."""
     path = Path(path)

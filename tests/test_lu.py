@@ -213,7 +213,7 @@ def test_simgrid_generated_platform_three_nodes(tmp_path: Path) -> None:
 @needs_simgrid
 def test_simgrid_app_error_becomes_input_error(tmp_path: Path) -> None:
     """SMPI returns 0 whatever main returns: the app's `error:` line is what tells."""
-    from testbed.engines.real import parse_output
+    from testbed.engines.lu_app import parse_output
     from testbed.paths import STARPU_SIMGRID
 
     starpu = make_platform(tmp_path / "p", ["sirocco"]) / "starpu"

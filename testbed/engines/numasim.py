@@ -35,12 +35,7 @@ def heterogeneous_distribution(spec: RunSpec, pdir: Path, workdir: Path) -> dict
 
     ranks = machines_by_rank(pdir / "numasim.xml")
     speeds = [dist.node_gemm_speed(pdir / "starpu" / m / "sampling", m, spec.b) for m in ranks]
-    nt = spec.n // spec.b
-    path = dist.write_distribution(
-        workdir / "distribution.txt",
-        dist.heterogeneous(nt, speeds),
-        comment=f"heterogeneous, NT={nt}, node speeds (flop/s): {' '.join(f'{s:.4g}' for s in speeds)}",
-    )
+    path = dist.write_heterogeneous(workdir / "distribution.txt", spec.n // spec.b, speeds)
     return {"kind": "file", "path": str(path)}
 
 

@@ -8,8 +8,8 @@ applied to the process environment (STARPU_SCHED defaults to dmdas, as for the
 other engines). The app prints one JSON line; the result keeps makespan_s,
 tasks, tasks_by_kind, gflops and, when checked, residual.
 
-The helpers shared with the starpu-simgrid engine (argument building, output
-parsing) live here too.
+The apps/lu arguments and output parsing shared with the starpu-simgrid engine
+are in testbed/engines/lu_app.py.
 """
 
 from __future__ import annotations
@@ -22,88 +22,9 @@ import tempfile
 from pathlib import Path
 
 from testbed.engines import RunSpec
+from testbed.engines.lu_app import check_sizes, distribution_args, parse_output, result_fields, run_env
 from testbed.errors import InputError
 from testbed.paths import LU_REAL, binary
-
-# ---------------------------------------------------------------- shared with starpu_simgrid
-
-
-def check_sizes(spec: RunSpec) -> int:
-    """NT = N / b, or InputError when N is not a positive multiple of b."""
-    if spec.n <= 0 or spec.b <= 0 or spec.n % spec.b:
-        raise InputError(None, "--n/--b", f"positive N that is a multiple of b, got N={spec.n} b={spec.b}")
-    return spec.n // spec.b
-
-
-def distribution_args(spec: RunSpec, ranks: int, workdir: Path, speeds: list[float] | None) -> list[str]:
-    """apps/lu arguments for spec.distribution: block-cyclic, file or heterogeneous.
-
-    `speeds` (one per rank) drive the heterogeneous generator; None means equal.
-    """
-    from testbed import distribution as dist
-
-    nt = check_sizes(spec)
-    kind = spec.distribution.get("kind", "block-cyclic")
-    if kind == "block-cyclic":
-        p = int(spec.distribution.get("p") or 0)
-        q = int(spec.distribution.get("q") or 0)
-        if not (p and q):
-            p, q = dist.near_square_grid(ranks)
-        if p * q != ranks:
-            raise InputError(None, "distribution p x q", f"p * q = {ranks} ranks, got {p} x {q}")
-        return ["--p", str(p), "--q", str(q)]
-    if kind == "file":
-        path = Path(spec.distribution["path"])
-        dist.read_distribution(path, nt, ranks)  # fail early, with the Python error format
-        return ["--dist", str(path.resolve())]
-    if kind == "heterogeneous":
-        speeds = speeds or [1.0] * ranks
-        path = dist.write_distribution(
-            workdir / "distribution.txt",
-            dist.heterogeneous(nt, speeds),
-            comment=f"heterogeneous, NT={nt}, node speeds (flop/s): {' '.join(f'{s:.4g}' for s in speeds)}",
-        )
-        return ["--dist", str(path)]
-    raise InputError(None, "distribution.kind", f"block-cyclic, file or heterogeneous, got {kind!r}")
-
-
-_APP_ERROR = re.compile(r"^error: (.*?)(?:: expected (.*))?$", re.MULTILINE)
-
-
-def parse_output(stdout: str, stderr: str, returncode: int, what: str) -> dict:
-    """The JSON line of apps/lu; its `error: ...` (exit 2) becomes an InputError."""
-    import json
-
-    has_json = any(line.startswith("{") for line in stdout.splitlines())
-    match = _APP_ERROR.search(stderr)
-    # SMPI ignores main's return value: an `error:` line without output is bad input too
-    if match and (returncode == 2 or (returncode == 0 and not has_json)):
-        raise InputError(None, match.group(1), match.group(2) or "valid input")
-    if returncode != 0:
-        tail = "\n".join(stderr.strip().splitlines()[-15:])
-        raise RuntimeError(f"{what} failed with exit status {returncode}:\n{tail}")
-    for line in reversed(stdout.strip().splitlines()):
-        if line.startswith("{"):
-            return json.loads(line)
-    raise RuntimeError(f"{what} printed no JSON line; stdout was:\n{stdout[-2000:]}")
-
-
-def result_fields(out: dict) -> dict:
-    """Engine result: makespan_s, tasks, tasks_by_kind, gflops (+ residual, layout)."""
-    keep = ("makespan_s", "tasks", "tasks_by_kind", "gflops", "residual", "ranks", "symbols", "nt", "p", "q")
-    return {k: out[k] for k in keep if k in out}
-
-
-def run_env(spec: RunSpec) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(spec.env)
-    env.setdefault("STARPU_SCHED", "dmdas")
-    env["STARPU_SILENT"] = "1"
-    return env
-
-
-# ---------------------------------------------------------------- the real engine
-
 
 def cluster_ranks(cluster: str) -> tuple[int, list[float] | None]:
     """Number of nodes (= MPI ranks) of a cluster and their described speeds;

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from testbed.distribution import bus_config, history_means, node_gemm_speed
 from testbed.engines import RunSpec, platform_dir_for
-from testbed.engines.real import check_sizes, distribution_args, parse_output, result_fields, run_env
+from testbed.engines.lu_app import check_sizes, distribution_args, parse_output, result_fields, run_env
 from testbed.errors import InputError
 from testbed.paths import LU_SIMGRID, STARPU_SIMGRID, binary
 
