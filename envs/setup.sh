@@ -5,6 +5,16 @@
 #
 # A second run only checks stamps and returns in seconds. Everything is installed
 # under .deps/ (StarPU builds, sources) and .venv/ (Python), both git-ignored.
+#
+# Settings (environment variables):
+#   TESTBED_APT=0                 no apt: Debian packages must be there already, and the
+#                                 StarPU source comes from STARPU_SOURCE_TARBALL
+#   STARPU_SOURCE_TARBALL=FILE    Debian's starpu_<version>.orig.tar.gz (sha256 checked)
+#                                 instead of `apt-get source`
+#   TESTBED_STARPU_BUILDS="simgrid native"   which StarPU builds to make
+#   TESTBED_CUDA=auto|yes|no      native build with CUDA: auto = when nvcc is found
+#   TESTBED_PYTHON=0              skip the Python venv
+#   STARPU_EXTRA_CONFIGURE_FLAGS  more configure flags for the native build (e.g. --without-hwloc)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -12,6 +22,12 @@ DEPS="$ROOT/.deps"
 VENV="$ROOT/.venv"
 STARPU_VERSION="1.4.10+dfsg-2"          # pinned Debian source version of StarPU
 STARPU_SUITE="forky"                    # Debian suite whose pool serves that source
+# sha256 of Debian's starpu_1.4.10+dfsg.orig.tar.gz (the file apt verifies against the suite index)
+STARPU_ORIG_SHA256="6b3bb9ec0d79f937882148b2da09ae6cb0ad4d1e83a104be45723dd70eba99c3"
+TESTBED_APT="${TESTBED_APT:-1}"
+TESTBED_STARPU_BUILDS="${TESTBED_STARPU_BUILDS:-simgrid native}"
+TESTBED_CUDA="${TESTBED_CUDA:-auto}"
+TESTBED_PYTHON="${TESTBED_PYTHON:-1}"
 JOBS="$(nproc)"
 mkdir -p "$DEPS"
 
@@ -37,7 +53,9 @@ missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if [ "${#missing[@]}" -gt 0 ]; then
+if [ "${#missing[@]}" -gt 0 ] && [ "$TESTBED_APT" = 0 ]; then
+  say "TESTBED_APT=0: not installing ${missing[*]} (the builds below may fail without them)"
+elif [ "${#missing[@]}" -gt 0 ]; then
   say "installing Debian packages: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq || die "apt-get update failed: is the Debian registry reachable?"
@@ -52,7 +70,16 @@ fi
 # pointing to the newer suite that carries StarPU 1.4.
 SRC_LIST=/etc/apt/sources.list.d/testbed-starpu-src.sources
 STARPU_SRC="$DEPS/src/starpu-${STARPU_VERSION%%+*}"
-if [ ! -f "$DEPS/src/.fetched-$STARPU_VERSION" ]; then
+if [ ! -f "$DEPS/src/.fetched-$STARPU_VERSION" ] && [ -n "${STARPU_SOURCE_TARBALL:-}" ]; then
+  [ -f "$STARPU_SOURCE_TARBALL" ] || die "STARPU_SOURCE_TARBALL=$STARPU_SOURCE_TARBALL: no such file"
+  echo "$STARPU_ORIG_SHA256  $STARPU_SOURCE_TARBALL" | sha256sum -c --quiet - >/dev/null 2>&1 \
+    || die "STARPU_SOURCE_TARBALL=$STARPU_SOURCE_TARBALL: expected Debian's starpu_${STARPU_VERSION%%-*}.orig.tar.gz (sha256 $STARPU_ORIG_SHA256)"
+  say "unpacking StarPU source from $STARPU_SOURCE_TARBALL"
+  rm -rf "$DEPS/src" && mkdir -p "$STARPU_SRC"
+  tar -xzf "$STARPU_SOURCE_TARBALL" -C "$STARPU_SRC" --strip-components=1 || die "unpacking $STARPU_SOURCE_TARBALL failed"
+  touch "$DEPS/src/.fetched-$STARPU_VERSION"
+elif [ ! -f "$DEPS/src/.fetched-$STARPU_VERSION" ]; then
+  [ "$TESTBED_APT" != 0 ] || die "TESTBED_APT=0: set STARPU_SOURCE_TARBALL to Debian's starpu_${STARPU_VERSION%%-*}.orig.tar.gz"
   if [ ! -f "$SRC_LIST" ]; then
     uris="$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)"
     if [ -z "$uris" ] && [ -f /etc/apt/sources.list ]; then
@@ -79,13 +106,43 @@ COMMON_FLAGS=(--enable-mpi --enable-maxcpus=64 --enable-maxnumanodes=4
   --disable-build-doc --disable-build-tests --disable-build-examples
   --disable-opencl --disable-fortran --disable-socl --disable-starpupy
   --disable-julia --disable-starpufft --disable-hip --disable-mlr
-  --disable-openmp --disable-cuda)
+  --disable-openmp)
+
+# The project's fixes to StarPU's source, applied once (each patch says why); their hash
+# is part of every build stamp.
+PATCHES=("$ROOT"/envs/patches/*.patch)
+PATCHES_ID="$(cat "${PATCHES[@]}" | sha256sum | cut -c1-12)"
+if [ ! -f "$STARPU_SRC/.patched-$PATCHES_ID" ]; then
+  for p in "${PATCHES[@]}"; do
+    if patch -d "$STARPU_SRC" -p1 -R --dry-run -s -f <"$p" >/dev/null 2>&1; then continue; fi
+    patch -d "$STARPU_SRC" -p1 -s -f <"$p" >/dev/null || die "applying $p to $STARPU_SRC failed"
+    say "applied $(basename "$p")"
+  done
+  touch "$STARPU_SRC/.patched-$PATCHES_ID"
+fi
+
+# CUDA for the native build: with a CUDA toolkit (nvcc), StarPU and apps/lu use the GPUs.
+NVCC="$(command -v nvcc || true)"
+[ -n "$NVCC" ] || { [ -x /usr/local/cuda/bin/nvcc ] && NVCC=/usr/local/cuda/bin/nvcc; } || true
+NATIVE_CUDA_FLAGS=(--disable-cuda)
+case "$TESTBED_CUDA" in
+  no) ;;
+  yes|auto)
+    if [ -n "$NVCC" ]; then
+      CUDA_DIR="$(cd "$(dirname "$NVCC")/.." && pwd)"
+      NATIVE_CUDA_FLAGS=(--enable-cuda --with-cuda-dir="$CUDA_DIR")
+      say "CUDA toolkit found ($NVCC): the native StarPU is built with CUDA"
+    elif [ "$TESTBED_CUDA" = yes ]; then
+      die "TESTBED_CUDA=yes: expected nvcc on PATH or /usr/local/cuda/bin/nvcc"
+    fi ;;
+  *) die "TESTBED_CUDA=$TESTBED_CUDA: expected auto, yes or no" ;;
+esac
 
 build_starpu() { # name, extra configure flags...
   local name="$1"; shift
   local prefix="$DEPS/starpu-$name" build="$DEPS/build-$name"
   # The stamp names the version and the configure flags: changing either rebuilds.
-  local flags_id; flags_id="$(printf '%s\n' "${COMMON_FLAGS[@]}" "$@" | sha256sum | cut -c1-12)"
+  local flags_id; flags_id="$(printf '%s\n' "${COMMON_FLAGS[@]}" "$@" "$PATCHES_ID" | sha256sum | cut -c1-12)"
   local stamp="$prefix/.built-$STARPU_VERSION-$flags_id"
   if [ -f "$stamp" ]; then say "StarPU ($name build): present"; return; fi
   say "building StarPU $STARPU_VERSION ($name build, $JOBS jobs) -> $prefix"
@@ -98,13 +155,21 @@ build_starpu() { # name, extra configure flags...
   touch "$stamp"
   say "StarPU ($name build) installed"
 }
-build_starpu simgrid --enable-simgrid --disable-shared
-build_starpu native
+for b in $TESTBED_STARPU_BUILDS; do
+  case "$b" in
+    simgrid) build_starpu simgrid --enable-simgrid --disable-shared --disable-cuda ;;
+    # shellcheck disable=SC2086  # word splitting of the extra flags is intended
+    native) build_starpu native "${NATIVE_CUDA_FLAGS[@]}" ${STARPU_EXTRA_CONFIGURE_FLAGS:-} ;;
+    *) die "TESTBED_STARPU_BUILDS: expected simgrid and/or native, got $b" ;;
+  esac
+done
 
 # ---------------------------------------------------------------- Python
 REQ="$ROOT/envs/requirements.txt"
 PYSTAMP="$VENV/.installed-$(sha256sum "$REQ" "$ROOT/pyproject.toml" | sha256sum | cut -c1-16)"
-if [ ! -f "$PYSTAMP" ]; then
+if [ "$TESTBED_PYTHON" = 0 ]; then
+  say "TESTBED_PYTHON=0: Python venv skipped"
+elif [ ! -f "$PYSTAMP" ]; then
   say "creating Python venv in .venv with pinned requirements"
   [ -x "$VENV/bin/python" ] || /usr/bin/python3 -m venv "$VENV" || die "python3 -m venv failed"
   "$VENV/bin/pip" install -q --upgrade pip >/dev/null || die "pip cannot reach PyPI"

@@ -5,7 +5,8 @@ already there, so an interrupted calibration resumes where it stopped. Bundle
 layout (docs/interfaces.md §8):
 
   provenance.yaml          date, host, kernel, lscpu, versions, env, commands, git commit
-  hwloc.xml                lstopo --of xml
+  hwloc.xml                lstopo --of xml (hwloc's library where lstopo is missing)
+  gpus.json                NVIDIA GPUs: nvidia-smi + sysfs NUMA affinity (testbed/gpu_discovery.py)
   sampling/bus/<m>.*       native StarPU bus calibration (STARPU_HOSTNAME=<m>)
   sampling/codelets/45/    LU codelet models, all cores (STARPU_CALIBRATE=1 runs of apps/lu)
   codelets-numa<k>/        the same with the workers on NUMA node k only
@@ -55,7 +56,9 @@ LU_HANDLES = {"dgetrf_nopiv": 1, "dtrsm": 2, "dgemm": 3, "dplrnt": 1}
 # StarPU considers a history entry calibrated after this many samples
 # (STARPU_CALIBRATE_MINIMUM, default 10: src/core/perfmodel/perfmodel_history.c).
 CALIBRATE_MINIMUM = 10
-ENV_PREFIXES = ("STARPU_", "OPENBLAS_", "OMP_", "GOTO", "MKL_", "SLURM_", "OAR_", "HWLOC_", "OMPI_", "LD_LIBRARY_PATH", "PATH")
+# Variables recorded in host.json (PATH and library paths say nothing about the measurement
+# and name directories of the machine).
+ENV_PREFIXES = ("STARPU_", "OPENBLAS_", "OMP_", "GOTO", "MKL_", "SLURM_", "OAR_", "HWLOC_", "OMPI_", "CUDA_")
 
 
 @dataclass
@@ -102,11 +105,18 @@ def try_cmd(cmd: list[str], env: dict[str, str] | None = None) -> str:
         return f"unavailable ({str(exc).splitlines()[0]})"
 
 
+def repo_relative(text: str) -> str:
+    """Paths inside the repository written relative to its root: a bundle records what was
+    run, not where this checkout lives."""
+    return text.replace(f"{ROOT}/", "").replace(str(ROOT), ".")
+
+
 def shell_line(cmd: list[str], env: dict[str, str]) -> str:
-    """A command as a user would type it, with the variables it sets."""
+    """A command as a user would type it, with the variables it sets (repository-relative)."""
     import shlex
 
-    return " ".join([*(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items())), *map(shlex.quote, map(str, cmd))])
+    return repo_relative(" ".join([*(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items())),
+                                   *map(shlex.quote, map(str, cmd))]))
 
 
 class Step:
@@ -132,7 +142,7 @@ class Step:
             status = self.action(ctx, self.output, commands)
         except (RuntimeError, OSError, subprocess.TimeoutExpired, ValueError, InputError) as exc:
             status = f"failed: {str(exc).strip()[:1500]}"
-        info = {"step": self.name, "status": status, "commands": commands,
+        info = {"step": self.name, "status": repo_relative(status), "commands": [repo_relative(c) for c in commands],
                 "started": dt.datetime.fromtimestamp(t0, dt.timezone.utc).isoformat(timespec="seconds"),
                 "duration_s": round(time.time() - t0, 3)}
         with atomic_file(record) as fh:
@@ -168,7 +178,7 @@ def step_host(ctx: Context, out: Path, commands: list[str]) -> str:
         "numa_balancing": _read_text("/proc/sys/kernel/numa_balancing"),
         "versions": {
             "starpu": starpu_version(),
-            "starpu_prefix": str(STARPU_NATIVE),
+            "starpu_prefix": repo_relative(str(STARPU_NATIVE)),
             "openblas": try_cmd(["dpkg-query", "-W", "-f", "${Version}", "libopenblas0-pthread"]),
             "compiler": try_cmd(["cc", "--version"]).splitlines()[0],
             "mpi": try_cmd(["mpirun", "--version"]).splitlines()[0],
@@ -177,7 +187,7 @@ def step_host(ctx: Context, out: Path, commands: list[str]) -> str:
         },
         "environment": {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES)},
         "git": git_commit(),
-        "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(ctx.opts).items()},
+        "options": {k: (repo_relative(str(v)) if isinstance(v, Path) else v) for k, v in vars(ctx.opts).items()},
     }
     commands += ["lscpu", "uname -a", "git rev-parse HEAD"]
     with atomic_file(out) as fh:
@@ -193,11 +203,26 @@ def _read_text(path: str) -> str:
 
 
 def step_hwloc(ctx: Context, out: Path, commands: list[str]) -> str:
-    cmd = ["lstopo", "--of", "xml", "-f"]
-    commands.append(" ".join(cmd) + " hwloc.xml")
-    xml = run_cmd(cmd + ["-"])
+    if shutil.which("lstopo"):
+        cmd = ["lstopo", "--of", "xml", "-f", "-"]
+    else:  # hwloc's library without its tools: the same export through the library
+        run_cmd(["make", "-s", "-C", str(MICROBENCH_SRC), f"BUILD={BUILD}", "hwloc_export"])
+        cmd = [str(BUILD / "microbench" / "hwloc_export")]
+    commands.append(" ".join(cmd) + " > hwloc.xml")
+    xml = run_cmd(cmd)
     with atomic_file(out) as fh:
         fh.write(xml)
+    return "done"
+
+
+def step_gpus(ctx: Context, out: Path, commands: list[str]) -> str:
+    """NVIDIA GPUs from nvidia-smi and sysfs (testbed/gpu_discovery.py): hwloc lists them only
+    with its CUDA plugin. An empty list on a machine without GPUs."""
+    from testbed.gpu_discovery import QUERY, discover_gpus
+
+    commands.append(f"nvidia-smi --query-gpu={QUERY} --format=csv,noheader,nounits")
+    with atomic_file(out) as fh:
+        json.dump(discover_gpus(), fh, indent=1)
     return "done"
 
 
@@ -267,28 +292,41 @@ def step_bus(ctx: Context, out: Path, commands: list[str]) -> str:
     return "done"
 
 
-HISTORY_LINE = re.compile(r"^([0-9a-f]{8})\s+(\d+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\d+)\s*$")
+def read_history(model: Path) -> list[dict]:
+    """History entries of a StarPU model file (perfmodel_history.c format 45, read by
+    testbed.perfmodel_files): arch (`cpu0`, `cuda0`, ...), footprint, size (bytes), mean (us),
+    dev (us), n. CPU combinations come first."""
+    from testbed.perfmodel_files import read_model
 
-
-def read_history(model: Path) -> list[dict[str, float]]:
-    """History entries of a StarPU model file (perfmodel_history.c format 45):
-    footprint, size (bytes), flops, mean (us), dev (us), sum, sum2, n."""
-    rows = []
     if not model.exists():
-        return rows
-    for line in model.read_text().splitlines():
-        m = HISTORY_LINE.match(line)
-        if m:
-            rows.append({"footprint": m[1], "size": int(m[2]), "mean_us": float(m[4]), "dev_us": float(m[5]),
-                         "n": int(m[8])})
-    return rows
+        return []
+    rows = [{"arch": f"{c.device}{c.devid}", "footprint": f"{e.footprint:08x}", "size": e.size,
+             "mean_us": e.mean_us, "dev_us": e.dev_us, "n": e.nsample} for c in read_model(model) for e in c.entries]
+    return sorted(rows, key=lambda r: not r["arch"].startswith("cpu"))
 
 
-def calibrated(models: Path, machine: str, b: int) -> bool:
+def lu_has_cuda() -> bool:
+    """The native StarPU (hence apps/lu's real build) has CUDA and cuSOLVER: the GPUs run
+    gemm, trsm and, with --getrf-gpu, getrf_nopiv (apps/lu/lu_codelets.c)."""
+    for h in (STARPU_NATIVE / "include").rglob("starpu_config.h"):
+        text = h.read_text()
+        return "#define STARPU_USE_CUDA 1" in text and "#define STARPU_HAVE_LIBCUSOLVER 1" in text
+    return False
+
+
+#: Kernels with a CUDA implementation in apps/lu (getrf_nopiv with --getrf-gpu).
+CUDA_SYMBOLS = ("dgetrf_nopiv", "dtrsm", "dgemm")
+
+
+def calibrated(models: Path, machine: str, b: int, cuda: bool = False) -> bool:
+    """Every entry of tile b has STARPU_CALIBRATE_MINIMUM samples, and with CUDA every
+    kernel that has a CUDA implementation has a CUDA entry."""
     for sym in LU_SYMBOLS:
         size = LU_HANDLES[sym] * b * b * 8
         entries = [e for e in read_history(models / f"{sym}.{machine}") if e["size"] == size]
         if not entries or min(e["n"] for e in entries) < CALIBRATE_MINIMUM:
+            return False
+        if cuda and sym in CUDA_SYMBOLS and not any(e["arch"].startswith("cuda") for e in entries):
             return False
     return True
 
@@ -331,6 +369,10 @@ def step_codelets(scope: str) -> Callable[[Context, Path, list[str]], str]:
         models = work / ".starpu" / "sampling" / "codelets" / "45"
         env = {**starpu_env(ctx, work), **scope_env(ctx, scope, layout), "STARPU_CALIBRATE": "1",
                "STARPU_SCHED": "dmdas"}
+        # With GPUs, getrf_nopiv gets a CUDA model too; in calibration mode dmda gives tasks to
+        # the workers whose model is not calibrated yet, so the CPU entries fill as well
+        # (sched_policies/deque_modeling_policy_data_aware.c, "we need to calibrate").
+        cuda = lu_has_cuda()
         work.mkdir(parents=True, exist_ok=True)
         log = work / "commands.json"  # commands of earlier, interrupted invocations
         commands += json.loads(log.read_text()) if log.exists() else []
@@ -338,14 +380,14 @@ def step_codelets(scope: str) -> Callable[[Context, Path, list[str]], str]:
         for b in ctx.opts.tile_sizes:
             n = b * ctx.opts.lu_nt
             for rnd in range(ctx.opts.max_rounds):
-                if calibrated(models, ctx.opts.machine, b):
+                if calibrated(models, ctx.opts.machine, b, cuda):
                     break
-                cmd = [str(lu), "--n", str(n), "--b", str(b)]
+                cmd = [str(lu), "--n", str(n), "--b", str(b), *(["--getrf-gpu"] if cuda else [])]
                 commands.append(shell_line(cmd, {**env, "STARPU_HOME": "<work>"}))
                 log.write_text(json.dumps(commands))
                 result = json.loads(run_cmd(cmd, env, timeout=3600).strip().splitlines()[-1])
                 runs.append({"b": b, "round": rnd, "makespan_s": result.get("makespan_s"), "gflops": result.get("gflops")})
-            if not calibrated(models, ctx.opts.machine, b):
+            if not calibrated(models, ctx.opts.machine, b, cuda):
                 return f"failed: b={b} not calibrated after {ctx.opts.max_rounds} rounds (raise --max-rounds)"
         with atomic_dir(out) as tmp:
             shutil.copytree(models, tmp, dirs_exist_ok=True)
@@ -509,10 +551,31 @@ def codelet_table(out: Path, machine: str) -> list[dict[str, object]]:
         for sym in LU_SYMBOLS:
             for e in read_history(d / f"{sym}.{machine}"):
                 b = round((e["size"] / 8 / LU_HANDLES[sym]) ** 0.5)
-                table.append({"scope": scope, "symbol": sym, "b": b, "mean_s": e["mean_us"] * 1e-6,
+                table.append({"scope": scope, "arch": e["arch"], "symbol": sym, "b": b, "mean_s": e["mean_us"] * 1e-6,
                               "dev_s": e["dev_us"] * 1e-6, "rel_std": e["dev_us"] / e["mean_us"] if e["mean_us"] else 0,
                               "n": e["n"]})
     return table
+
+
+def _kernel_timing(out: Path, machine: str, sym: str, arch: str, ref: int, flops: str, mine: dict) -> dict | None:
+    """time_s/exponent/rel_std of one kernel on one arch at the reference tile, citing the model."""
+    if ref not in mine:
+        return None
+    r = mine[ref]
+    src = (f"calibration/{out.name}/sampling/codelets/45/{sym}.{machine}, {arch}_impl0 history entry b={ref} "
+           f"(StarPU mean over n={r['n']})")
+    if len(mine) >= 2:
+        import math
+
+        lo = min(mine)
+        expo = math.log(float(mine[ref]["mean_s"]) / float(mine[lo]["mean_s"])) / math.log(ref / lo)
+        exponent = {"value": round(expo, 3), "derived": f"log-log slope of the b={lo} and b={ref} means of {src.split(',')[0]}"}
+    elif sym == "dplrnt":
+        exponent = {"value": 2, "derived": "one tile size calibrated: generating b^2 entries, time assumed proportional to b^2"}
+    else:
+        exponent = {"value": 3, "derived": f"one tile size calibrated: time assumed proportional to the flop count {flops}"}
+    return {"time_s": {"value": float(r["mean_s"]), "source": src}, "exponent": exponent,
+            "rel_std": {"value": round(float(r["rel_std"]), 4), "source": src + ", dev/mean"}}
 
 
 def write_kernels_yaml(out: Path, machine: str, codelets: list[dict[str, object]]) -> bool:
@@ -523,28 +586,14 @@ def write_kernels_yaml(out: Path, machine: str, codelets: list[dict[str, object]
         return False
     ref = max(int(r["b"]) for r in rows)
     flops = {"dgemm": "2*b^3", "dtrsm": "b^3", "dgetrf_nopiv": "2*b^3/3", "dplrnt": "0"}
-    kernels: dict[str, object] = {}
-    for sym in LU_SYMBOLS:
-        mine = {int(r["b"]): r for r in rows if r["symbol"] == sym}
-        if ref not in mine:
-            continue
-        r = mine[ref]
-        src = f"calibration/{out.name}/sampling/codelets/45/{sym}.{machine}, history entry b={ref} (StarPU mean over n={r['n']})"
-        if len(mine) >= 2:
-            lo = min(mine)
-            import math
-
-            expo = math.log(float(mine[ref]["mean_s"]) / float(mine[lo]["mean_s"])) / math.log(ref / lo)
-            exponent = {"value": round(expo, 3), "derived": f"log-log slope of the b={lo} and b={ref} means of {src.split(',')[0]}"}
-        else:
-            exponent = ({"value": 2, "derived": "one tile size calibrated: generating b^2 entries, time assumed proportional to b^2"}
-                        if sym == "dplrnt" else
-                        {"value": 3, "derived": f"one tile size calibrated: time assumed proportional to the flop count {flops[sym]}"})
-        kernels[sym] = {"flops": flops[sym], "cpu": {
-            "time_s": {"value": float(r["mean_s"]), "source": src},
-            "exponent": exponent,
-            "rel_std": {"value": round(float(r["rel_std"]), 4), "source": src + ", dev/mean"},
-        }}
+    kernels: dict[str, dict] = {}
+    # The CPU models and those of the first GPU (machine descriptions have one figure per GPU model).
+    for arch, key in (("cpu0", "cpu"), ("cuda0", "cuda")):
+        for sym in LU_SYMBOLS:
+            timing = _kernel_timing(out, machine, sym, arch, ref, flops[sym],
+                                    {int(r["b"]): r for r in rows if r["symbol"] == sym and r["arch"] == arch})
+            if timing:
+                kernels.setdefault(sym, {"flops": flops[sym]})[key] = timing
     doc = {"bundle": out.name, "kind": "measured", "machine": machine, "reference_tile": ref, "kernels": kernels}
     with atomic_file(out / "kernels.yaml") as fh:
         fh.write(f"# Measured by `testbed calibrate --machine {machine}`; see summary.md and provenance.yaml.\n")
@@ -562,7 +611,7 @@ def step_provenance(ctx: Context, out: Path, commands: list[str]) -> str:
     for rec in sorted((ctx.opts.out / "steps").glob("*.json")):
         info = json.loads(rec.read_text())
         steps[info["step"]] = {k: info[k] for k in ("status", "started", "duration_s", "commands")}
-    doc = {**host, "generated_by": f"testbed calibrate --machine {ctx.opts.machine} --out {ctx.opts.out}",
+    doc = {**host, "generated_by": repo_relative(f"testbed calibrate --machine {ctx.opts.machine} --out {ctx.opts.out}"),
            "steps": steps}
     with atomic_file(out) as fh:
         yaml.safe_dump(doc, fh, sort_keys=False, width=120)
@@ -582,7 +631,7 @@ def step_summary(ctx: Context, out: Path, commands: list[str]) -> str:
 def steps_for(opts: Options, nnuma: int) -> list[Step]:
     o = opts.out
     steps = [Step("host", o / "host.json", step_host), Step("hwloc", o / "hwloc.xml", step_hwloc),
-             Step("bus", o / "sampling" / "bus", step_bus)]
+             Step("gpus", o / "gpus.json", step_gpus), Step("bus", o / "sampling" / "bus", step_bus)]
     for b in opts.tile_sizes:
         for kernel in KERNELS:
             for load in ("alone", "all"):

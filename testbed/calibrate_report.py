@@ -74,7 +74,7 @@ def plot_codelets(table: list[dict[str, Any]], path: Path) -> bool:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 3.2))
-    labels = [f"{r['symbol']}\nb={r['b']} {r['scope']}" for r in table]
+    labels = [f"{r['symbol']} {r['arch']}\nb={r['b']} {r['scope']}" for r in table]
     ax.bar(range(len(table)), [r["mean_s"] * 1e3 for r in table], yerr=[r["dev_s"] * 1e3 for r in table])
     ax.set_xticks(range(len(table)), labels, fontsize="x-small")
     ax.set_ylabel("StarPU model mean (ms), ±1 sd")
@@ -230,10 +230,11 @@ def write_summary(ctx: Any, out: Path) -> None:
         for r in codelets:
             flag = "UNSTABLE" if r["rel_std"] > opts.unstable else ""
             if flag:
-                unstable.append(f"codelet {r['symbol']} b={r['b']} scope {r['scope']}: rel. stddev "
+                unstable.append(f"codelet {r['symbol']} ({r['arch']}) b={r['b']} scope {r['scope']}: rel. stddev "
                                 f"{r['rel_std']:.2f} over {r['n']} samples")
-            crow.append([r["scope"], r["symbol"], r["b"], _fmt(r["mean_s"] * 1e3, 4), _fmt(r["rel_std"], 2), r["n"], flag])
-        lines += _table(["scope", "symbol", "b", "mean (ms)", "rel. sd", "samples", ""], crow)
+            crow.append([r["scope"], r["arch"], r["symbol"], r["b"], _fmt(r["mean_s"] * 1e3, 4), _fmt(r["rel_std"], 2),
+                         r["n"], flag])
+        lines += _table(["scope", "arch", "symbol", "b", "mean (ms)", "rel. sd", "samples", ""], crow)
         lines += ["", "`kernels.yaml` gives these times in the format machine descriptions cite (`kernels:` key)."]
         if len(layout) == 1:
             lines += ["", "One NUMA node: the per-NUMA-node models are the `all` models (not run separately)."]

@@ -117,7 +117,8 @@ def model_sum_s(models: Path, machine: str, b: int, tasks_by_kind: dict[str, int
     for kind, count in tasks_by_kind.items():
         sym = symbol[kind]
         size = LU_HANDLES[sym] * b * b * 8
-        entries = [e for e in read_history(models / "codelets" / "45" / f"{sym}.{machine}") if e["size"] == size]
+        entries = [e for e in read_history(models / "codelets" / "45" / f"{sym}.{machine}")
+                   if e["size"] == size and e["arch"].startswith("cpu")]
         if entries:
             total += count * entries[0]["mean_us"] * 1e-6
     return total
@@ -153,7 +154,8 @@ def samples_in_models(models: Path, machine: str, b: int, tasks_by_kind: dict[st
     for kind, count in tasks_by_kind.items():
         sym = symbol[kind]
         size = LU_HANDLES[sym] * b * b * 8
-        entries = [e for e in read_history(models / "codelets" / "45" / f"{sym}.{machine}") if e["size"] == size]
+        entries = [e for e in read_history(models / "codelets" / "45" / f"{sym}.{machine}")
+                   if e["size"] == size and e["arch"].startswith("cpu")]
         out[kind] = {"tasks": count, "samples_kept": entries[0]["n"] if entries else 0}
     return out
 

@@ -100,7 +100,9 @@ def machine_from_bundle(bundle: Path, name: str | None = None) -> tuple[dict[str
     name = name or bundle_machine
     xml = hw.read_bytes()
     hw_src = f"{label}/hwloc.xml ({hwloc_source(xml)})"
-    data = topology_data(xml, name, src=hw_src)
+    gpus_file = bundle / "gpus.json"
+    gpus = json.loads(gpus_file.read_text()) if gpus_file.is_file() else None
+    data = topology_data(xml, name, src=hw_src, gpus=gpus, gpus_src=f"{label}/gpus.json")
     data["description"] = (f"Derived from the calibration bundle {label} by `testbed platform --from-calibration`: "
                            "every value cites the bundle file and field; needs_calibration marks what it did not measure")
     missing: list[str] = []

@@ -174,10 +174,14 @@ def hwloc_source(xml: bytes) -> str:
     return f"hwloc {infos.get('hwlocVersion', '2')} topology of {infos.get('HostName', 'this machine')} (lstopo --of xml)"
 
 
-def topology_data(xml: bytes, name: str, src: str | None = None) -> dict:
+def topology_data(xml: bytes, name: str, src: str | None = None, gpus: list[dict] | None = None,
+                  gpus_src: str = "") -> dict:
     """Machine mapping from an hwloc 2.x XML topology: structure (sockets, NUMA nodes, cores,
     memory, GPUs, NICs) cited to `src`, every other number a marked placeholder. Shared by
-    `--describe-local` and `--from-calibration` (testbed/from_calibration.py)."""
+    `--describe-local` and `--from-calibration` (testbed/from_calibration.py).
+
+    `gpus` (testbed.gpu_discovery: nvidia-smi + sysfs, cited as `gpus_src`) stand in for the
+    CUDA devices when hwloc lists none (hwloc without its CUDA plugin)."""
     root = etree.fromstring(xml)
     machine = next(o for o in root.iter("object") if o.get("type") == "Machine")
     src = src or hwloc_source(xml)
@@ -254,6 +258,8 @@ def topology_data(xml: bytes, name: str, src: str | None = None) -> dict:
             "pcie_bandwidth_Bps": _placeholder(1.0e10, "PCIe bandwidth"),
             "pcie_latency_s": _placeholder(1.0e-5, "PCIe latency"),
         })
+    if not data["gpus"] and gpus:
+        data["gpus"] = [_discovered_gpu(g, len(numas), gpus_src) for g in gpus]
     for o in root.iter("object"):
         if o.get("type") == "OSDev" and o.get("osdev_type") == "2":
             data["nics"].append({
@@ -271,13 +277,37 @@ def topology_data(xml: bytes, name: str, src: str | None = None) -> dict:
     return data
 
 
+def _discovered_gpu(g: dict, nnuma: int, src: str) -> dict:
+    """A machine-description GPU from testbed.gpu_discovery (hwloc without CUDA plugin)."""
+    import sys
+
+    numa = g["numa_node"]
+    if not 0 <= numa < nnuma:
+        # sysfs says -1 when the firmware reports no affinity (common in VMs).
+        if nnuma > 1:
+            print(f"warning: GPU {g['index']} ({g['pci_bus_id']}): no NUMA affinity in sysfs; "
+                  "assumed on NUMA node 0 (check the machine description)", file=sys.stderr)
+        numa = 0
+    where = f"{src}: GPU {g['index']} ({g['pci_bus_id']})" if src else g["source"]
+    return {
+        "model": g["model"],
+        "numa_node": numa,
+        "memory_bytes": {"value": g["memory_bytes"], "source": f"{where}, memory.total"},
+        "flops": _placeholder(1.0e11, "GPU kernel throughput"),
+        "pcie_bandwidth_Bps": _placeholder(1.0e10, "PCIe bandwidth"),
+        "pcie_latency_s": _placeholder(1.0e-5, "PCIe latency"),
+    }
+
+
 def describe_local(xml: bytes, name: str = "local", kernels: str | None = None) -> str:
     """Machine YAML (text) from an hwloc 2.x XML topology: structure from hwloc, other numbers marked."""
     import yaml
 
     from testbed import ROOT
 
-    data = topology_data(xml, name)
+    from testbed.gpu_discovery import discover_gpus
+
+    data = topology_data(xml, name, gpus=discover_gpus())
     bundle = kernels or (f"calibration/{name}" if (ROOT / "calibration" / name / "kernels.yaml").is_file() else None)
     if bundle:
         data["kernels"] = bundle

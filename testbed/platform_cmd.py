@@ -10,6 +10,9 @@
     testbed platform --describe-local --out platforms/machines/local.yaml
     testbed platform --from-calibration calibration/NAME --out platforms/machines/NAME.yaml
         (testbed/from_calibration.py: every value cites the bundle; lists what it lacks)
+    testbed platform --from-starpu SAMPLING --host NAME --out DIR
+        a one-node platform directory from StarPU's own sampling directory of a real node
+        (testbed/platform_from_starpu.py)
 """
 
 from __future__ import annotations
@@ -66,6 +69,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     what.add_argument("--describe-local", action="store_true", help="write a machine YAML from this machine's hwloc topology")
     what.add_argument("--from-calibration", metavar="BUNDLE", default=None,
                       help="write a machine YAML from a calibration bundle (calibration/NAME)")
+    what.add_argument("--from-starpu", metavar="SAMPLING", default=None,
+                      help="write a one-node platform directory from StarPU's sampling directory of a node")
+    p.add_argument("--host", default=None, help="(--from-starpu) the node's STARPU_HOSTNAME in SAMPLING")
     p.add_argument("--out", required=True, help="output directory (--cluster) or machine YAML file (--describe-local)")
     p.add_argument("--tile-sizes", default=",".join(map(str, DEFAULT_TILE_SIZES)),
                    help="tile sizes written into the StarPU history models")
@@ -75,6 +81,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
+    if args.from_starpu:
+        from testbed.platform_from_starpu import write_platform_dir
+
+        if not args.host:
+            raise InputError(None, "--host", "the STARPU_HOSTNAME the sampling directory's files are named by")
+        summary = write_platform_dir(Path(args.from_starpu), args.host, out)
+        print(f"wrote {out} (one node {args.host}, models {summary['symbols']})", file=sys.stderr)
+        return 0
     if args.from_calibration:
         from testbed.from_calibration import write_machine
 

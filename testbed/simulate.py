@@ -59,7 +59,8 @@ def simulate(spec: RunSpec) -> dict:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", required=True, choices=sorted(ENGINES))
-    p.add_argument("--cluster", required=True, help="cluster name (platforms/clusters/NAME.yaml) or path")
+    p.add_argument("--cluster", default=None,
+                   help="cluster name (platforms/clusters/NAME.yaml) or path; optional with a --platform-dir")
     p.add_argument("--n", type=int, required=True, help="matrix order N")
     p.add_argument("--b", type=int, required=True, help="tile size b (N must be a multiple)")
     p.add_argument("--factors", nargs="?", const="", default="",
@@ -76,7 +77,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--check", action="store_true", help="real engine: also compute the residual ||A-LU||/||A||")
     p.add_argument("--symbols", choices=["chameleon", "starpu-lu"], default=None,
                    help="perf-model symbols: Chameleon's (dgemm, ...) or StarPU's LU example (auto-detected)")
-    p.add_argument("--json", action="store_true", help="print the result as one JSON object (default)")
+    p.add_argument("--getrf-gpu", action="store_true",
+                   help="getrf_nopiv may also run on GPUs (cuSOLVER in the real build); default CPU only")
 
 
 def spec_from_args(args: argparse.Namespace) -> RunSpec:
@@ -95,23 +97,41 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
     else:
         dist = {"kind": "file", "path": args.distribution}
     from testbed.factors import check_factors
+    from testbed.platform_from_starpu import is_starpu_sampling, summary_of
 
     factors = check_factors(factors)
+    platform_dir = Path(args.platform_dir) if args.platform_dir else None
+    cluster = args.cluster or (summary_of(platform_dir).get("cluster") if platform_dir else None)
+    if not cluster:
+        raise InputError(None, "--cluster", "a cluster name (or a --platform-dir written by `testbed platform`)")
+    per_machine = None
+    if is_starpu_sampling(platform_dir):
+        # No machine description: StarPU's defaults, the user's variables, no factor rules.
+        if raw_factors:
+            raise InputError(platform_dir / "summary.json", "--factors",
+                             "a platform generated from a machine description (`testbed platform --cluster`); "
+                             "this one comes from a StarPU sampling directory")
+        resolved = {**({"STARPU_SCHED": args.sched} if args.sched else {}), **env}
+        per_machine, factors = {}, {}
+    else:
+        resolved = resolve_env(cluster, factors, env, args.sched)
     return RunSpec(
         engine=args.engine,
-        cluster=args.cluster,
+        cluster=cluster,
         n=args.n,
         b=args.b,
-        env=resolve_env(args.cluster, factors, env, args.sched),
+        env=resolved,
+        env_per_machine=per_machine,
         factors=factors,
         seed=args.seed,
         distribution=dist,
         variability=not args.no_variability,
         check=args.check,
         symbols=args.symbols,
+        getrf_on_gpu=args.getrf_gpu,
         trace=Path(args.trace) if args.trace else None,
         transfers=Path(args.transfers) if args.transfers else None,
-        platform_dir=Path(args.platform_dir) if args.platform_dir else None,
+        platform_dir=platform_dir,
     )
 
 

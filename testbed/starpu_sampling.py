@@ -27,6 +27,23 @@ from testbed.perfmodel_files import ArchModel, HistoryEntry, square_tiles_footpr
 #: (compute/pzgetrf_nopiv.c: getrf_nopiv(A:RW), trsm(A:R, B:RW), gemm(A:R, B:R, C:RW),
 #: plrnt(A:W)). The footprint of a task depends on that count.
 LU_KERNELS: dict[str, int] = {"dgetrf_nopiv": 1, "dtrsm": 2, "dgemm": 3, "dplrnt": 1}
+#: The perf-model symbol sets apps/lu can use (its --symbols; numasim's `symbols`):
+#: set -> {task kind: (model symbol, buffers, gemm/trsm have a CUDA implementation)}.
+#: getrf_nopiv runs on CUDA workers only with --getrf-gpu (RunSpec.getrf_on_gpu).
+SYMBOL_SETS: dict[str, dict[str, tuple[str, int, bool]]] = {
+    "chameleon": {
+        "getrf": ("dgetrf_nopiv", 1, False),
+        "trsm": ("dtrsm", 2, True),
+        "gemm": ("dgemm", 3, True),
+    },
+    "starpu-lu": {
+        "getrf": ("starpu_dlu_lu_model_getrf", 1, False),
+        "trsm_ll": ("starpu_dlu_lu_model_trsm_ll", 2, True),
+        "trsm_ru": ("starpu_dlu_lu_model_trsm_ru", 2, True),
+        "gemm": ("starpu_dlu_lu_model_gemm", 3, True),
+    },
+}
+
 FLOPS = {
     "dgetrf_nopiv": lambda b: 2.0 * b**3 / 3.0,
     "dtrsm": lambda b: float(b**3),
@@ -322,3 +339,28 @@ def write_starpu_dir(cluster: Cluster, out: Path, tile_sizes: tuple[int, ...] = 
     (out / "cluster.xml").write_text(cluster_xml_text(cluster))
     (out / "hostfile").write_text("".join(f"{node.name}\n" for node in cluster.nodes))
 
+
+def detect_symbols(sampling: Path, machine: str, default: str | None = None) -> str:
+    """The symbol set whose models are all in `sampling`; else `default` (the simulator then
+    names the missing file), or an InputError listing what was expected."""
+    models = sampling / "codelets" / "45"
+    for name, kinds in SYMBOL_SETS.items():
+        if all((models / f"{sym}.{machine}").is_file() for sym, _, _ in kinds.values()):
+            return name
+    if default is not None:
+        return default
+    expected = " or ".join(
+        ", ".join(f"{sym}.{machine}" for sym, _, _ in kinds.values()) for kinds in SYMBOL_SETS.values())
+    raise InputError(models, "codelet models", f"{expected} (calibrate the machine first)")
+
+
+def numasim_symbols(symbols: str) -> dict[str, str]:
+    """numasim's `symbols` object (docs/interfaces.md §4) for a symbol set: the row and column
+    trsm have their own models in StarPU's LU example (trsm_ll, trsm_ru), one in Chameleon."""
+    kinds = SYMBOL_SETS[symbols]
+    out = {"getrf": kinds["getrf"][0], "gemm": kinds["gemm"][0]}
+    if "trsm" in kinds:
+        out["trsm"] = kinds["trsm"][0]
+    else:
+        out["trsm_row"], out["trsm_col"] = kinds["trsm_ll"][0], kinds["trsm_ru"][0]
+    return out

@@ -4,7 +4,11 @@
  * it writes and moves the tiles it reads. Prints one JSON line on rank 0.
  *
  * usage: lu --n N --b B [--dist FILE | --p P --q Q] [--seed S] [--check]
- *           [--symbols chameleon|starpu-lu] [--no-folded] */
+ *           [--symbols chameleon|starpu-lu] [--no-folded] [--getrf-gpu]
+ *
+ * gemm and trsm run on CPUs and, in a CUDA build (or in simulation), on GPUs; getrf_nopiv
+ * runs on CPUs only unless --getrf-gpu (cuSOLVER; Chameleon's GPU getrf_nopiv kernels and
+ * StarPU's LU example do the same). */
 #include <getopt.h>
 #include <math.h>
 #include <mpi.h>
@@ -30,14 +34,23 @@ struct options {
 	int check;
 	const char *symbols;
 	int folded;
+	int getrf_gpu;
 };
 
-static unsigned long executed[LU_NKINDS];
+/* Tasks executed by this rank, per kind, then (last slot) those run by CUDA workers. */
+#define ON_CUDA LU_NKINDS
+#define NCOUNTS (LU_NKINDS + 1)
+static unsigned long executed[NCOUNTS];
 
 /* Runs after each task on the rank that executed it (also in simulation). */
 static void count_task(void *arg)
 {
 	__atomic_fetch_add((unsigned long *)arg, 1, __ATOMIC_RELAXED);
+	/* StarPU runs a task's callback on the worker that executed it (also for asynchronous
+	 * CUDA tasks: the CUDA worker's driver loop terminates them, drivers/cuda/driver_cuda.c). */
+	int w = starpu_worker_get_id();
+	if (w >= 0 && starpu_worker_get_type(w) == STARPU_CUDA_WORKER)
+		__atomic_fetch_add(&executed[ON_CUDA], 1, __ATOMIC_RELAXED);
 }
 
 static int usage_error(int rank, const char *key, const char *expected)
@@ -55,7 +68,8 @@ static int parse_options(int argc, char **argv, struct options *o, int rank)
 		{"dist", required_argument, 0, 'd'},   {"p", required_argument, 0, 'p'},
 		{"q", required_argument, 0, 'q'},      {"seed", required_argument, 0, 's'},
 		{"check", no_argument, 0, 'c'},        {"symbols", required_argument, 0, 'y'},
-		{"no-folded", no_argument, 0, 'f'},    {0, 0, 0, 0},
+		{"no-folded", no_argument, 0, 'f'},    {"getrf-gpu", no_argument, 0, 'g'},
+		{0, 0, 0, 0},
 	};
 	*o = (struct options){.seed = 1, .symbols = "chameleon", .folded = 1};
 	int c;
@@ -71,10 +85,11 @@ static int parse_options(int argc, char **argv, struct options *o, int rank)
 		case 'c': o->check = 1; break;
 		case 'y': o->symbols = optarg; break;
 		case 'f': o->folded = 0; break;
+		case 'g': o->getrf_gpu = 1; break;
 		default:
 			return usage_error(rank, "arguments",
 			                   "lu --n N --b B [--dist FILE|--p P --q Q] [--seed S] [--check] "
-			                   "[--symbols chameleon|starpu-lu] [--no-folded]");
+			                   "[--symbols chameleon|starpu-lu] [--no-folded] [--getrf-gpu]");
 		}
 	}
 	if (o->n <= 0 || o->b <= 0 || o->n % o->b != 0) {
@@ -84,6 +99,8 @@ static int parse_options(int argc, char **argv, struct options *o, int rank)
 	}
 	if (lu_select_symbols(o->symbols) != 0)
 		return usage_error(rank, "--symbols", "chameleon or starpu-lu");
+	if (o->getrf_gpu && lu_enable_getrf_on_cuda() != 0)
+		return usage_error(rank, "--getrf-gpu", "a build with CUDA and cuSOLVER (or the SimGrid build)");
 #ifdef STARPU_SIMGRID
 	if (o->check)
 		return usage_error(rank, "--check", "a real build (simulation computes no values)");
@@ -212,12 +229,12 @@ static double residual(const double *a, const double *lu, size_t n)
 
 /* Task counts of all ranks, summed on rank 0 through StarPU-MPI (in SimGrid
  * mode StarPU owns MPI initialization and finalization, so no raw MPI calls). */
-static void sum_counts_on_root(int rank, int size, unsigned long total[LU_NKINDS])
+static void sum_counts_on_root(int rank, int size, unsigned long total[NCOUNTS])
 {
 	memcpy(total, executed, sizeof executed);
-	unsigned long remote[LU_NKINDS];
+	unsigned long remote[NCOUNTS];
 	starpu_data_handle_t h;
-	starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)(rank == 0 ? remote : executed), LU_NKINDS,
+	starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)(rank == 0 ? remote : executed), NCOUNTS,
 	                            sizeof(unsigned long));
 	for (int r = 1; r < size; r++) {
 		if (rank == r)
@@ -226,7 +243,7 @@ static void sum_counts_on_root(int rank, int size, unsigned long total[LU_NKINDS
 			MPI_Status st;
 			starpu_mpi_recv(h, r, 0x7fff0000 + r, MPI_COMM_WORLD, &st);
 			starpu_data_acquire(h, STARPU_R);
-			for (int k = 0; k < LU_NKINDS; k++)
+			for (int k = 0; k < NCOUNTS; k++)
 				total[k] += remote[k];
 			starpu_data_release(h);
 		}
@@ -258,6 +275,7 @@ static void start_starpu(int *argc, char ***argv, int *rank, int *size)
 		exit(1);
 	}
 	STARPU_CHECK_RETURN_VALUE(ret, "starpu_mpi_init_conf");
+	lu_cuda_init();
 	starpu_mpi_comm_rank(MPI_COMM_WORLD, rank);
 	starpu_mpi_comm_size(MPI_COMM_WORLD, size);
 }
@@ -348,6 +366,9 @@ int main(int argc, char **argv)
 
 	double t0 = starpu_timing_now();
 	submit_lu(tiles, nt);
+	/* When the main thread inserts tasks more slowly than the workers run them, the run is
+	 * submission-bound: the time it took is reported next to the makespan. */
+	double submitted = (starpu_timing_now() - t0) * 1e-6;
 	starpu_mpi_wait_for_all(MPI_COMM_WORLD);
 	starpu_mpi_barrier(MPI_COMM_WORLD);
 	double makespan = (starpu_timing_now() - t0) * 1e-6;
@@ -370,14 +391,15 @@ int main(int argc, char **argv)
 	}
 	free(tiles);
 	free(ptrs);
-	unsigned long total[LU_NKINDS];
+	unsigned long total[NCOUNTS];
 	sum_counts_on_root(rank, size, total);
 	if (rank == 0) {
 		double n = (double)o.n;
 		unsigned long ntasks = total[LU_GETRF] + total[LU_TRSM_ROW] + total[LU_TRSM_COL] + total[LU_GEMM];
 		printf("{\"build\": \"%s\", \"n\": %ld, \"b\": %ld, \"nt\": %d, \"ranks\": %d, \"symbols\": \"%s\", "
 		       "\"seed\": %llu, \"makespan_s\": %.9g, \"gflops\": %.6g, \"tasks\": %lu, "
-		       "\"tasks_by_kind\": {\"getrf\": %lu, \"trsm\": %lu, \"gemm\": %lu, \"plrnt\": %lu}",
+		       "\"tasks_by_kind\": {\"getrf\": %lu, \"trsm\": %lu, \"gemm\": %lu, \"plrnt\": %lu}, "
+		       "\"cuda_workers\": %u, \"tasks_on_cuda\": %lu, \"getrf_on_gpu\": %s, \"submission_s\": %.9g",
 #ifdef STARPU_SIMGRID
 		       "simgrid",
 #else
@@ -385,7 +407,8 @@ int main(int argc, char **argv)
 #endif
 		       o.n, o.b, nt, size, o.symbols, o.seed, makespan, 2.0 / 3.0 * n * n * n / makespan * 1e-9,
 		       ntasks, total[LU_GETRF], total[LU_TRSM_ROW] + total[LU_TRSM_COL], total[LU_GEMM],
-		       total[LU_PLRNT]);
+		       total[LU_PLRNT], starpu_cuda_worker_get_count(), total[ON_CUDA],
+		       o.getrf_gpu ? "true" : "false", submitted);
 		if (!o.dist_file)
 			printf(", \"p\": %d, \"q\": %d", o.p, o.q);
 		if (o.check)
@@ -394,6 +417,7 @@ int main(int argc, char **argv)
 		fflush(stdout);
 	}
 	lu_distribution_free(&dist);
+	lu_cuda_shutdown();
 	starpu_mpi_shutdown();
 	return 0;
 }

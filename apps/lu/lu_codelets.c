@@ -165,14 +165,148 @@ static void not_executed_in_simulation(void *buffers[], void *cl_arg)
 #define KERNEL(f) not_executed_in_simulation
 #endif
 
-/* In simulation, gemm and trsm also declare a CUDA implementation (placeholder
- * pointer, as Chameleon and StarPU's LU example do in SimGrid builds), so that
- * the simulated GPUs of a platform take them; getrf_nopiv stays CPU only. */
-#ifdef STARPU_SIMGRID
-#define SIMULATED_CUDA .cuda_funcs = {(starpu_cuda_func_t)1}, .cuda_flags = {STARPU_CUDA_ASYNC},
-#else
-#define SIMULATED_CUDA
+/* CUDA implementations (real build with CUDA): cuBLAS on the worker's stream, asynchronous
+ * (STARPU_CUDA_ASYNC), as Chameleon's cudablas/compute/cuda_z{gemm,trsm}.c called from
+ * codelets/codelet_z{gemm,trsm}.c; StarPU binds each worker's cuBLAS/cuSOLVER handle to
+ * its stream (src/drivers/cuda/starpu_cublas.c, starpu_cusolver.c). In simulation, a
+ * placeholder pointer declares the implementation (as Chameleon and StarPU's LU example do
+ * in SimGrid builds) so that the simulated GPUs of a platform take those tasks. */
+#if defined(STARPU_USE_CUDA) && !defined(STARPU_SIMGRID)
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <starpu_cublas_v2.h>
+#ifdef STARPU_HAVE_LIBCUSOLVER
+#include <cusolverDn.h>
+#include <starpu_cusolver.h>
 #endif
+
+static void check_cublas(cublasStatus_t st)
+{
+	if (st != CUBLAS_STATUS_SUCCESS)
+		STARPU_CUBLAS_REPORT_ERROR(st);
+}
+
+static void cuda_trsm_row(void *buffers[], void *cl_arg)
+{
+	(void)cl_arg;
+	const double one = 1.0;
+	int b = (int)STARPU_MATRIX_GET_NX(buffers[1]);
+	check_cublas(cublasDtrsm(starpu_cublas_get_local_handle(), CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER,
+	                         CUBLAS_OP_N, CUBLAS_DIAG_UNIT, b, b, &one,
+	                         (const double *)STARPU_MATRIX_GET_PTR(buffers[0]), (int)STARPU_MATRIX_GET_LD(buffers[0]),
+	                         (double *)STARPU_MATRIX_GET_PTR(buffers[1]), (int)STARPU_MATRIX_GET_LD(buffers[1])));
+}
+
+static void cuda_trsm_col(void *buffers[], void *cl_arg)
+{
+	(void)cl_arg;
+	const double one = 1.0;
+	int b = (int)STARPU_MATRIX_GET_NX(buffers[1]);
+	check_cublas(cublasDtrsm(starpu_cublas_get_local_handle(), CUBLAS_SIDE_RIGHT, CUBLAS_FILL_MODE_UPPER,
+	                         CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT, b, b, &one,
+	                         (const double *)STARPU_MATRIX_GET_PTR(buffers[0]), (int)STARPU_MATRIX_GET_LD(buffers[0]),
+	                         (double *)STARPU_MATRIX_GET_PTR(buffers[1]), (int)STARPU_MATRIX_GET_LD(buffers[1])));
+}
+
+static void cuda_gemm(void *buffers[], void *cl_arg)
+{
+	(void)cl_arg;
+	const double minus_one = -1.0, one = 1.0;
+	int b = (int)STARPU_MATRIX_GET_NX(buffers[2]);
+	check_cublas(cublasDgemm(starpu_cublas_get_local_handle(), CUBLAS_OP_N, CUBLAS_OP_N, b, b, b, &minus_one,
+	                         (const double *)STARPU_MATRIX_GET_PTR(buffers[0]), (int)STARPU_MATRIX_GET_LD(buffers[0]),
+	                         (const double *)STARPU_MATRIX_GET_PTR(buffers[1]), (int)STARPU_MATRIX_GET_LD(buffers[1]),
+	                         &one, (double *)STARPU_MATRIX_GET_PTR(buffers[2]), (int)STARPU_MATRIX_GET_LD(buffers[2])));
+}
+
+#ifdef STARPU_HAVE_LIBCUSOLVER
+/* cuSOLVER's getrf without pivoting (devIpiv = NULL), as StarPU's examples/lu/xlu_kernels.c
+ * (common_getrf, case 1). Its workspace is one buffer per CUDA worker, allocated on first
+ * use and freed by lu_cuda_shutdown, so that the task keeps Chameleon's single buffer (and
+ * footprint) instead of StarPU's example's extra scratch handles. */
+static struct {
+	double *work;
+	int *info;
+	int lwork;
+} getrf_ws[STARPU_NMAXWORKERS];
+
+static void check_cusolver(cusolverStatus_t st)
+{
+	if (st != CUSOLVER_STATUS_SUCCESS)
+		STARPU_CUSOLVER_REPORT_ERROR(st);
+}
+
+static void cuda_getrf(void *buffers[], void *cl_arg)
+{
+	(void)cl_arg;
+	cusolverDnHandle_t h = starpu_cusolverDn_get_local_handle();
+	int b = (int)STARPU_MATRIX_GET_NX(buffers[0]), ld = (int)STARPU_MATRIX_GET_LD(buffers[0]);
+	double *a = (double *)STARPU_MATRIX_GET_PTR(buffers[0]);
+	int lwork = 0;
+	check_cusolver(cusolverDnDgetrf_bufferSize(h, b, b, a, ld, &lwork));
+	int w = starpu_worker_get_id_check();
+	if (lwork > getrf_ws[w].lwork) {
+		cudaFree(getrf_ws[w].work);
+		if (!getrf_ws[w].info && cudaMalloc((void **)&getrf_ws[w].info, sizeof(int)) != cudaSuccess)
+			STARPU_ABORT_MSG("cudaMalloc of the getrf info word failed");
+		if (cudaMalloc((void **)&getrf_ws[w].work, sizeof(double) * (size_t)lwork) != cudaSuccess)
+			STARPU_ABORT_MSG("cudaMalloc of the getrf workspace failed");
+		getrf_ws[w].lwork = lwork;
+	}
+	check_cusolver(cusolverDnDgetrf(h, b, b, a, ld, getrf_ws[w].work, NULL, getrf_ws[w].info));
+}
+
+static void free_getrf_workspace(void *arg)
+{
+	(void)arg;
+	int w = starpu_worker_get_id_check();
+	cudaFree(getrf_ws[w].work);
+	cudaFree(getrf_ws[w].info);
+	getrf_ws[w].work = NULL;
+	getrf_ws[w].info = NULL;
+	getrf_ws[w].lwork = 0;
+}
+#define GETRF_CUDA_FUNC cuda_getrf
+#endif
+#define CUDA_IMPL(f) .cuda_funcs = {f}, .cuda_flags = {STARPU_CUDA_ASYNC},
+#elif defined(STARPU_SIMGRID)
+#define CUDA_IMPL(f) .cuda_funcs = {(starpu_cuda_func_t)1}, .cuda_flags = {STARPU_CUDA_ASYNC},
+#define GETRF_CUDA_FUNC ((starpu_cuda_func_t)1)
+#else
+#define CUDA_IMPL(f)
+#endif
+
+void lu_cuda_init(void)
+{
+#if defined(STARPU_USE_CUDA) && !defined(STARPU_SIMGRID)
+	starpu_cublas_init();
+#ifdef STARPU_HAVE_LIBCUSOLVER
+	starpu_cusolver_init();
+#endif
+#endif
+}
+
+void lu_cuda_shutdown(void)
+{
+#if defined(STARPU_USE_CUDA) && !defined(STARPU_SIMGRID)
+#ifdef STARPU_HAVE_LIBCUSOLVER
+	starpu_execute_on_each_worker(free_getrf_workspace, NULL, STARPU_CUDA);
+	starpu_cusolver_shutdown();
+#endif
+	starpu_cublas_shutdown();
+#endif
+}
+
+int lu_enable_getrf_on_cuda(void)
+{
+#ifdef GETRF_CUDA_FUNC
+	lu_cl_getrf.cuda_funcs[0] = GETRF_CUDA_FUNC;
+	lu_cl_getrf.cuda_flags[0] = STARPU_CUDA_ASYNC;
+	return 0;
+#else
+	return -1;
+#endif
+}
 
 struct starpu_codelet lu_cl_getrf = {
 	.cpu_funcs = {KERNEL(cpu_getrf)},
@@ -184,7 +318,7 @@ struct starpu_codelet lu_cl_getrf = {
 
 struct starpu_codelet lu_cl_trsm_row = {
 	.cpu_funcs = {KERNEL(cpu_trsm_row)},
-	SIMULATED_CUDA
+	CUDA_IMPL(cuda_trsm_row)
 	.nbuffers = 2,
 	.modes = {STARPU_R, STARPU_RW},
 	.model = &model_trsm_row,
@@ -193,7 +327,7 @@ struct starpu_codelet lu_cl_trsm_row = {
 
 struct starpu_codelet lu_cl_trsm_col = {
 	.cpu_funcs = {KERNEL(cpu_trsm_col)},
-	SIMULATED_CUDA
+	CUDA_IMPL(cuda_trsm_col)
 	.nbuffers = 2,
 	.modes = {STARPU_R, STARPU_RW},
 	.model = &model_trsm_col,
@@ -202,7 +336,7 @@ struct starpu_codelet lu_cl_trsm_col = {
 
 struct starpu_codelet lu_cl_gemm = {
 	.cpu_funcs = {KERNEL(cpu_gemm)},
-	SIMULATED_CUDA
+	CUDA_IMPL(cuda_gemm)
 	.nbuffers = 3,
 	.modes = {STARPU_R, STARPU_R, STARPU_RW},
 	.model = &model_gemm,

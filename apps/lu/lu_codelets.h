@@ -26,6 +26,13 @@ extern struct starpu_codelet lu_cl_trsm_col; /* A(k,k) R, A(m,k) RW: A(m,k) U(k,
 extern struct starpu_codelet lu_cl_gemm;     /* A(m,k) R, A(k,n) R, A(m,n) RW */
 extern struct starpu_codelet lu_cl_plrnt;    /* A(m,n) W */
 
+/* CUDA support of the real build (cuBLAS/cuSOLVER handles); no-ops without CUDA. */
+void lu_cuda_init(void);
+void lu_cuda_shutdown(void);
+/* Lets getrf_nopiv run on CUDA workers too (cuSOLVER getrf without pivoting; a declared
+ * implementation in simulation). Returns 0, or -1 if this build has no such kernel. */
+int lu_enable_getrf_on_cuda(void);
+
 /* The element generator, shared with the residual check (which needs no tiles). */
 double lu_plrnt_value(unsigned long long seed, int i, int j, int n_global);
 

@@ -26,11 +26,15 @@ class RunSpec:
     b: int
     env: dict[str, str] = field(default_factory=dict)
     factors: dict[str, int] = field(default_factory=dict)
+    # Variables that differ between machine types (testbed.factors.env_per_machine); None: the
+    # engine derives them from the cluster and the factors.
+    env_per_machine: dict[str, dict[str, str]] | None = None
     seed: int = 1
     distribution: dict = field(default_factory=lambda: {"kind": "block-cyclic"})
     variability: bool = True
     check: bool = False  # real engine: compute the residual ||A - LU|| / ||A||
     symbols: str | None = None  # perf-model symbol set: chameleon | starpu-lu (auto-detected if None)
+    getrf_on_gpu: bool = False  # getrf_nopiv may run on CUDA workers too (apps/lu --getrf-gpu)
     trace: Path | None = None
     transfers: Path | None = None
     platform_dir: Path | None = None  # output of `testbed platform`; generated if None

@@ -64,9 +64,18 @@ def parse_output(stdout: str, stderr: str, returncode: int, what: str) -> dict:
     raise RuntimeError(f"{what} printed no JSON line; stdout was:\n{stdout[-2000:]}")
 
 
+def kernel_args(spec: RunSpec, symbols: str | None) -> list[str]:
+    """apps/lu arguments choosing the kernels: perf-model symbols and getrf on GPUs."""
+    args = ["--symbols", symbols] if symbols else []
+    if spec.getrf_on_gpu:
+        args.append("--getrf-gpu")
+    return args
+
+
 def result_fields(out: dict) -> dict:
-    """Engine result: makespan_s, tasks, tasks_by_kind, gflops (+ residual, layout)."""
-    keep = ("makespan_s", "tasks", "tasks_by_kind", "gflops", "residual", "ranks", "symbols", "nt", "p", "q")
+    """Engine result: makespan_s, tasks, tasks_by_kind, gflops (+ residual, layout, CUDA use)."""
+    keep = ("makespan_s", "tasks", "tasks_by_kind", "gflops", "residual", "ranks", "symbols", "nt", "p", "q",
+            "cuda_workers", "tasks_on_cuda", "getrf_on_gpu")
     return {k: out[k] for k in keep if k in out}
 
 

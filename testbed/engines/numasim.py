@@ -47,8 +47,15 @@ def checked_platform(pdir: Path) -> Path:
 
 def run_description(spec: RunSpec, pdir: Path, workdir: Path | None = None) -> dict:
     """The run description (docs/interfaces.md §4); `workdir` holds generated inputs."""
+    from testbed.starpu_sampling import SYMBOL_SETS, detect_symbols, numasim_symbols
+
     xml = pdir / "numasim.xml"
-    perfmodels = {m: str(pdir / "starpu" / m / "sampling") for m in machine_types(xml)}
+    machines = machine_types(xml)
+    perfmodels = {m: str(pdir / "starpu" / m / "sampling") for m in machines}
+    # The symbol set as the apps/lu engines choose it: given, else the one the models hold.
+    symbols = spec.symbols or detect_symbols(Path(perfmodels[machines[0]]), machines[0], default="chameleon")
+    if symbols not in SYMBOL_SETS:
+        raise InputError(None, "symbols", f"one of {', '.join(SYMBOL_SETS)}, got {symbols!r}")
     dist = dict(spec.distribution)
     if dist.get("kind") == "heterogeneous":
         if workdir is None:
@@ -62,9 +69,12 @@ def run_description(spec: RunSpec, pdir: Path, workdir: Path | None = None) -> d
         "workload": {"kind": "lu", "n": spec.n, "b": spec.b, "distribution": dist},
         "env": dict(spec.env),
         # Variables that differ between machine types (factors B, C, D on a mixed cluster).
-        "env_per_machine": env_per_machine(spec.cluster, spec.factors),
+        "env_per_machine": (env_per_machine(spec.cluster, spec.factors) if spec.env_per_machine is None
+                            else spec.env_per_machine),
         "seed": spec.seed,
         "variability": spec.variability,
+        "symbols": numasim_symbols(symbols),
+        "getrf_on_cuda": spec.getrf_on_gpu,
     }
     if spec.trace:
         desc["trace"] = str(Path(spec.trace).resolve())

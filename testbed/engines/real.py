@@ -22,7 +22,8 @@ import tempfile
 from pathlib import Path
 
 from testbed.engines import RunSpec
-from testbed.engines.lu_app import check_sizes, distribution_args, parse_output, result_fields, run_env
+from testbed.engines.lu_app import (check_sizes, distribution_args, kernel_args, parse_output, result_fields,
+                                    run_env)
 from testbed.errors import InputError
 from testbed.paths import LU_REAL, binary
 
@@ -66,9 +67,7 @@ def run(spec: RunSpec) -> dict:
         args += distribution_args(spec, ranks, workdir, speeds)
         if spec.check:
             args.append("--check")
-        symbols = spec.symbols
-        if symbols:
-            args += ["--symbols", symbols]
+        args += kernel_args(spec, spec.symbols)
         env = run_env(spec)
         cmd = mpirun_prefix(ranks)
         if cmd:  # Open MPI forwards only the variables named with -x

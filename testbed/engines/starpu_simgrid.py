@@ -29,24 +29,12 @@ from pathlib import Path
 
 from testbed.distribution import bus_config, history_means, node_gemm_speed
 from testbed.engines import RunSpec, platform_dir_for
-from testbed.engines.lu_app import check_sizes, distribution_args, parse_output, result_fields, run_env
+from testbed.engines.lu_app import (check_sizes, distribution_args, kernel_args, parse_output, result_fields,
+                                    run_env)
 from testbed.errors import InputError
+from testbed.starpu_sampling import SYMBOL_SETS, detect_symbols
 from testbed.paths import LU_SIMGRID, STARPU_SIMGRID, binary
 
-#: symbol set -> {task kind: (model symbol, buffers, has a CUDA implementation in simulation)}
-SYMBOL_SETS: dict[str, dict[str, tuple[str, int, bool]]] = {
-    "chameleon": {
-        "getrf": ("dgetrf_nopiv", 1, False),
-        "trsm": ("dtrsm", 2, True),
-        "gemm": ("dgemm", 3, True),
-    },
-    "starpu-lu": {
-        "getrf": ("starpu_dlu_lu_model_getrf", 1, False),
-        "trsm_ll": ("starpu_dlu_lu_model_trsm_ll", 2, True),
-        "trsm_ru": ("starpu_dlu_lu_model_trsm_ru", 2, True),
-        "gemm": ("starpu_dlu_lu_model_gemm", 3, True),
-    },
-}
 BUS_SUFFIXES = ("affinity", "bandwidth", "config", "latency", "platform.xml", "platform.v4.xml")
 
 
@@ -71,20 +59,12 @@ def machine_of(starpu_dir: Path, host: str) -> str:
                      "generate it with `testbed platform`)")
 
 
-def detect_symbols(sampling: Path, machine: str) -> str:
-    models = sampling / "codelets" / "45"
-    for name, kinds in SYMBOL_SETS.items():
-        if all((models / f"{sym}.{machine}").is_file() for sym, _, _ in kinds.values()):
-            return name
-    expected = " or ".join(
-        ", ".join(f"{sym}.{machine}" for sym, _, _ in kinds.values()) for kinds in SYMBOL_SETS.values())
-    raise InputError(models, "codelet models", f"{expected} (calibrate the machine first)")
-
-
-def check_models(sampling: Path, machine: str, symbols: str, b: int, use_cuda: bool) -> None:
+def check_models(sampling: Path, machine: str, symbols: str, b: int, use_cuda: bool,
+                 getrf_on_gpu: bool = False) -> None:
     """Every worker that may run a task has a history entry for b x b tiles."""
     devices = bus_config(sampling, machine)
-    for sym, nbuffers, cuda in SYMBOL_SETS[symbols].values():
+    for kind, (sym, nbuffers, cuda) in SYMBOL_SETS[symbols].items():
+        cuda = cuda or (kind == "getrf" and getrf_on_gpu)
         model = sampling / "codelets" / "45" / f"{sym}.{machine}"
         if not model.is_file():
             raise InputError(model, "file", f"the perf model of {sym} for machine {machine}")
@@ -146,7 +126,7 @@ def run(spec: RunSpec) -> dict:
             raise InputError(None, "symbols", f"one of {', '.join(SYMBOL_SETS)}, got {symbols!r}")
         use_cuda = spec.env.get("STARPU_NCUDA", "") != "0"
         for machine in dict.fromkeys(machines.values()):
-            check_models(starpu_dir / machine / "sampling", machine, symbols, spec.b, use_cuda)
+            check_models(starpu_dir / machine / "sampling", machine, symbols, spec.b, use_cuda, spec.getrf_on_gpu)
         merged = workdir / "sampling"
         merged_sampling(starpu_dir, hosts, symbols, merged)
 
@@ -155,7 +135,7 @@ def run(spec: RunSpec) -> dict:
             gemm = SYMBOL_SETS[symbols]["gemm"][0]
             speeds = [node_gemm_speed(starpu_dir / machines[h] / "sampling", machines[h], spec.b, gemm)
                       for h in hosts]
-        args = ["--n", str(spec.n), "--b", str(spec.b), "--seed", str(spec.seed), "--symbols", symbols]
+        args = ["--n", str(spec.n), "--b", str(spec.b), "--seed", str(spec.seed), *kernel_args(spec, symbols)]
         args += distribution_args(spec, len(hosts), workdir, speeds)
 
         env = run_env(spec)
