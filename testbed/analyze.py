@@ -17,19 +17,19 @@ import argparse
 import itertools
 import json
 import math
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-from testbed.atomic import atomic_dir
+from testbed.atomic import atomic_dir, atomic_members, check_output_dir
 from testbed.errors import InputError
 from testbed.runs_table import factor_columns, read_runs
 
 RESPONSE = "makespan_s"
+#: Figures of the plots step (a figure directory written before markers existed holds only these).
+FIGURE_NAMES = ("main_effects.png", "interactions_*.png", "boxplot_*.png")
 TABLE_FILES = ["anova.csv", "anova.md", "anova.html", "summary.csv", "effects.csv", "model.json", "best.json"]
 
 
@@ -387,11 +387,9 @@ def write_tables(runs_path: str | Path, out: str | Path, p_max: float = 0.05, mi
     summary = summary_table(runs, factors)
     effects = effects_table(runs, factors)
     best = best_configuration(runs, factors, summary)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    # Write all files in a scratch dir, then move each in: a failure leaves no partial set.
-    with tempfile.TemporaryDirectory(prefix=".analyze-", dir=out) as tmp:
-        t = Path(tmp)
+    # All files written in a scratch dir, then moved in: a failure leaves no partial set,
+    # and the other files of `out` (runs.csv, batches/, ...) are never touched.
+    with atomic_members(out, TABLE_FILES) as t:
         anova.to_csv(t / "anova.csv", index=False)
         (t / "anova.md").write_text(anova_markdown(anova, facts))
         (t / "anova.html").write_text(anova_html(anova, facts))
@@ -399,13 +397,16 @@ def write_tables(runs_path: str | Path, out: str | Path, p_max: float = 0.05, mi
         effects.to_csv(t / "effects.csv", index=False)
         (t / "model.json").write_text(json.dumps(facts, indent=1, allow_nan=True) + "\n")
         (t / "best.json").write_text(json.dumps(best, indent=1, allow_nan=True) + "\n")
-        for name in TABLE_FILES:
-            os.replace(t / name, out / name)
     return facts
 
 
-def write_plots(tables: str | Path, runs_path: str | Path, out: str | Path, boxplots: list[list[str]]) -> list[Path]:
-    """The cheap step: tidy tables (+ runs for boxplots) -> PNG figures in `out` (atomic)."""
+def write_plots(tables: str | Path, runs_path: str | Path, out: str | Path, boxplots: list[list[str]],
+                option: str = "--figures") -> list[Path]:
+    """The cheap step: tidy tables (+ runs for boxplots) -> PNG figures in `out`.
+
+    `out` is this step's own directory (atomic_dir: replaced whole by a rerun, refused if
+    it holds anything else)."""
+    check_output_dir(out, "analyze", option, legacy=FIGURE_NAMES)
     tables = Path(tables)
     for name in ("effects.csv", "model.json"):
         if not (tables / name).exists():
@@ -419,7 +420,7 @@ def write_plots(tables: str | Path, runs_path: str | Path, out: str | Path, boxp
         if unknown:
             raise InputError("analysis.boxplots", ",".join(subset), f"factors among {factors}, not {unknown}")
     written: list[Path] = []
-    with atomic_dir(out) as tmp:
+    with atomic_dir(out, "analyze", option, legacy=FIGURE_NAMES) as tmp:
         written.append(plot_main_effects(effects, factors, tmp / "main_effects.png"))
         if len(factors) >= 2:
             written.append(plot_interactions(effects, [(factors[0], g) for g in factors[1:]],
@@ -463,12 +464,16 @@ def run(args: argparse.Namespace) -> int:
     if not 0 <= args.min_variance <= 100:
         raise InputError(None, "--min-variance", f"a percentage in [0, 100], got {args.min_variance}")
     out = Path(args.out)
+    if args.stage in ("all", "plots"):  # refused before the (expensive) tables are written
+        check_output_dir(args.figures or out / "figures", "analyze", "--figures" if args.figures else "--out",
+                         legacy=FIGURE_NAMES)
     if args.stage in ("all", "tables"):
         facts = write_tables(args.runs, out, args.p_max, args.min_variance)
         print(f"analyze: {facts['n_runs']} runs, {len(facts['factors'])} factors, R² = {facts['r2']:.4f} -> {out}")
     if args.stage in ("all", "plots"):
         facts = json.loads((out / "model.json").read_text()) if (out / "model.json").exists() else {"factors": []}
         subsets = parse_subsets(args.boxplot) or [facts["factors"][:1] or ["A"]]
-        figures = write_plots(out, args.runs, args.figures or out / "figures", subsets)
+        figures = write_plots(out, args.runs, args.figures or out / "figures", subsets,
+                              "--figures" if args.figures else "--out")
         print(f"analyze: {len(figures)} figures -> {args.figures or out / 'figures'}")
     return 0

@@ -277,7 +277,7 @@ def step_bus(ctx: Context, out: Path, commands: list[str]) -> str:
     tool = STARPU_NATIVE / "bin" / "starpu_calibrate_bus"
     if not tool.exists():
         return f"not available yet: {tool} missing (envs/setup.sh builds the native StarPU)"
-    with atomic_dir(out) as tmp:
+    with atomic_dir(out, None) as tmp:
         home = tmp / "home"
         env = {**starpu_env(ctx, home), "STARPU_BUS_CALIBRATE": "1"}
         commands.append(shell_line([str(tool)], {**env, "STARPU_HOME": "<tmp>"}))
@@ -389,7 +389,7 @@ def step_codelets(scope: str) -> Callable[[Context, Path, list[str]], str]:
                 runs.append({"b": b, "round": rnd, "makespan_s": result.get("makespan_s"), "gflops": result.get("gflops")})
             if not calibrated(models, ctx.opts.machine, b, cuda):
                 return f"failed: b={b} not calibrated after {ctx.opts.max_rounds} rounds (raise --max-rounds)"
-        with atomic_dir(out) as tmp:
+        with atomic_dir(out, None) as tmp:
             shutil.copytree(models, tmp, dirs_exist_ok=True)
         shutil.rmtree(work, ignore_errors=True)
         with atomic_file(ctx.opts.out / f"codelets-{scope}-runs.json") as fh:
@@ -477,7 +477,7 @@ def step_network(ctx: Context, out: Path, commands: list[str]) -> str:
         "bandwidth_note": f"{best['bytes']} bytes / median one-way time (the best over the sizes)",
         "csv": "network/pingpong.csv", "command": commands[-1],
     }
-    with atomic_dir(out.parent) as tmp:
+    with atomic_dir(out.parent, None) as tmp:
         (tmp / "pingpong.csv").write_text(text)
         (tmp / "pingpong.json").write_text(json.dumps(doc, indent=1) + "\n")
     return "done"
@@ -650,8 +650,25 @@ def steps_for(opts: Options, nnuma: int) -> list[Step]:
     return steps
 
 
+#: A directory holding one of these is a (partial) bundle that `calibrate` may resume into.
+BUNDLE_NAMES = {"steps", ".work", "host.json", "hwloc.xml", "kernels.yaml", "provenance.yaml"}
+
+
+def check_bundle_dir(out: Path) -> None:
+    """The bundle is written inside --out: refuse a file, or a directory that is not a bundle
+    (calibrate would take its files for measurements and write beside them)."""
+    if (out.exists() or out.is_symlink()) and not out.is_dir():
+        raise InputError(out, "--out", "a calibration bundle directory, found a file (not replaced)")
+    names = sorted(e.name for e in out.iterdir()) if out.is_dir() else []
+    if names and not BUNDLE_NAMES & set(names):
+        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        raise InputError(out, "--out", f"a new or empty directory or a calibration bundle (steps/, kernels.yaml, ...); "
+                                       f"it holds {shown} (nothing written; choose another path)")
+
+
 def calibrate(opts: Options, log: Callable[[str], None] = print) -> Context:
     ctx = Context(opts, log=log)
+    check_bundle_dir(opts.out)
     opts.out.mkdir(parents=True, exist_ok=True)
     nnuma = len(numa_layout())
     steps = steps_for(opts, nnuma)

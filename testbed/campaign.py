@@ -96,7 +96,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.merge:
-        with atomic_file(args.out) as fh:
+        with atomic_file(args.out, option="--out") as fh:
             count = concat_runs(args.merge, fh)
         print(f"campaign: {count} runs from {len(args.merge)} batches -> {args.out}", file=sys.stderr)
         return 0
@@ -106,6 +106,6 @@ def run(args: argparse.Namespace) -> int:
     # absolute: engines run in their own scratch directories
     platform_dir = Path(args.platform_dir).resolve() if args.platform_dir else None
     rows = run_batch(design, args.batch, platform_dir, args.design)
-    with atomic_file(args.out) as fh:
+    with atomic_file(args.out, option="--out") as fh:
         write_runs(rows, fh)
     return 0

@@ -46,9 +46,20 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as exc:
         print(f"error: {exc.message()}", file=sys.stderr)
         return 2
-    except (RuntimeError, FileNotFoundError) as exc:  # a tool or engine failed: its message, no traceback
+    except RuntimeError as exc:  # a tool or engine failed: its message, no traceback
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except OSError as exc:  # the environment: disk full, permissions, a missing build
+        print(f"error: {os_error_line(exc)}", file=sys.stderr)
+        return 1
+
+
+def os_error_line(exc: OSError) -> str:
+    """`<path>: <reason>` of an OSError, on one line."""
+    if exc.strerror is None:  # raised with a message of its own (paths.binary)
+        return " ".join(str(exc).split())
+    where = [str(f) for f in (exc.filename, exc.filename2) if f is not None]
+    return ": ".join([" -> ".join(where), exc.strerror] if where else [exc.strerror])
 
 
 if __name__ == "__main__":

@@ -246,7 +246,7 @@ def run(args: argparse.Namespace) -> int:
         exp = resolve_experiment(config, args.experiment, args.scale, args.config)
         where = args.config
     table = design_table(exp, where)
-    with atomic_file(args.out) as fh:
+    with atomic_file(args.out, option="--out") as fh:
         table.to_csv(fh, index=False)
     print(f"design: {len(table)} runs, {table['config'].nunique()} configurations, "
           f"{table['batch'].nunique()} batches -> {args.out}")

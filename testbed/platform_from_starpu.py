@@ -49,7 +49,7 @@ def write_platform_dir(sampling: Path, host: str, out: Path) -> dict:
                          f"STARPU_HOSTNAME={host})")
     symbols = detect_symbols(sampling, host)
     models = [sampling / "codelets" / "45" / f"{sym}.{host}" for sym, _, _ in SYMBOL_SETS[symbols].values()]
-    with atomic_dir(out) as tmp:
+    with atomic_dir(out, "platform") as tmp:
         write_platform(build_platform([NodeSource(host, host, bus)], name=host), tmp / "numasim.xml")
         dest = tmp / "starpu" / host / "sampling"
         (dest / "bus").mkdir(parents=True)

@@ -23,7 +23,7 @@ import yaml
 
 from testbed import ROOT
 from testbed.analyze import fmt, fmt_p, markdown_table, paper_table
-from testbed.atomic import atomic_dir
+from testbed.atomic import atomic_members
 from testbed.errors import InputError
 
 
@@ -313,7 +313,7 @@ def build(experiments: list[tuple[str, Path]], out: Path, title: str, platforms_
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--experiment", action="append", required=True, metavar="NAME=DIR",
                    help="experiment name and its results directory (repeatable)")
-    p.add_argument("--out", required=True, help="report directory (report.html, report.md)")
+    p.add_argument("--out", required=True, help="report directory: report.html and report.md are written in it, its other files kept")
     p.add_argument("--title", default="Simulated factorial study")
     p.add_argument("--reference", default=None, help="CSV of terms and estimates to show beside the simulated ones")
     p.add_argument("--platforms-dir", default="results/platforms", help="where `testbed platform` outputs live")
@@ -328,7 +328,8 @@ def run(args: argparse.Namespace) -> int:
         experiments.append((name, Path(directory)))
     out = Path(args.out)
     md, page = build(experiments, out, args.title, Path(args.platforms_dir), args.reference)
-    with atomic_dir(out) as tmp:
+    # Written inside `out`: its other files are left alone (`out` may be any directory).
+    with atomic_members(out, ["report.md", "report.html"]) as tmp:
         (tmp / "report.md").write_text(md)
         (tmp / "report.html").write_text(page)
     print(f"report: {out / 'report.html'}, {out / 'report.md'}")

@@ -240,7 +240,7 @@ def nodes_of_starpu_dir(starpu_dir: Path) -> list[NodeSource]:
 
 
 def write_platform(tree: ET.ElementTree, out: Path) -> None:
-    with atomic_file(out) as fh:
+    with atomic_file(out, option="--out") as fh:
         fh.write("<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n")
         fh.write(ET.tostring(tree.getroot(), encoding="unicode"))
         fh.write("\n")
@@ -268,6 +268,11 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except OSError as err:  # disk full, permissions
+        from testbed.cli import os_error_line
+
+        print(f"error: {os_error_line(err)}", file=sys.stderr)
+        return 1
     return 0
 
 

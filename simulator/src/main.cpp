@@ -1,13 +1,13 @@
 // numasim: simulate one run described by a JSON file (docs/interfaces.md §4).
 //   numasim RUN.json [--out SUMMARY.json] [SimGrid --cfg=... / --log=... options]
 #include "error.hpp"
+#include "output.hpp"
 #include "report.hpp"
 #include "runtime.hpp"
 
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <iostream>
 
 XBT_LOG_NEW_DEFAULT_CATEGORY(numasim, "numasim main");
 
@@ -47,13 +47,13 @@ int main(int argc, char** argv)
     double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::string json = numasim::summary_json(s, cfg.seed, wall);
     if (out_file.empty())
-      std::cout << json << std::endl;
+      numasim::write_stdout(json + "\n");
     else
-      numasim::write_file_atomically(out_file, json + "\n");
+      numasim::write_output(out_file, "--out", [&json](std::ostream& out) { out << json << '\n'; });
   } catch (const numasim::InputError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;
-  } catch (const std::exception& e) {
+  } catch (const std::exception& e) { // the environment (numasim::OutputError: disk full, permissions), ...
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
   }

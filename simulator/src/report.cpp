@@ -3,7 +3,6 @@
 #include "json.hpp"
 
 #include <cstdio>
-#include <fstream>
 
 namespace numasim {
 
@@ -52,21 +51,6 @@ std::string summary_json(const Summary& s, uint64_t seed, double wall_s)
        ", \"cuda\": " + std::to_string(s.cuda_workers) + "}";
   o += "}";
   return o;
-}
-
-void write_file_atomically(const std::string& path, const std::string& content)
-{
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    if (!out)
-      throw InputError(path, "--out", "a writable path");
-    out << content;
-    if (!out)
-      throw InputError(path, "--out", "a writable path");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    throw InputError(path, "--out", "a writable path");
 }
 
 } // namespace numasim

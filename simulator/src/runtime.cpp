@@ -1,10 +1,10 @@
 #include "runtime.hpp"
 #include "error.hpp"
+#include "output.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <limits>
 
 XBT_LOG_NEW_DEFAULT_CATEGORY(numasim_runtime, "numasim StarPU runtime model");
@@ -1189,9 +1189,16 @@ Summary Simulation::run()
 
 void Simulation::write_trace(const std::string& path) const
 {
-  std::ofstream out(path);
-  if (!out)
-    throw InputError(path, "trace", "a writable file");
+  write_output(path, "trace", [this](std::ostream& out) { write_trace(out); });
+}
+
+void Simulation::write_transfers(const std::string& path) const
+{
+  write_output(path, "transfers", [this](std::ostream& out) { write_transfers(out); });
+}
+
+void Simulation::write_trace(std::ostream& out) const
+{
   out << "ResourceId,Start,End,Duration,Value,JobId,Node,WorkerNuma,WorkerMemNode,OperandNuma,Priority,Step,"
          "OperandPages,RemoteBytes\n";
   char buf[256];
@@ -1210,11 +1217,8 @@ void Simulation::write_trace(const std::string& path) const
   }
 }
 
-void Simulation::write_transfers(const std::string& path) const
+void Simulation::write_transfers(std::ostream& out) const
 {
-  std::ofstream out(path);
-  if (!out)
-    throw InputError(path, "transfers", "a writable file");
   out << "Start,End,Bytes,Src,Dst,Links\n";
   char buf[256];
   for (const auto& r : transfer_log_) {

@@ -11,6 +11,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <ostream>
 #include <random>
 #include <set>
 #include <string>
@@ -137,6 +138,10 @@ public:
 
   NumaEffects& numa() { return *numa_; }
 
+  // Task trace and transfer log as CSV; the path versions go through write_output
+  // (output.hpp): checked, temporary file renamed in, OutputError on failure.
+  void write_trace(std::ostream& out) const;
+  void write_transfers(std::ostream& out) const;
   void write_trace(const std::string& path) const;
   void write_transfers(const std::string& path) const;
 

@@ -1,0 +1,118 @@
+#include "output.hpp"
+#include "error.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <streambuf>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace numasim {
+
+namespace {
+
+// A stream buffer on a file descriptor that keeps the errno of its first failed write
+// (std::ofstream loses it, and reports a failed final flush nowhere).
+class FdBuf : public std::streambuf {
+public:
+  explicit FdBuf(int fd) : fd_(fd) { setp(buf_, buf_ + sizeof buf_); }
+  int error() const { return err_; }
+
+protected:
+  int_type overflow(int_type c) override
+  {
+    if (!drain())
+      return traits_type::eof();
+    if (!traits_type::eq_int_type(c, traits_type::eof())) {
+      *pptr() = traits_type::to_char_type(c);
+      pbump(1);
+    }
+    return traits_type::not_eof(c);
+  }
+  int sync() override { return drain() ? 0 : -1; }
+
+private:
+  bool drain()
+  {
+    if (err_)
+      return false;
+    for (const char* p = pbase(); p < pptr();) {
+      ssize_t n = ::write(fd_, p, static_cast<size_t>(pptr() - p));
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0) {
+        err_ = n < 0 ? errno : ENOSPC;
+        return false;
+      }
+      p += n;
+    }
+    setp(buf_, buf_ + sizeof buf_);
+    return true;
+  }
+
+  int fd_;
+  int err_ = 0;
+  char buf_[1 << 16];
+};
+
+[[noreturn]] void fail(const std::string& path, int err)
+{
+  throw OutputError(path + ": " + std::strerror(err ? err : EIO));
+}
+
+} // namespace
+
+void write_output(const std::string& path, const std::string& key, const std::function<void(std::ostream&)>& fill)
+{
+  struct stat st;
+  bool exists = ::stat(path.c_str(), &st) == 0;
+  if (exists && S_ISDIR(st.st_mode))
+    throw InputError(path, key, "a file to write, found a directory");
+  bool in_place = exists && !S_ISREG(st.st_mode);
+  std::string target = path;
+  if (!in_place) {
+    size_t slash = path.rfind('/');
+    std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
+    std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+    target = dir + "." + base + ".tmp-" + std::to_string(::getpid());
+  }
+  int fd = ::open(target.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0)
+    fail(path, errno);
+  auto discard = [&] {
+    if (!in_place)
+      ::unlink(target.c_str());
+  };
+  int err = 0;
+  try {
+    FdBuf buf(fd);
+    std::ostream out(&buf);
+    fill(out);
+    out.flush();
+    if (!out || buf.error())
+      err = buf.error() ? buf.error() : EIO;
+  } catch (...) {
+    ::close(fd);
+    discard();
+    throw;
+  }
+  if (::close(fd) != 0 && !err)
+    err = errno;
+  if (!err && !in_place && std::rename(target.c_str(), path.c_str()) != 0)
+    err = errno;
+  if (err) {
+    discard();
+    fail(path, err);
+  }
+}
+
+void write_stdout(const std::string& text)
+{
+  errno = 0;
+  if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0)
+    fail("stdout", errno);
+}
+
+} // namespace numasim

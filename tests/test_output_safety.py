@@ -1,0 +1,382 @@
+"""Outputs never destroy what they did not write, and a failed write leaves nothing behind.
+
+Issue 19's data-loss cases, each reproduced: `--out` onto a directory or a file that another
+command (or the user) wrote is refused and left intact; a rerun replaces its own output; a full
+disk or a read-only file system is one line, exit 1, with the previous output intact and no
+temporary file left (Python writers and numasim). The full disk is a small tmpfs mounted here
+(root only: skipped with the reason otherwise).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from testbed import ROOT, paths
+from testbed.analyze import write_plots, write_tables
+from testbed.cli import main
+from testbed.design import design_table
+
+from test_analyze import synthetic_runs
+
+SPEC = {"name": "syn", "cluster": "g5k-lille-21", "engine": "real",
+        "workload": {"n": 960, "b": 192, "distribution": {"kind": "block-cyclic"}},
+        "factors": {f: [-1, 1] for f in "ABCD"}, "repetitions": 3, "seed": 1, "batches": 2}
+PLATFORM = ["platform", "--cluster", "chifflet-1", "--out"]
+DATA = ROOT / "simulator" / "tests" / "data"
+MARKER = ".testbed-output"  # names the command that wrote a directory output (docs/interfaces.md)
+needs_numasim = pytest.mark.skipif(not paths.NUMASIM.exists(), reason="numasim not built (make build)")
+
+
+# ------------------------------------------------------------------ helpers
+def snapshot(root: Path) -> dict[str, bytes | None]:
+    """Every entry under `root` (directories as None) with its content."""
+    return {str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None) for p in sorted(root.rglob("*"))}
+
+
+def leftovers(folder: Path) -> list[str]:
+    """Temporary files or folders of the atomic writers (Python and numasim) in `folder`."""
+    return [p.name for p in folder.iterdir() if ".tmp-" in p.name or ".old-" in p.name]
+
+
+def one_error_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def results_dir(tmp_path: Path) -> Path:
+    """What `testbed platform --out results` used to delete: a runs table and batch tables."""
+    results = tmp_path / "results"
+    (results / "batches").mkdir(parents=True)
+    synthetic_runs("AB", reps=2).to_csv(results / "runs.csv", index=False)
+    (results / "batches" / "batch-000.csv").write_text("experiment,batch\nsyn,0\n")
+    return results
+
+
+@pytest.fixture(scope="module")
+def experiment(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("results") / "syn"
+    out.mkdir()
+    design_table(SPEC).to_csv(out / "design.csv", index=False)
+    synthetic_runs().to_csv(out / "runs.csv", index=False)
+    write_tables(out / "runs.csv", out)
+    write_plots(out, out / "runs.csv", out / "figures", [["A"]])
+    return out
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path):
+    """Factory: a tmpfs of `size` mounted in tmp_path (skips, saying why, where mount fails)."""
+    mounted: list[Path] = []
+
+    def make(size: str, name: str = "fs") -> Path:
+        d = tmp_path / name
+        d.mkdir()
+        if shutil.which("mount") is None:
+            pytest.skip("no `mount` here: cannot make a small file system to fill")
+        p = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(d)],
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            pytest.skip(f"cannot mount a small tmpfs to fill (needs root): {p.stderr.strip() or p.returncode}")
+        mounted.append(d)
+        return d
+
+    yield make
+    for d in mounted:
+        subprocess.run(["umount", "-l", str(d)], check=False)
+
+
+def fill(fs: Path) -> None:
+    """Write to `fs` until it is full."""
+    chunk = b"\0" * 4096
+    with open(fs / "filler", "wb", buffering=0) as fh:
+        try:
+            while True:
+                fh.write(chunk)
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+    with pytest.raises(OSError):  # not even a byte more
+        with open(fs / "probe", "wb", buffering=0) as fh:
+            fh.write(chunk)
+    (fs / "probe").unlink(missing_ok=True)
+
+
+# ------------------------------------------------------------------ --out never replaces what it did not write
+def test_platform_out_onto_a_results_dir_is_refused(tmp_path: Path, capsys) -> None:
+    """Issue 19: `platform --cluster chifflet-1 --out results` deleted runs.csv and the batch tables."""
+    results = results_dir(tmp_path)
+    before = snapshot(results)
+    assert main([*PLATFORM, str(results)]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert f"error: {results}: --out: expected" in line and "runs.csv" in line
+    assert snapshot(results) == before
+    assert leftovers(tmp_path) == []
+
+
+def test_platform_out_onto_a_file_is_refused(tmp_path: Path, capsys) -> None:
+    target = tmp_path / "notes.txt"
+    target.write_text("mine\n")
+    assert main([*PLATFORM, str(target)]) == 2
+    assert "found a file" in one_error_line(capsys.readouterr().err)
+    assert target.read_text() == "mine\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_platform_rerun_replaces_its_own_output(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "platform"
+    assert main([*PLATFORM, str(out)]) == 0
+    assert (out / MARKER).read_text().startswith("testbed platform\n")
+    (out / "stale.txt").write_text("left by an earlier version of the output\n")
+    assert main([*PLATFORM, str(out)]) == 0
+    assert not (out / "stale.txt").exists() and (out / "numasim.xml").is_file()
+    # an output written before the marker existed is recognised by its layout
+    (out / MARKER).unlink()
+    assert main([*PLATFORM, str(out)]) == 0
+    # an empty directory (Snakemake may leave one) is fine too
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main([*PLATFORM, str(empty)]) == 0 and (empty / "summary.json").is_file()
+    assert leftovers(tmp_path) == []
+
+
+def test_platform_out_onto_another_commands_output_is_refused(tmp_path: Path, experiment: Path, capsys) -> None:
+    figures = tmp_path / "figures"
+    shutil.copytree(experiment / "figures", figures)
+    before = snapshot(figures)
+    assert main([*PLATFORM, str(figures)]) == 2
+    assert "output of `testbed analyze`" in one_error_line(capsys.readouterr().err)
+    assert snapshot(figures) == before
+
+
+def test_machine_yaml_out_replaces_only_a_generated_file(tmp_path: Path, capsys) -> None:
+    """--describe-local --out FILE: a hand-written machine description is not overwritten."""
+    from testbed.hwloc_xml import write_topology
+    from testbed.machines import load_machine
+
+    xml = tmp_path / "chifflet.xml"
+    write_topology(load_machine("chifflet"), xml)
+    mine = tmp_path / "mine.yaml"
+    shutil.copy(ROOT / "platforms" / "machines" / "chifflet.yaml", mine)
+    before = mine.read_bytes()
+    assert main(["platform", "--describe-local", "--hwloc-xml", str(xml), "--out", str(mine)]) == 2
+    assert "not replaced" in one_error_line(capsys.readouterr().err)
+    assert mine.read_bytes() == before
+    generated = tmp_path / "gen.yaml"
+    for _ in range(2):  # a rerun replaces its own file
+        assert main(["platform", "--describe-local", "--hwloc-xml", str(xml), "--out", str(generated)]) == 0
+    assert generated.read_text().startswith("# Generated by `testbed platform --describe-local`")
+    assert main(["platform", "--describe-local", "--hwloc-xml", str(xml), "--out", str(tmp_path)]) == 2
+    assert leftovers(tmp_path) == []
+
+
+def test_report_writes_inside_and_keeps_unrelated_files(tmp_path: Path, experiment: Path, capsys) -> None:
+    """Issue 19: `report --out DIR` deleted the other files of DIR."""
+    out = results_dir(tmp_path)
+    before = snapshot(out)
+    for _ in range(2):
+        assert main(["report", "--experiment", f"syn={experiment}", "--out", str(out),
+                     "--platforms-dir", str(tmp_path / "none")]) == 0
+    after = snapshot(out)
+    assert {k: v for k, v in after.items() if k in before} == before
+    assert sorted(set(after) - set(before)) == ["report.html", "report.md"]
+    target = tmp_path / "report-file"
+    target.write_text("mine\n")
+    assert main(["report", "--experiment", f"syn={experiment}", "--out", str(target)]) == 2
+    assert target.read_text() == "mine\n"
+
+
+def test_analyze_figures_into_an_unrelated_dir_is_refused(tmp_path: Path, experiment: Path, capsys) -> None:
+    """Issue 19: `analyze --figures DIR` deleted the other files of DIR."""
+    runs = experiment / "runs.csv"
+    mine = tmp_path / "pictures"
+    mine.mkdir()
+    (mine / "holiday.png").write_bytes(b"\x89PNG not a figure of ours")
+    before = snapshot(mine)
+    assert main(["analyze", str(runs), "--out", str(experiment), "--stage", "plots", "--figures", str(mine)]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert f"{mine}: --figures: expected" in line and "holiday.png" in line
+    assert snapshot(mine) == before
+    # --figures onto the tables directory itself (runs.csv, tables, ...): refused before any work
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    shutil.copy(runs, tables / "runs.csv")
+    before = snapshot(tables)
+    assert main(["analyze", str(tables / "runs.csv"), "--out", str(tables), "--figures", str(tables)]) == 2
+    assert snapshot(tables) == before
+    # the tables step writes inside its directory: runs.csv and other files stay
+    (tables / "notes.md").write_text("mine\n")
+    assert main(["analyze", str(tables / "runs.csv"), "--out", str(tables), "--stage", "tables"]) == 0
+    assert (tables / "notes.md").read_text() == "mine\n" and (tables / "anova.csv").is_file()
+    # a rerun replaces its own figures
+    figures = tmp_path / "figures"
+    for boxplot in ("A", "B"):
+        assert main(["analyze", str(runs), "--out", str(experiment), "--stage", "plots",
+                     "--boxplot", boxplot, "--figures", str(figures)]) == 0
+    assert (figures / "boxplot_B.png").is_file() and not (figures / "boxplot_A.png").exists()
+    assert leftovers(tmp_path) == [] and leftovers(experiment) == []
+
+
+def test_calibrate_out_onto_a_non_bundle_dir_is_refused(tmp_path: Path, capsys) -> None:
+    results = results_dir(tmp_path)
+    before = snapshot(results)
+    assert main(["calibrate", "--machine", "local", "--out", str(results)]) == 2
+    assert "calibration bundle" in one_error_line(capsys.readouterr().err)
+    assert snapshot(results) == before
+
+
+def test_file_out_onto_a_directory_is_refused(tmp_path: Path, capsys) -> None:
+    folder = tmp_path / "design.csv"
+    folder.mkdir()
+    (folder / "keep").write_text("x")
+    assert main(["design", "--spec", json.dumps(SPEC), "--out", str(folder)]) == 2
+    assert "found a directory" in one_error_line(capsys.readouterr().err)
+    assert (folder / "keep").read_text() == "x" and leftovers(tmp_path) == []
+
+
+# ------------------------------------------------------------------ environment faults: one line, exit 1
+def test_platform_on_a_full_disk_keeps_the_previous_output(small_fs, capsys) -> None:
+    fs = small_fs("4m")
+    out = fs / "platform"
+    assert main([*PLATFORM, str(out)]) == 0
+    capsys.readouterr()
+    before = snapshot(out)
+    fill(fs)
+    assert main([*PLATFORM, str(out)]) == 1
+    line = one_error_line(capsys.readouterr().err)
+    assert line.startswith(f"error: {out}") and line.endswith("No space left on device")
+    assert snapshot(out) == before
+    assert sorted(p.name for p in fs.iterdir()) == ["filler", "platform"]
+
+
+def test_analyze_and_report_on_a_full_disk(small_fs, experiment: Path, capsys) -> None:
+    fs = small_fs("2m")
+    exp = fs / "syn"
+    shutil.copytree(experiment, exp)
+    report = fs / "report"
+    report_args = ["report", "--experiment", f"syn={exp}", "--out", str(report), "--platforms-dir", str(fs / "none")]
+    assert main(report_args) == 0
+    before_exp, before_report = snapshot(exp), snapshot(report)
+    fill(fs)
+    for args in (["analyze", str(exp / "runs.csv"), "--out", str(exp), "--stage", "tables"],
+                 ["analyze", str(exp / "runs.csv"), "--out", str(exp), "--stage", "plots"],
+                 report_args):
+        capsys.readouterr()
+        assert main(args) == 1, args
+        assert one_error_line(capsys.readouterr().err).endswith("No space left on device")
+    assert snapshot(exp) == before_exp and snapshot(report) == before_report
+    assert leftovers(fs) == [] and leftovers(exp) == [] and leftovers(report) == []
+
+
+def test_cli_on_a_full_disk_is_one_line_without_traceback(small_fs, tmp_path: Path) -> None:
+    """The `testbed` command itself (not main()): exit 1, one line, no temporary file left."""
+    fs = small_fs("1m")
+    design = fs / "design.csv"
+    design.write_text("previous\n")
+    fill(fs)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for args in (["design", "--spec", json.dumps(SPEC), "--out", str(design)],
+                 [*PLATFORM, str(fs / "platform")]):
+        p = subprocess.run([sys.executable, "-m", "testbed", *args], capture_output=True, text=True, env=env, cwd=tmp_path)
+        assert p.returncode == 1, p.stderr
+        assert one_error_line(p.stderr).endswith("No space left on device")
+    assert design.read_text() == "previous\n"
+    assert sorted(p.name for p in fs.iterdir()) == ["design.csv", "filler"]
+
+
+def test_read_only_file_system_is_one_line(small_fs, capsys) -> None:
+    fs = small_fs("4m")
+    out = fs / "platform"
+    assert main([*PLATFORM, str(out)]) == 0
+    before = snapshot(out)
+    subprocess.run(["mount", "-o", "remount,ro", str(fs)], check=True)
+    capsys.readouterr()
+    assert main([*PLATFORM, str(out)]) == 1
+    assert one_error_line(capsys.readouterr().err).endswith("Read-only file system")
+    assert snapshot(out) == before
+
+
+# ------------------------------------------------------------------ numasim
+def run_description(tmp_path: Path, **over) -> Path:
+    d = {"platform": str(DATA / "tiny2.xml"), "perfmodels": {"tiny": str(DATA / "tiny_sampling")},
+         "workload": {"kind": "lu", "n": 960, "b": 96, "distribution": {"kind": "block-cyclic", "p": 1, "q": 2}},
+         "seed": 7, **over}
+    f = tmp_path / "run.json"
+    f.write_text(json.dumps(d))
+    return f
+
+
+def numasim(*args: str, stdout=subprocess.PIPE) -> subprocess.CompletedProcess:
+    return subprocess.run([str(paths.NUMASIM), *args], stdout=stdout, stderr=subprocess.PIPE, text=True)
+
+
+@needs_numasim
+def test_numasim_out_on_a_full_disk(small_fs, tmp_path: Path) -> None:
+    """Issue 19: `numasim --out` on a full disk wrote a 0-byte summary and exited 0."""
+    run = run_description(tmp_path)
+    fs = small_fs("256k")
+    summary = fs / "summary.json"
+    assert numasim(str(run), "--out", str(summary)).returncode == 0
+    before = summary.read_bytes()
+    fill(fs)
+    for target in (summary, fs / "new.json"):
+        p = numasim(str(run), "--out", str(target))
+        assert p.returncode == 1
+        assert one_error_line(p.stderr) == f"error: {target}: No space left on device"
+    assert summary.read_bytes() == before and json.loads(before)["tasks"] == 385
+    assert sorted(p.name for p in fs.iterdir()) == ["filler", "summary.json"]
+
+
+@needs_numasim
+@pytest.mark.parametrize("key", ["trace", "transfers"])
+def test_numasim_trace_on_a_full_disk_is_not_cut_silently(small_fs, tmp_path: Path, key: str) -> None:
+    fs = small_fs("256k")
+    fill(fs)
+    target = fs / f"{key}.csv"
+    p = numasim(str(run_description(tmp_path, **{key: str(target)})), "--out", str(tmp_path / "summary.json"))
+    assert p.returncode == 1
+    assert one_error_line(p.stderr) == f"error: {target}: No space left on device"
+    assert sorted(p.name for p in fs.iterdir()) == ["filler"]
+    assert not (tmp_path / "summary.json").exists()
+
+
+@needs_numasim
+def test_numasim_out_onto_a_full_device_and_stdout(tmp_path: Path) -> None:
+    """A device is written in place (never replaced by a file) and its errors are seen."""
+    run = run_description(tmp_path)
+    with open("/dev/full", "w") as full:  # stdout on a full device: exit 1, not a lost summary
+        p = numasim(str(run), stdout=full)
+    assert p.returncode == 1 and one_error_line(p.stderr) == "error: stdout: No space left on device"
+    device = tmp_path / "full"
+    try:  # a private /dev/full: were it replaced by a file, nothing of the system's is lost
+        os.mknod(device, stat.S_IFCHR | 0o666, os.makedev(1, 7))
+        with open(device, "wb", buffering=0) as fh:
+            fh.write(b"x")
+    except PermissionError as exc:
+        pytest.skip(f"cannot make a full device here: {exc}")
+    except OSError as exc:
+        assert exc.errno == errno.ENOSPC
+    p = numasim(str(run), "--out", str(device))
+    assert p.returncode == 1 and one_error_line(p.stderr) == f"error: {device}: No space left on device"
+    assert stat.S_ISCHR(device.stat().st_mode)
+    assert leftovers(tmp_path) == []
+
+
+@needs_numasim
+def test_numasim_out_errors(tmp_path: Path) -> None:
+    run = run_description(tmp_path)
+    p = numasim(str(run), "--out", str(tmp_path))  # a directory: bad input
+    assert p.returncode == 2 and "--out: expected a file to write, found a directory" in one_error_line(p.stderr)
+    missing = tmp_path / "no" / "summary.json"  # the environment
+    p = numasim(str(run), "--out", str(missing))
+    assert p.returncode == 1 and one_error_line(p.stderr) == f"error: {missing}: No such file or directory"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.json"]
