@@ -9,8 +9,12 @@ models) recorded there. Both simulators run through the testbed's engines on the
 `testbed platform --from-starpu` writes from that sampling directory: numasim with its
 seeded variability (one run per seed), StarPU-SimGrid on model means (deterministic).
 
+A third prediction goes through the testbed's own path: numasim on the one-node cluster of
+the machine description `testbed platform --from-calibration calibration/gpunode` derived
+from the node's calibration bundle (platforms/clusters/gpunode-1.yaml).
+
 Usage: .venv/bin/python bench/gpu_node_predict.py [--data DIR] [--host NAME] [--seeds 5]
-       [--out bench/results/gpu_node_predict.json]
+       [--cluster gpunode-1] [--out bench/results/gpu_node_predict.json]
 Prints the markdown table recorded in bench/RESULTS.md ("GPU node").
 """
 
@@ -32,13 +36,25 @@ from testbed.platform_from_starpu import write_platform_dir  # noqa: E402
 from testbed.simulate import simulate  # noqa: E402
 
 
-def real_cases(runs_file: Path) -> dict[tuple[int, int, str], list[float]]:
-    """(n, b, variant) -> makespans of the timed runs."""
-    cases: dict[tuple[int, int, str], list[float]] = defaultdict(list)
-    for line in runs_file.read_text().splitlines():
-        rec = json.loads(line)
+def real_cases(data: Path) -> dict[tuple[int, int, str], dict[str, list[float]]]:
+    """(n, b, variant) -> {"lazy": makespans, "eager": makespans} of the frozen-model runs:
+    runs.jsonl's timed phase (CUDA's default lazy module loading), startup.jsonl and
+    submission.jsonl (StarPU's default worker count) with CUDA_MODULE_LOADING=EAGER."""
+    cases: dict = defaultdict(lambda: {"lazy": [], "eager": []})
+
+    def records(name: str):
+        f = data / name
+        return [json.loads(line) for line in f.read_text().splitlines()] if f.is_file() else []
+
+    for rec in records("runs.jsonl"):
         if rec.get("phase") == "timed":
-            cases[(rec["n"], rec["b"], rec["variant"])].append(rec["makespan_s"])
+            cases[(rec["n"], rec["b"], rec["variant"])]["lazy"].append(rec["makespan_s"])
+    for rec in records("startup.jsonl"):
+        cases[(rec["n"], rec["b"], rec["variant"])][rec["loading"].lower()].append(rec["makespan_s"])
+    for rec in records("submission.jsonl"):
+        if rec.get("ncpu") == "default":
+            variant = "getrf-gpu" if rec["getrf_on_gpu"] else "getrf-cpu"
+            cases[(rec["n"], rec["b"], variant)]["eager"].append(rec["makespan_s"])
     return dict(sorted(cases.items()))
 
 
@@ -54,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--host", default="gpunode", help="STARPU_HOSTNAME of the recorded files")
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--no-starpu", action="store_true", help="skip StarPU-SimGrid")
+    ap.add_argument("--cluster", default="gpunode-1",
+                    help="one-node cluster of the machine described from the node's calibration bundle ('' = none)")
     ap.add_argument("--out", type=Path, default=None, help="JSON of every run")
     args = ap.parse_args(argv)
 
@@ -61,35 +79,48 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="gpu-node-") as tmp:
         pdir = Path(tmp) / "platform"
         write_platform_dir(args.data / "sampling", args.host, pdir)
-        for (n, b, variant), real in real_cases(args.data / "runs.jsonl").items():
+        described = None
+        if args.cluster:  # the machine description derived from the node's calibration bundle
+            from testbed.machines import load_cluster
+            from testbed.platform_cmd import generate
+
+            described = Path(tmp) / "described"
+            generate(load_cluster(args.cluster), described)
+        for (n, b, variant), real in real_cases(args.data).items():
             gpu = variant == "getrf-gpu"
             sims = [predict("numasim", pdir, args.host, n, b, gpu, s) for s in range(1, args.seeds + 1)]
             num = [r["makespan_s"] for r in sims]
+            desc = ([predict("numasim", described, args.cluster, n, b, gpu, s)["makespan_s"]
+                     for s in range(1, args.seeds + 1)] if described else [])
             sg = None if args.no_starpu else predict("starpu-simgrid", pdir, args.host, n, b, gpu, 1)
-            real_mean, num_mean = statistics.mean(real), statistics.mean(num)
-            inside = min(real) <= num_mean <= max(real) or abs(num_mean / real_mean - 1) <= 0.10
-            row = {"n": n, "b": b, "variant": variant, "real": real, "numasim": num,
-                   "starpu_simgrid": sg["makespan_s"] if sg else None,
-                   "numasim_tasks_on_cuda": sims[0].get("tasks_by_worker_type"),
-                   "diff_numasim_pct": 100 * (num_mean / real_mean - 1),
-                   "diff_starpu_pct": 100 * (sg["makespan_s"] / real_mean - 1) if sg else None,
-                   "numasim_ok": inside}
+            row = {"n": n, "b": b, "variant": variant, "real_lazy": real["lazy"], "real_eager": real["eager"],
+                   "numasim": num, "numasim_described": desc,
+                   "starpu_simgrid": sg["makespan_s"] if sg else None}
             rows.append(row)
             records.append({**row, "numasim_runs": sims, "starpu_run": sg})
-            print(f"n={n} {variant}: real {real_mean:.4f} numasim {num_mean:.4f} "
-                  f"({row['diff_numasim_pct']:+.1f} %)", file=sys.stderr)
+            print(f"n={n} {variant}: real {real} numasim {statistics.mean(num):.4f}", file=sys.stderr)
 
-    print("| N | b | getrf on | real mean [min, max] (s), n | numasim mean ± sd (s) | diff | StarPU-SimGrid (s) | diff |")
+    def stat(xs: list[float]) -> str:
+        return f"{statistics.mean(xs):.3f} [{min(xs):.3f}, {max(xs):.3f}] ({len(xs)})" if xs else "—"
+
+    def diff(sim: float | None, real: list[float]) -> str:
+        if sim is None or not real:
+            return "—"
+        inside = min(real) <= sim <= max(real) or abs(sim / statistics.mean(real) - 1) <= 0.10
+        return f"{100 * (sim / statistics.mean(real) - 1):+.0f} %{'' if inside else ' ✗'}"
+
+    print("| N | getrf on | real, lazy loading: mean [min, max] (runs) | real, eager loading | "
+          "numasim (StarPU files) | numasim (calibrated description) | StarPU-SimGrid | "
+          "diff vs eager: numasim / described / StarPU-SimGrid |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
-        real, num = r["real"], r["numasim"]
-        sd = statistics.stdev(num) if len(num) > 1 else 0.0
-        sg = "—" if r["starpu_simgrid"] is None else f"{r['starpu_simgrid']:.4f}"
-        sgd = "—" if r["diff_starpu_pct"] is None else f"{r['diff_starpu_pct']:+.1f} %"
-        print(f"| {r['n']} | {r['b']} | {'CPU+GPU' if r['variant'] == 'getrf-gpu' else 'CPU'} | "
-              f"{statistics.mean(real):.4f} [{min(real):.4f}, {max(real):.4f}], {len(real)} | "
-              f"{statistics.mean(num):.4f} ± {sd:.4f} | {r['diff_numasim_pct']:+.1f} %"
-              f"{'' if r['numasim_ok'] else ' (outside)'} | {sg} | {sgd} |")
+        num = statistics.mean(r["numasim"])
+        dsc = statistics.mean(r["numasim_described"]) if r["numasim_described"] else None
+        sg = r["starpu_simgrid"]
+        ref = r["real_eager"] or r["real_lazy"]
+        print(f"| {r['n']} | {'CPU+GPU' if r['variant'] == 'getrf-gpu' else 'CPU'} | {stat(r['real_lazy'])} | "
+              f"{stat(r['real_eager'])} | {num:.3f} | {'—' if dsc is None else f'{dsc:.3f}'} | "
+              f"{'—' if sg is None else f'{sg:.3f}'} | {diff(num, ref)} / {diff(dsc, ref)} / {diff(sg, ref)} |")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(records, indent=1) + "\n")

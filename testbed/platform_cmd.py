@@ -88,6 +88,32 @@ def check_machine_yaml_out(out: Path) -> None:
                                            "--from-calibration`; this one is not (not replaced)")
 
 
+def one_node_cluster_text(machine_yaml: Path, cluster_yaml: Path) -> str:
+    """A one-node cluster of the machine just described (calibration and real runs)."""
+    import os
+
+    from testbed.machines import MACHINES
+
+    name = machine_yaml.stem
+    in_machines = machine_yaml.resolve().parent == MACHINES.resolve()
+    ref = name if in_machines else os.path.relpath(machine_yaml.resolve(), cluster_yaml.resolve().parent)
+    placeholder = '{value: %s, derived: "placeholder: one node, the network is never used", needs_calibration: true}'
+    return "\n".join([
+        f"{GENERATED_YAML} --cluster-out` with {machine_yaml.name}; regenerate rather than edit.",
+        f"name: {name}-1",
+        f'description: "{name} as a one-node cluster (validation and real runs)"',
+        f'order: "{name}-1 is rank 0"',
+        "nodes:",
+        f"  - {{machine: {ref}, count: 1}}",
+        "network:",
+        "  kind: none",
+        f"  link_bandwidth_Bps: {placeholder % '1.25e+9'}",
+        f"  link_latency_s: {placeholder % '1.0e-5'}",
+        f"  switch_bandwidth_Bps: {placeholder % '1.25e+9'}",
+        f"  switch_latency_s: {placeholder % '1.0e-6'}",
+        ""])
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--cluster", help="cluster name (platforms/clusters/NAME.yaml) or path")
@@ -97,6 +123,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     what.add_argument("--from-starpu", metavar="SAMPLING", default=None,
                       help="write a one-node platform directory from StarPU's sampling directory of a node")
     p.add_argument("--host", default=None, help="(--from-starpu) the node's STARPU_HOSTNAME in SAMPLING")
+    p.add_argument("--cluster-out", default=None, metavar="FILE",
+                   help="(--describe-local, --from-calibration) also write a one-node cluster of the machine")
     p.add_argument("--out", required=True, help="output directory (--cluster) or machine YAML file (--describe-local)")
     p.add_argument("--tile-sizes", default=",".join(map(str, DEFAULT_TILE_SIZES)),
                    help="tile sizes written into the StarPU history models")
@@ -104,10 +132,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kernels", default=None, help="(--describe-local) calibration bundle to reference")
 
 
+def write_cluster_out(args: argparse.Namespace, machine_yaml: Path) -> None:
+    if args.cluster_out:
+        cluster = Path(args.cluster_out)
+        with atomic_file(cluster, option="--cluster-out") as fh:
+            fh.write(one_node_cluster_text(machine_yaml, cluster))
+        print(f"wrote {cluster}", file=sys.stderr)
+
+
 def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if args.from_calibration or args.describe_local:
         check_machine_yaml_out(out)
+        if args.cluster_out:
+            check_machine_yaml_out(Path(args.cluster_out))
+    elif args.cluster_out:
+        raise InputError(None, "--cluster-out", "--describe-local or --from-calibration (a machine to put in it)")
     else:
         check_output_dir(out, "platform", legacy=OUTPUT_NAMES)  # before the work, not only after
     if args.from_starpu:
@@ -125,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {out}; not provided by the bundle (needs_calibration placeholders):", file=sys.stderr)
         for m in missing:
             print(f"  {m}", file=sys.stderr)
+        write_cluster_out(args, out)
         return 0
     if args.describe_local:
         if args.hwloc_xml:
@@ -135,6 +176,7 @@ def run(args: argparse.Namespace) -> int:
         with atomic_file(out, option="--out") as fh:
             fh.write(text)
         print(f"wrote {out}", file=sys.stderr)
+        write_cluster_out(args, out)
         return 0
     cluster = load_cluster(args.cluster)
     generate(cluster, out, _tile_sizes(args.tile_sizes))
