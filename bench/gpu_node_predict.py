@@ -58,8 +58,23 @@ def real_cases(data: Path) -> dict[tuple[int, int, str], dict[str, list[float]]]
     return dict(sorted(cases.items()))
 
 
-def predict(engine: str, pdir: Path, host: str, n: int, b: int, getrf_gpu: bool, seed: int) -> dict:
-    spec = RunSpec(engine=engine, cluster=host, n=n, b=b, env={"STARPU_SCHED": "dmdas"}, env_per_machine={},
+def pipeline_cases(data: Path) -> dict[tuple[int, str], list[float]]:
+    """(n, STARPU_CUDA_PIPELINE) -> makespans of pipeline.jsonl (getrf on the GPU, EAGER)."""
+    cases: dict = defaultdict(list)
+    f = data / "pipeline.jsonl"
+    for line in f.read_text().splitlines() if f.is_file() else []:
+        if not line.strip():  # a run that printed nothing (see the data README)
+            continue
+        rec = json.loads(line)
+        if rec.get("tag") == "pipeline" and "makespan_s" in rec:
+            cases[(rec["n"], rec["pipeline"])].append(rec["makespan_s"])
+    return dict(sorted(cases.items()))
+
+
+def predict(engine: str, pdir: Path, host: str, n: int, b: int, getrf_gpu: bool, seed: int,
+            pipeline: str | None = None) -> dict:
+    env = {"STARPU_SCHED": "dmdas", **({"STARPU_CUDA_PIPELINE": pipeline} if pipeline else {})}
+    spec = RunSpec(engine=engine, cluster=host, n=n, b=b, env=env, env_per_machine={},
                    seed=seed, variability=engine == "numasim", getrf_on_gpu=getrf_gpu, platform_dir=pdir)
     return simulate(spec)
 
@@ -99,6 +114,11 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
             records.append({**row, "numasim_runs": sims, "starpu_run": sg})
             print(f"n={n} {variant}: real {real} numasim {statistics.mean(num):.4f}", file=sys.stderr)
+        pipe_rows = []
+        for (n, pipeline), real in pipeline_cases(args.data).items():
+            num = predict("numasim", described, args.cluster, n, 960, True, 1, pipeline)["makespan_s"] if described else None
+            sg = None if args.no_starpu else predict("starpu-simgrid", pdir, args.host, n, 960, True, 1, pipeline)["makespan_s"]
+            pipe_rows.append((n, pipeline, real, num, sg))
 
     def stat(xs: list[float]) -> str:
         return f"{statistics.mean(xs):.3f} [{min(xs):.3f}, {max(xs):.3f}] ({len(xs)})" if xs else "—"
@@ -121,6 +141,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {r['n']} | {'CPU+GPU' if r['variant'] == 'getrf-gpu' else 'CPU'} | {stat(r['real_lazy'])} | "
               f"{stat(r['real_eager'])} | {num:.3f} | {'—' if dsc is None else f'{dsc:.3f}'} | "
               f"{'—' if sg is None else f'{sg:.3f}'} | {diff(num, ref)} / {diff(dsc, ref)} / {diff(sg, ref)} |")
+    print()
+    print("| N | STARPU_CUDA_PIPELINE | real mean [min, max] (runs) | numasim (calibrated description) | StarPU-SimGrid |")
+    print("|---|---|---|---|---|")
+    for n, pipeline, real, num, sg in pipe_rows:
+        print(f"| {n} | {pipeline} | {stat(real)} | {'—' if num is None else f'{num:.3f}'} | "
+              f"{'—' if sg is None else f'{sg:.3f}'} |")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(records, indent=1) + "\n")

@@ -7,6 +7,7 @@ layout (docs/interfaces.md §8):
   provenance.yaml          date, host, kernel, lscpu, versions, env, commands, git commit
   hwloc.xml                lstopo --of xml (hwloc's library where lstopo is missing)
   gpus.json                NVIDIA GPUs: nvidia-smi + sysfs NUMA affinity (testbed/gpu_discovery.py)
+  gpu/task_overhead.csv    host time of StarPU's CUDA worker per task (microbench/starpu_task_overhead.c)
   sampling/bus/<m>.*       native StarPU bus calibration (STARPU_HOSTNAME=<m>)
   sampling/codelets/45/    LU codelet models, all cores (STARPU_CALIBRATE=1 runs of apps/lu)
   codelets-numa<k>/        the same with the workers on NUMA node k only
@@ -35,6 +36,7 @@ import re
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -226,6 +228,28 @@ def step_gpus(ctx: Context, out: Path, commands: list[str]) -> str:
     return "done"
 
 
+TASK_OVERHEAD = BUILD / "microbench" / "starpu_task_overhead"
+
+
+def step_cuda_task_overhead(ctx: Context, out: Path, commands: list[str]) -> str:
+    """Host time of StarPU's CUDA worker per task (calibration/microbench/starpu_task_overhead.c),
+    with STARPU_CUDA_PIPELINE=1 (host time + a one-element kernel per task) and =2 (host time
+    overlapping the previous kernel), three runs each, all tasks on the GPU (STARPU_NCPU=0)."""
+    run_cmd(["make", "-s", "-C", str(MICROBENCH_SRC), f"BUILD={BUILD}", "starpu_task_overhead"])
+    rows = ["pipeline,tasks,elapsed_s,per_task_s"]
+    with tempfile.TemporaryDirectory(prefix="task-overhead-") as home:
+        env = {"STARPU_HOME": home, "STARPU_NCPU": "0", "STARPU_NCUDA": "1", "STARPU_SCHED": "dmdas", "STARPU_SILENT": "1",
+               "CUDA_MODULE_LOADING": "EAGER"}
+        for _ in range(3):
+            for pipeline in ("1", "2"):
+                cmd = [str(TASK_OVERHEAD), "--tasks", "20000"]
+                commands.append(shell_line(cmd, {**env, "STARPU_HOME": "<tmp>", "STARPU_CUDA_PIPELINE": pipeline}))
+                rows.append(run_cmd(cmd, {**env, "STARPU_CUDA_PIPELINE": pipeline}).strip().splitlines()[-1])
+    with atomic_file(out) as fh:
+        fh.write("\n".join(rows) + "\n")
+    return "done"
+
+
 def numa_layout() -> dict[int, list[int]]:
     """NUMA node -> CPUs, as the microbenchmark sees them (one PU per core)."""
     text = run_cmd([str(build_microbench()), "topology"])
@@ -409,7 +433,6 @@ def step_lu_reference(ctx: Context, out: Path, commands: list[str]) -> str:
     b = ctx.opts.tile_sizes[0]
     n = b * ctx.opts.lu_nt
     results = []
-    import tempfile
 
     with tempfile.TemporaryDirectory(prefix="lu-reference-") as home:
         shutil.copytree(ctx.opts.out / "sampling", Path(home) / ".starpu" / "sampling")
@@ -632,6 +655,8 @@ def steps_for(opts: Options, nnuma: int) -> list[Step]:
     o = opts.out
     steps = [Step("host", o / "host.json", step_host), Step("hwloc", o / "hwloc.xml", step_hwloc),
              Step("gpus", o / "gpus.json", step_gpus), Step("bus", o / "sampling" / "bus", step_bus)]
+    if lu_has_cuda():  # a GPU node: StarPU built with CUDA
+        steps.append(Step("cuda-task-overhead", o / "gpu" / "task_overhead.csv", step_cuda_task_overhead))
     for b in opts.tile_sizes:
         for kernel in KERNELS:
             for load in ("alone", "all"):

@@ -121,6 +121,7 @@ def machine_from_bundle(bundle: Path, name: str | None = None) -> tuple[dict[str
     _kernel_rates(data, kernels, kfile, label, missing)
     _bandwidth(data, bundle, label, missing)
     _bus(data, bundle, bundle_machine, label, missing)
+    _task_overhead(data, bundle, label, missing)
     _network(data, bundle, label, missing)
     data["numa"] = _numa_factors(bundle, label)
     if not data["numa"]:
@@ -248,6 +249,31 @@ def _bus(data: dict, bundle: Path, machine: str, label: str, missing: list[str])
                          "latency_s": {"value": lat[i][k] * 1e-6, "source": f"{lat_label}: row CUDA {a}, column to CUDA {b} (us)"}}
     if peer:
         data["gpu_peer"] = peer
+
+
+def _task_overhead(data: dict, bundle: Path, label: str, missing: list[str]) -> None:
+    """Host time of the CUDA worker per task: median per-task time with STARPU_CUDA_PIPELINE=1
+    of gpu/task_overhead.csv (it includes a one-element kernel, a few microseconds)."""
+    if not data["gpus"]:
+        return
+    path = bundle / "gpu" / "task_overhead.csv"
+    if not path.is_file():
+        for j in range(len(data["gpus"])):
+            missing.append(f"gpus[{j}].task_overhead_s: no gpu/task_overhead.csv (the calibration's cuda-task-overhead step)")
+        return
+    import statistics
+
+    rows = [r for r in csv.DictReader(path.read_text().splitlines()) if r.get("pipeline") == "1"]
+    try:
+        values = [float(r["per_task_s"]) for r in rows]
+    except (KeyError, ValueError):
+        raise InputError(path, "per_task_s", "numbers (rows pipeline,tasks,elapsed_s,per_task_s)") from None
+    if not values or not all(math.isfinite(v) and 0 <= v < 1 for v in values):
+        raise InputError(path, "pipeline 1 rows", "at least one per-task time in seconds, finite, in [0, 1)")
+    for g in data["gpus"]:
+        g["task_overhead_s"] = {"value": statistics.median(values),
+                                "source": f"{label}/gpu/task_overhead.csv: median per_task_s of the {len(values)} "
+                                          "STARPU_CUDA_PIPELINE=1 runs (host time + a one-element kernel, GPU 0)"}
 
 
 def _network(data: dict, bundle: Path, label: str, missing: list[str]) -> None:

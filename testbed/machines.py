@@ -57,6 +57,7 @@ class Gpu:
     flops: float
     pcie_bandwidth_Bps: float
     pcie_latency_s: float
+    task_overhead_s: float = 0.0  # host time of StarPU's CUDA worker per task (0: not described)
 
 
 @dataclass(frozen=True)
@@ -291,6 +292,7 @@ def parse_machine(data: Any, file: Path) -> Machine:
             flops=float(_v(g["flops"])),
             pcie_bandwidth_Bps=float(_v(g["pcie_bandwidth_Bps"])),
             pcie_latency_s=float(_v(g["pcie_latency_s"])),
+            task_overhead_s=float(_v(g["task_overhead_s"])) if "task_overhead_s" in g else 0.0,
         )
         for j, g in enumerate(data.get("gpus", []))
     ]

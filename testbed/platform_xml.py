@@ -54,7 +54,8 @@ def _node_zone(parent: etree._Element, node: Node) -> None:
             _props(h, kind="cpu", node=p, numa=numa.index, socket=numa.socket, index=core)
     for g in m.gpus:
         h = etree.SubElement(zone, "host", id=f"{p}.gpu{g.index}", speed=_flops(g.flops))
-        _props(h, kind="gpu", node=p, numa=g.numa_node, index=g.index, memory=g.memory_bytes, model=g.model)
+        _props(h, kind="gpu", node=p, numa=g.numa_node, index=g.index, memory=g.memory_bytes, model=g.model,
+               **({"task_overhead_s": g.task_overhead_s} if g.task_overhead_s > 0 else {}))
     for numa in m.numa_nodes:
         h = etree.SubElement(zone, "host", id=f"{p}.ram{numa.index}", speed="1f")
         _props(h, kind="ram", node=p, numa=numa.index, socket=numa.socket, memory=numa.memory_bytes)

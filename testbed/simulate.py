@@ -77,6 +77,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--check", action="store_true", help="real engine: also compute the residual ||A-LU||/||A||")
     p.add_argument("--symbols", choices=["chameleon", "starpu-lu"], default=None,
                    help="perf-model symbols: Chameleon's (dgemm, ...) or StarPU's LU example (auto-detected)")
+    p.add_argument("--dag", choices=["chameleon", "starpu-lu-example"], default="chameleon",
+                   help="submission order and priorities: Chameleon's pzgetrf_nopiv or StarPU's examples/lu")
+    p.add_argument("--starpu-defaults", action="store_true",
+                   help="StarPU's own defaults (plus --env) instead of the study's baseline and factor rules")
     p.add_argument("--getrf-gpu", action="store_true",
                    help="getrf_nopiv may also run on GPUs (cuSOLVER in the real build); default CPU only")
 
@@ -105,12 +109,14 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
     if not cluster:
         raise InputError(None, "--cluster", "a cluster name (or a --platform-dir written by `testbed platform`)")
     per_machine = None
-    if is_starpu_sampling(platform_dir):
-        # No machine description: StarPU's defaults, the user's variables, no factor rules.
+    from_sampling = is_starpu_sampling(platform_dir)
+    if from_sampling or args.starpu_defaults:
+        # StarPU's defaults and the user's variables, no factor rules (none apply without a
+        # machine description, or the user asked for StarPU's defaults).
         if raw_factors:
-            raise InputError(platform_dir / "summary.json", "--factors",
-                             "a platform generated from a machine description (`testbed platform --cluster`); "
-                             "this one comes from a StarPU sampling directory")
+            raise InputError(platform_dir / "summary.json" if from_sampling else None, "--factors",
+                             "no --starpu-defaults and a platform generated from a machine description "
+                             "(`testbed platform --cluster`)")
         resolved = {**({"STARPU_SCHED": args.sched} if args.sched else {}), **env}
         per_machine, factors = {}, {}
     else:
@@ -129,6 +135,7 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
         check=args.check,
         symbols=args.symbols,
         getrf_on_gpu=args.getrf_gpu,
+        dag=args.dag,
         trace=Path(args.trace) if args.trace else None,
         transfers=Path(args.transfers) if args.transfers else None,
         platform_dir=platform_dir,

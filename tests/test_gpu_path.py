@@ -147,3 +147,57 @@ def test_recorded_commands_are_repository_relative():
     for f in BUNDLE.rglob("*"):
         if f.is_file() and f.suffix in (".json", ".yaml", ".md"):
             assert "/work/" not in f.read_text() and "/root/" not in f.read_text(), f
+
+
+def _simulate_cluster(cluster: Path | str, pipeline: str, tmp_path: Path) -> float:
+    from testbed.machines import load_cluster
+    from testbed.platform_cmd import generate
+
+    pdir = tmp_path / f"p-{Path(str(cluster)).stem}"
+    if not pdir.exists():
+        generate(load_cluster(cluster), pdir, (960,))
+    spec = RunSpec(engine="numasim", cluster=str(cluster), n=19200, b=960,
+                   env={"STARPU_SCHED": "dmdas", "STARPU_CUDA_PIPELINE": pipeline}, env_per_machine={},
+                   variability=False, getrf_on_gpu=True, platform_dir=pdir)
+    return simulate(spec)["makespan_s"]
+
+
+def test_cuda_worker_host_time_is_hidden_by_the_pipeline(tmp_path):
+    """The CUDA worker's host time per task (gpus[].task_overhead_s, measured by the bundle's
+    cuda-task-overhead step) adds to every kernel without a pipeline and overlaps the previous
+    kernel with STARPU_CUDA_PIPELINE=2, as on the real node (bench/RESULTS.md, GPU node)."""
+    with_host = {pl: _simulate_cluster("gpunode-1", pl, tmp_path) for pl in ("1", "2")}
+    assert with_host["2"] < 0.95 * with_host["1"]
+    # The same machine without the host time: the pipeline only prepares one more task ahead.
+    machine = yaml.safe_load((ROOT / "platforms" / "machines" / "gpunode.yaml").read_text())
+    assert machine["gpus"][0]["task_overhead_s"]["value"] == pytest.approx(15.0e-6, rel=0.1)
+    del machine["gpus"][0]["task_overhead_s"]
+    machine["kernels"], machine["name"] = str(BUNDLE), "bare"
+    (tmp_path / "bare.yaml").write_text(yaml.safe_dump(machine))
+    cluster = yaml.safe_load((ROOT / "platforms" / "clusters" / "gpunode-1.yaml").read_text())
+    cluster["name"], cluster["nodes"][0]["machine"] = "bare-1", "bare.yaml"
+    (tmp_path / "bare-1.yaml").write_text(yaml.safe_dump(cluster))
+    bare = {pl: _simulate_cluster(tmp_path / "bare-1.yaml", pl, tmp_path) for pl in ("1", "2")}
+    assert with_host["1"] - with_host["2"] > 2 * (bare["1"] - bare["2"])
+    assert with_host["1"] > bare["1"] * 1.05
+
+
+@pytest.mark.skipif(not LU_SIMGRID.exists(), reason="apps/lu SimGrid build missing (make build)")
+def test_every_engine_honours_the_dag_option(starpu_platform):
+    """StarPU's LU example priorities and order change both simulators' schedules alike."""
+    res = {(e, d): run(e, starpu_platform, getrf_on_gpu=True, dag=d)["makespan_s"]
+           for e in ("numasim", "starpu-simgrid") for d in ("chameleon", "starpu-lu-example")}
+    for e in ("numasim", "starpu-simgrid"):
+        assert res[(e, "chameleon")] != res[(e, "starpu-lu-example")], res
+    with pytest.raises(InputError, match="dag"):
+        run("numasim", starpu_platform, dag="cholesky")
+
+
+@pytest.mark.skipif(not LU_REAL.exists(), reason="apps/lu real build missing (make build)")
+def test_real_lu_in_the_example_order_is_correct(tmp_path):
+    env = {**__import__("os").environ, "STARPU_HOME": str(tmp_path), "STARPU_CALIBRATE": "1", "STARPU_SILENT": "1",
+           "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    proc = subprocess.run([str(LU_REAL), "--n", "1152", "--b", "192", "--check", "--dag", "starpu-lu-example"],
+                          capture_output=True, text=True, env=env)
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["residual"] < 1e-12 and out["tasks"] == 6 + 30 + 55

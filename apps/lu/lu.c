@@ -5,6 +5,7 @@
  *
  * usage: lu --n N --b B [--dist FILE | --p P --q Q] [--seed S] [--check]
  *           [--symbols chameleon|starpu-lu] [--no-folded] [--getrf-gpu]
+ *           [--dag chameleon|starpu-lu-example]
  *
  * gemm and trsm run on CPUs and, in a CUDA build (or in simulation), on GPUs; getrf_nopiv
  * runs on CPUs only unless --getrf-gpu (cuSOLVER; Chameleon's GPU getrf_nopiv kernels and
@@ -35,6 +36,7 @@ struct options {
 	const char *symbols;
 	int folded;
 	int getrf_gpu;
+	int example_dag; /* --dag starpu-lu-example */
 };
 
 /* Tasks executed by this rank, per kind, then (last slot) those run by CUDA workers. */
@@ -69,7 +71,7 @@ static int parse_options(int argc, char **argv, struct options *o, int rank)
 		{"q", required_argument, 0, 'q'},      {"seed", required_argument, 0, 's'},
 		{"check", no_argument, 0, 'c'},        {"symbols", required_argument, 0, 'y'},
 		{"no-folded", no_argument, 0, 'f'},    {"getrf-gpu", no_argument, 0, 'g'},
-		{0, 0, 0, 0},
+		{"dag", required_argument, 0, 'D'},    {0, 0, 0, 0},
 	};
 	*o = (struct options){.seed = 1, .symbols = "chameleon", .folded = 1};
 	int c;
@@ -86,10 +88,16 @@ static int parse_options(int argc, char **argv, struct options *o, int rank)
 		case 'y': o->symbols = optarg; break;
 		case 'f': o->folded = 0; break;
 		case 'g': o->getrf_gpu = 1; break;
+		case 'D':
+			if (strcmp(optarg, "chameleon") && strcmp(optarg, "starpu-lu-example"))
+				return usage_error(rank, "--dag", "chameleon or starpu-lu-example");
+			o->example_dag = !strcmp(optarg, "starpu-lu-example");
+			break;
 		default:
 			return usage_error(rank, "arguments",
 			                   "lu --n N --b B [--dist FILE|--p P --q Q] [--seed S] [--check] "
-			                   "[--symbols chameleon|starpu-lu] [--no-folded] [--getrf-gpu]");
+			                   "[--symbols chameleon|starpu-lu] [--no-folded] [--getrf-gpu] "
+			                   "[--dag chameleon|starpu-lu-example]");
 		}
 	}
 	if (o->n <= 0 || o->b <= 0 || o->n % o->b != 0) {
@@ -167,6 +175,43 @@ static void submit_lu(starpu_data_handle_t *tiles, int nt)
 			}
 		}
 		/* The panel and row of step k are not read again after step k. */
+		for (int i = k; i < nt; i++) {
+			starpu_mpi_cache_flush(MPI_COMM_WORLD, TILE(i, k));
+			if (i > k)
+				starpu_mpi_cache_flush(MPI_COMM_WORLD, TILE(k, i));
+		}
+	}
+}
+
+/* The same tasks in the submission order and with the priorities of StarPU's LU example
+ * (examples/lu/xlu_implicit.c dw_codelet_facto_v3 and create_task_*: per step, getrf, then
+ * for each i the row and the column trsm, then the updates; "bottom-level-based" priorities). */
+static void submit_lu_example_order(starpu_data_handle_t *tiles, int nt)
+{
+	int ret;
+	for (int k = 0; k < nt; k++) {
+		ret = starpu_mpi_task_insert(MPI_COMM_WORLD, &lu_cl_getrf, STARPU_RW, TILE(k, k), STARPU_PRIORITY,
+		                             3 * nt - 3 * k, STARPU_CALLBACK_WITH_ARG_NFREE, count_task,
+		                             &executed[LU_GETRF], 0);
+		STARPU_CHECK_RETURN_VALUE(ret, "starpu_mpi_task_insert getrf");
+		for (int i = k + 1; i < nt; i++) {
+			ret = starpu_mpi_task_insert(MPI_COMM_WORLD, &lu_cl_trsm_row, STARPU_R, TILE(k, k), STARPU_RW,
+			                             TILE(k, i), STARPU_PRIORITY, 3 * nt - (2 * k + i),
+			                             STARPU_CALLBACK_WITH_ARG_NFREE, count_task, &executed[LU_TRSM_ROW], 0);
+			STARPU_CHECK_RETURN_VALUE(ret, "starpu_mpi_task_insert trsm");
+			ret = starpu_mpi_task_insert(MPI_COMM_WORLD, &lu_cl_trsm_col, STARPU_R, TILE(k, k), STARPU_RW,
+			                             TILE(i, k), STARPU_PRIORITY, 3 * nt - (2 * k + i),
+			                             STARPU_CALLBACK_WITH_ARG_NFREE, count_task, &executed[LU_TRSM_COL], 0);
+			STARPU_CHECK_RETURN_VALUE(ret, "starpu_mpi_task_insert trsm");
+		}
+		for (int i = k + 1; i < nt; i++)
+			for (int j = k + 1; j < nt; j++) {
+				ret = starpu_mpi_task_insert(MPI_COMM_WORLD, &lu_cl_gemm, STARPU_R, TILE(i, k), STARPU_R,
+				                             TILE(k, j), STARPU_RW, TILE(i, j), STARPU_PRIORITY,
+				                             3 * nt - (k + i + j), STARPU_CALLBACK_WITH_ARG_NFREE, count_task,
+				                             &executed[LU_GEMM], 0);
+				STARPU_CHECK_RETURN_VALUE(ret, "starpu_mpi_task_insert gemm");
+			}
 		for (int i = k; i < nt; i++) {
 			starpu_mpi_cache_flush(MPI_COMM_WORLD, TILE(i, k));
 			if (i > k)
@@ -365,7 +410,10 @@ int main(int argc, char **argv)
 	starpu_mpi_barrier(MPI_COMM_WORLD);
 
 	double t0 = starpu_timing_now();
-	submit_lu(tiles, nt);
+	if (o.example_dag)
+		submit_lu_example_order(tiles, nt);
+	else
+		submit_lu(tiles, nt);
 	/* When the main thread inserts tasks more slowly than the workers run them, the run is
 	 * submission-bound: the time it took is reported next to the makespan. */
 	double submitted = (starpu_timing_now() - t0) * 1e-6;

@@ -200,6 +200,11 @@ RunConfig RunConfig::from_json(const Json& j, const std::string& file)
   c.symbols[1] = trsm_row.empty() ? trsm : trsm_row;
   c.symbols[2] = trsm_col.empty() ? trsm : trsm_col;
   c.symbols[3] = gemm;
+  if (const Json* d = j.find("dag")) {
+    if (d->type != Json::Type::String || (d->string != "chameleon" && d->string != "starpu-lu-example"))
+      throw InputError(file, "dag", "\"chameleon\" or \"starpu-lu-example\"");
+    c.dag = d->string;
+  }
   if (const Json* a = j.find("getrf_on_cuda")) {
     if (a->type != Json::Type::Bool)
       throw InputError(file, "getrf_on_cuda", "true or false");

@@ -39,6 +39,9 @@ struct RunConfig {
   std::map<std::string, std::string> perfmodels; // machine type -> sampling dir
   std::string symbols[kNumKinds];
   bool kind_on_cuda[kNumKinds] = {false, true, true, true}; // Chameleon: dgetrf_nopiv is CPU-only
+  // Task graph: submission order and priorities of Chameleon's pzgetrf_nopiv ("chameleon") or of
+  // StarPU's examples/lu/xlu_implicit.c ("starpu-lu-example"); same tasks and dependencies.
+  std::string dag = "chameleon";
   int n = 0, b = 0, nt = 0;
   std::string dist_kind = "block-cyclic";
   int p = 0, q = 0;

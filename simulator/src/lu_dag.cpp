@@ -117,10 +117,30 @@ private:
 };
 } // namespace
 
+// StarPU's examples/lu/xlu_implicit.c (dw_codelet_facto_v3, create_task_*): per step k, getrf,
+// then for each i the row and the column trsm (trsm_ll on A(k,i), trsm_ru on A(i,k)), then the
+// updates A(i,j) for i, j; "bottom-level-based" priorities 3NT-3k, 3NT-(2k+i), 3NT-(k+i+j).
+static Dag build_starpu_example_dag(Builder& b, int NT)
+{
+  for (int k = 0; k < NT; k++) {
+    b.add(TaskKind::getrf, k, 3 * NT - 3 * k, {{k, k}});
+    for (int i = k + 1; i < NT; i++) {
+      b.add(TaskKind::trsm_row, k, 3 * NT - (2 * k + i), {{k, k}, {k, i}});
+      b.add(TaskKind::trsm_col, k, 3 * NT - (2 * k + i), {{k, k}, {i, k}});
+    }
+    for (int i = k + 1; i < NT; i++)
+      for (int j = k + 1; j < NT; j++)
+        b.add(TaskKind::gemm, k, 3 * NT - (k + i + j), {{i, k}, {k, j}, {i, j}});
+  }
+  return b.finish();
+}
+
 Dag build_lu_dag(const RunConfig& cfg)
 {
   Builder b(cfg);
   const int NT = cfg.nt;
+  if (cfg.dag == "starpu-lu-example")
+    return build_starpu_example_dag(b, NT);
   // Chameleon pzgetrf_nopiv.c: per step k, getrf, the column panel, the row panel, then updates.
   for (int k = 0; k < NT; k++) {
     b.add(TaskKind::getrf, k, 2 * NT - 2 * k, {{k, k}});

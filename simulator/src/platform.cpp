@@ -44,6 +44,16 @@ double double_prop(const sg4::Host* h, const char* key, const std::string& file)
     throw InputError(file, "host " + h->get_name() + " property '" + key + "'", "a number of bytes");
   return std::strtod(v, nullptr);
 }
+double optional_seconds(const sg4::Host* h, const char* key, const std::string& file)
+{
+  const char* v = h->get_property(key);
+  char* end = nullptr;
+  double x = std::strtod(v, &end);
+  if (end == v || *end || !(x >= 0) || x > 1)
+    throw InputError(file, "host " + h->get_name() + " property '" + key + "'",
+                     std::string("a duration in seconds in [0, 1], got '") + v + "'");
+  return x;
+}
 } // namespace
 
 std::vector<MachineNode> discover_platform(const sg4::Engine& e, const std::string& file)
@@ -75,7 +85,8 @@ std::vector<MachineNode> discover_platform(const sg4::Engine& e, const std::stri
     if (k == "cpu")
       n.cpus.push_back({h, int_prop(h, "index", file), numa});
     else if (k == "gpu")
-      n.gpus.push_back({h, int_prop(h, "index", file), numa, double_prop(h, "memory", file)});
+      n.gpus.push_back({h, int_prop(h, "index", file), numa, double_prop(h, "memory", file),
+                        h->get_property("task_overhead_s") ? optional_seconds(h, "task_overhead_s", file) : 0.0});
     else if (k == "ram")
       n.rams.push_back({h, numa, double_prop(h, "memory", file)});
     else if (k == "nic")

@@ -18,7 +18,8 @@ struct GpuInfo {
   sg4::Host* host;
   int index;
   int numa;
-  double memory; // bytes
+  double memory;             // bytes
+  double task_overhead = 0;  // s of host time per task on the GPU's CUDA worker (prop task_overhead_s)
 };
 struct RamInfo {
   sg4::Host* host;

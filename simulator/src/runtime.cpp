@@ -121,8 +121,10 @@ void Simulation::setup_nodes()
         w.mem = gpu_mem.at(wp.gpu);
         w.devid = cfg_.env.homogeneous_cuda ? 0 : wp.gpu;
         for (const auto& g : n.gpus)
-          if (g.index == wp.gpu)
+          if (g.index == wp.gpu) {
             w.host = g.host;
+            w.task_overhead = g.task_overhead;
+          }
         w.name = w.host->get_name();
       } else {
         // A CPU worker works on its NUMA node's memory node when there is one per NUMA node.
@@ -984,12 +986,30 @@ void Simulation::prepare(Worker& w, uint32_t task)
   }
 }
 
+// How long a task holds its CUDA worker: the kernel plus the worker thread's host time per task
+// (pop, data checks, launch, completion and termination; calibration/microbench/
+// starpu_task_overhead.c measures it). With STARPU_CUDA_PIPELINE >= 2 the worker queues the next
+// kernel behind the running one (src/drivers/cuda/driver_cuda.c, pipeline of async tasks), so
+// when tasks run back to back the host time overlaps the previous kernel: the worker then
+// advances by max(host, kernel), the steady state of a two-stage pipeline; after an idle gap
+// nothing overlaps and the task costs host + kernel.
+double Simulation::cuda_occupancy(const Worker& w, double kernel) const
+{
+  if (w.task_overhead <= 0)
+    return kernel;
+  bool back_to_back = cfg_.env.cuda_pipeline >= 2 && sg4::Engine::get_clock() <= w.last_end;
+  return back_to_back ? std::max(w.task_overhead, kernel) : w.task_overhead + kernel;
+}
+
 void Simulation::execute(Worker& w, uint32_t task)
 {
   Task& t = dag_.tasks[task];
   double d = sample_duration(w, t.kind);
+  if (w.cuda)
+    d = cuda_occupancy(w, d);
   numa_->run_task(w, task, d); // sets t.start; remote traffic, faults, GPU launch path
   t.end = sg4::Engine::get_clock();
+  w.last_end = t.end;
   // Write: the worker's replica becomes the only valid one (MSI invalidation).
   uint32_t written = handle(w.rank, t.tiles[t.nbuf - 1]);
   HandleState& s = hstate_[written];

@@ -75,6 +75,8 @@ struct Worker {
   // that sums do not depend on the order of insertions): dmdas' work ahead of a priority.
   std::vector<int64_t> queued_ps;
   std::deque<uint32_t> inflight; // popped tasks (more than one with STARPU_CUDA_PIPELINE)
+  double task_overhead = 0;       // CUDA worker: host time per task (s), from the platform
+  double last_end = -1;           // end of the worker's last task (back-to-back detection)
   sg4::ActorPtr actor;
   bool suspended = false;
   uint64_t executed = 0;
@@ -262,6 +264,7 @@ private:
   void worker_loop(int wid);
   void prepare(Worker& w, uint32_t task);
   void execute(Worker& w, uint32_t task);
+  double cuda_occupancy(const Worker& w, double kernel) const;
   void release(uint32_t node_id, int releasing_worker);
   void trigger_reception(uint32_t r);
   void mpi_loop(int rank);

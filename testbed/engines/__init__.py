@@ -35,6 +35,7 @@ class RunSpec:
     check: bool = False  # real engine: compute the residual ||A - LU|| / ||A||
     symbols: str | None = None  # perf-model symbol set: chameleon | starpu-lu (auto-detected if None)
     getrf_on_gpu: bool = False  # getrf_nopiv may run on CUDA workers too (apps/lu --getrf-gpu)
+    dag: str = "chameleon"  # submission order and priorities: chameleon | starpu-lu-example
     trace: Path | None = None
     transfers: Path | None = None
     platform_dir: Path | None = None  # output of `testbed platform`; generated if None

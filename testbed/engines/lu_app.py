@@ -65,10 +65,13 @@ def parse_output(stdout: str, stderr: str, returncode: int, what: str) -> dict:
 
 
 def kernel_args(spec: RunSpec, symbols: str | None) -> list[str]:
-    """apps/lu arguments choosing the kernels: perf-model symbols and getrf on GPUs."""
+    """apps/lu arguments choosing the kernels and the task graph: perf-model symbols, getrf on
+    GPUs, submission order and priorities."""
     args = ["--symbols", symbols] if symbols else []
     if spec.getrf_on_gpu:
         args.append("--getrf-gpu")
+    if spec.dag != "chameleon":
+        args += ["--dag", spec.dag]
     return args
 
 

@@ -75,6 +75,7 @@ def run_description(spec: RunSpec, pdir: Path, workdir: Path | None = None) -> d
         "variability": spec.variability,
         "symbols": numasim_symbols(symbols),
         "getrf_on_cuda": spec.getrf_on_gpu,
+        "dag": spec.dag,
     }
     if spec.trace:
         desc["trace"] = str(Path(spec.trace).resolve())
