@@ -11,17 +11,21 @@
 #                                 StarPU source comes from STARPU_SOURCE_TARBALL
 #   STARPU_SOURCE_TARBALL=FILE    Debian's starpu_<version>.orig.tar.gz (sha256 checked)
 #                                 instead of `apt-get source`
-#   TESTBED_STARPU_BUILDS="simgrid native"   which StarPU builds to make
+#   TESTBED_STARPU_BUILDS="simgrid native"   which StarPU builds to make ("none": none)
 #   TESTBED_CUDA=auto|yes|no      native build with CUDA: auto = when nvcc is found
 #   TESTBED_PYTHON=0              skip the Python venv
 #   STARPU_EXTRA_CONFIGURE_FLAGS  more configure flags for the native build (e.g. --without-hwloc)
+#   TESTBED_KEEP_BUILD_TREES=1    keep .deps/build-* after installing (about 650 MB)
+#
+# What it changes on the system: installs the Debian packages listed below (root or sudo,
+# only when some are missing). The StarPU source is fetched with a private apt state under
+# .deps/apt (no change to the system's apt sources); everything else stays in .deps/, .venv/.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DEPS="$ROOT/.deps"
 VENV="$ROOT/.venv"
 STARPU_VERSION="1.4.10+dfsg-2"          # pinned Debian source version of StarPU
-STARPU_SUITE="forky"                    # Debian suite whose pool serves that source
 # sha256 of Debian's starpu_1.4.10+dfsg.orig.tar.gz (the file apt verifies against the suite index)
 STARPU_ORIG_SHA256="6b3bb9ec0d79f937882148b2da09ae6cb0ad4d1e83a104be45723dd70eba99c3"
 TESTBED_APT="${TESTBED_APT:-1}"
@@ -34,8 +38,13 @@ mkdir -p "$DEPS"
 say() { printf '\033[1m[setup %4ds]\033[0m %s\n' "$SECONDS" "$*"; }
 die() { printf '\033[31m[setup] error:\033[0m %s\n' "$*" >&2; exit 1; }
 
-SUDO=""
-if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+# Root for apt only, and only when something must be installed.
+as_root() {
+  if [ "$(id -u)" = 0 ]; then "$@"
+  elif command -v sudo >/dev/null; then sudo "$@"
+  else die "installing Debian packages needs root or sudo; as a user, install them first (list in envs/setup.sh) and run with TESTBED_APT=0"
+  fi
+}
 
 # ---------------------------------------------------------------- Debian packages
 APT_PACKAGES=(
@@ -58,18 +67,51 @@ if [ "${#missing[@]}" -gt 0 ] && [ "$TESTBED_APT" = 0 ]; then
 elif [ "${#missing[@]}" -gt 0 ]; then
   say "installing Debian packages: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  $SUDO apt-get update -qq || die "apt-get update failed: is the Debian registry reachable?"
-  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
+  as_root apt-get update -qq || die "apt-get update failed: is the Debian registry reachable?"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
     || die "apt-get install failed for: ${missing[*]} (registry unreachable or package unknown)"
 else
   say "Debian packages: all present"
 fi
 
 # ---------------------------------------------------------------- StarPU sources
-# The deb-src entry is derived from the machine's own bookworm sources (same URIs),
-# pointing to the newer suite that carries StarPU 1.4.
-SRC_LIST=/etc/apt/sources.list.d/testbed-starpu-src.sources
+# Debian's source package of the pinned version, fetched with a private apt state (sources
+# list and package lists under .deps/apt, the archive keyring for signatures): the system's
+# apt configuration is not touched. Suites tried in order (any that still carries the pinned
+# version; apt checks the files against that suite's signed index), else STARPU_SOURCE_TARBALL.
+STARPU_SUITES="${STARPU_SUITES:-forky sid}"
 STARPU_SRC="$DEPS/src/starpu-${STARPU_VERSION%%+*}"
+# Earlier versions of this script left a deb-src entry in the system's sources: remove ours.
+OLD_SRC_LIST=/etc/apt/sources.list.d/testbed-starpu-src.sources
+if [ -f "$OLD_SRC_LIST" ] && [ -w /etc/apt/sources.list.d ]; then rm -f "$OLD_SRC_LIST"; fi
+
+fetch_debian_source() { # -> 0 when the source is unpacked in $STARPU_SRC
+  local apt_dir="$DEPS/apt" uris suite
+  uris="$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)"
+  if [ -z "$uris" ] && [ -f /etc/apt/sources.list ]; then
+    uris="$(awk '$1=="deb" && $2 ~ /^http/ {print $2; exit}' /etc/apt/sources.list)"
+  fi
+  [ -n "$uris" ] || { say "no Debian mirror in /etc/apt/sources.list(.d)"; return 1; }
+  for suite in $STARPU_SUITES; do
+    rm -rf "$apt_dir" "$DEPS/src" && mkdir -p "$apt_dir/lists/partial" "$apt_dir/parts" "$DEPS/src"
+    printf 'deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] %s %s main\n' "$uris" "$suite" \
+      >"$apt_dir/sources.list"
+    local opts=(-o "Dir::Etc::SourceList=$apt_dir/sources.list" -o "Dir::Etc::SourceParts=$apt_dir/parts"
+                -o "Dir::State::Lists=$apt_dir/lists")
+    say "fetching StarPU source $STARPU_VERSION from $uris ($suite)"
+    if apt-get "${opts[@]}" update -qq >/dev/null 2>&1 \
+       && (cd "$DEPS/src" && apt-get "${opts[@]}" source -qq --download-only "starpu=$STARPU_VERSION" >/dev/null 2>&1); then
+      (cd "$DEPS/src" && dpkg-source -x --skip-patches starpu_*.dsc "$STARPU_SRC" >/dev/null 2>&1) \
+        || die "unpacking StarPU source failed"
+      rm -rf "$apt_dir"
+      return 0
+    fi
+    say "suite $suite does not serve starpu=$STARPU_VERSION (or the mirror is unreachable)"
+  done
+  rm -rf "$apt_dir"
+  return 1
+}
+
 if [ ! -f "$DEPS/src/.fetched-$STARPU_VERSION" ] && [ -n "${STARPU_SOURCE_TARBALL:-}" ]; then
   [ -f "$STARPU_SOURCE_TARBALL" ] || die "STARPU_SOURCE_TARBALL=$STARPU_SOURCE_TARBALL: no such file"
   echo "$STARPU_ORIG_SHA256  $STARPU_SOURCE_TARBALL" | sha256sum -c --quiet - >/dev/null 2>&1 \
@@ -80,23 +122,7 @@ if [ ! -f "$DEPS/src/.fetched-$STARPU_VERSION" ] && [ -n "${STARPU_SOURCE_TARBAL
   touch "$DEPS/src/.fetched-$STARPU_VERSION"
 elif [ ! -f "$DEPS/src/.fetched-$STARPU_VERSION" ]; then
   [ "$TESTBED_APT" != 0 ] || die "TESTBED_APT=0: set STARPU_SOURCE_TARBALL to Debian's starpu_${STARPU_VERSION%%-*}.orig.tar.gz"
-  if [ ! -f "$SRC_LIST" ]; then
-    uris="$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)"
-    if [ -z "$uris" ] && [ -f /etc/apt/sources.list ]; then
-      uris="$(awk '$1=="deb" && $3 ~ /^bookworm$/ {print $2; exit}' /etc/apt/sources.list)"
-    fi
-    [ -n "$uris" ] || die "cannot derive a deb-src URI from /etc/apt/sources.list(.d)"
-    say "adding deb-src entry for suite $STARPU_SUITE (from existing URI)"
-    printf 'Types: deb-src\nURIs: %s\nSuites: %s\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
-      "$uris" "$STARPU_SUITE" | $SUDO tee "$SRC_LIST" >/dev/null
-    $SUDO apt-get update -qq || die "apt-get update failed after adding deb-src"
-  fi
-  say "fetching StarPU source $STARPU_VERSION"
-  rm -rf "$DEPS/src" && mkdir -p "$DEPS/src"
-  (cd "$DEPS/src" && apt-get source -qq --download-only "starpu=$STARPU_VERSION" >/dev/null) \
-    || die "apt-get source starpu=$STARPU_VERSION failed (registry unreachable?)"
-  (cd "$DEPS/src" && dpkg-source -x --skip-patches starpu_*.dsc "$STARPU_SRC" >/dev/null) \
-    || die "unpacking StarPU source failed"
+  fetch_debian_source || die "StarPU $STARPU_VERSION: no suite of ($STARPU_SUITES) serves it; download Debian's starpu_${STARPU_VERSION%%-*}.orig.tar.gz (sha256 $STARPU_ORIG_SHA256, e.g. from snapshot.debian.org) and set STARPU_SOURCE_TARBALL"
   touch "$DEPS/src/.fetched-$STARPU_VERSION"
 else
   say "StarPU source $STARPU_VERSION: present"
@@ -148,11 +174,21 @@ build_starpu() { # name, extra configure flags...
   say "building StarPU $STARPU_VERSION ($name build, $JOBS jobs) -> $prefix"
   rm -rf "$build" "$prefix"; mkdir -p "$build"
   local log="$DEPS/build-$name.log"
+  say "  log: $log (a line every minute while it builds)"
   ( cd "$build" && "$STARPU_SRC/configure" --prefix="$prefix" "${COMMON_FLAGS[@]}" "$@" ) >"$log" 2>&1 \
     || die "configure of StarPU ($name) failed, see $log"
-  ( cd "$build" && make -j"$JOBS" && make install ) >>"$log" 2>&1 \
-    || die "build of StarPU ($name) failed, see $log"
+  ( cd "$build" && make -j"$JOBS" && make install ) >>"$log" 2>&1 &
+  local pid=$! t0=$SECONDS next=60
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 2
+    if [ $((SECONDS - t0)) -ge "$next" ] && kill -0 "$pid" 2>/dev/null; then
+      say "  still building StarPU ($name), $((SECONDS - t0)) s, $(wc -l <"$log") log lines"
+      next=$((next + 60))
+    fi
+  done
+  wait "$pid" || die "build of StarPU ($name) failed, see $log"
   touch "$stamp"
+  if [ "${TESTBED_KEEP_BUILD_TREES:-0}" != 1 ]; then rm -rf "$build"; fi
   say "StarPU ($name build) installed"
 }
 for b in $TESTBED_STARPU_BUILDS; do
@@ -160,7 +196,8 @@ for b in $TESTBED_STARPU_BUILDS; do
     simgrid) build_starpu simgrid --enable-simgrid --disable-shared --disable-cuda ;;
     # shellcheck disable=SC2086  # word splitting of the extra flags is intended
     native) build_starpu native "${NATIVE_CUDA_FLAGS[@]}" ${STARPU_EXTRA_CONFIGURE_FLAGS:-} ;;
-    *) die "TESTBED_STARPU_BUILDS: expected simgrid and/or native, got $b" ;;
+    none) ;;
+    *) die "TESTBED_STARPU_BUILDS: expected simgrid and/or native (or none), got $b" ;;
   esac
 done
 
