@@ -13,6 +13,7 @@ Matched against StarPU 1.4.10:
 from __future__ import annotations
 
 import math
+import re
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -139,9 +140,36 @@ def _data_lines(text: str) -> list[str]:
     return [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
 
 
+def _history_entry(f: list[str], path: str | Path, where: str) -> HistoryEntry:
+    """One `hash size flops mean dev sum sum2 n` line, checked as numasim checks it
+    (simulator/src/perfmodel.cpp): finite numbers, mean > 0, dev >= 0, n a count."""
+    from testbed.errors import InputError
+
+    if len(f) != 8 or not re.fullmatch(r"[0-9a-f]{8}", f[0]):
+        raise InputError(path, where, "'hash size flops mean dev sum sum2 n' with an 8-digit hexadecimal hash")
+    try:
+        size, flops, mean, dev, n = int(f[1]), float(f[2]), float(f[3]), float(f[4]), int(f[7])
+    except ValueError:
+        raise InputError(path, where, f"numbers, got {' '.join(f)!r}") from None
+    if size <= 0 or not (math.isfinite(mean) and mean > 0) or not (math.isfinite(dev) and dev >= 0) or n < 0:
+        raise InputError(path, where, f"size > 0, finite mean > 0, finite dev >= 0, n >= 0, got {' '.join(f)!r}")
+    return HistoryEntry(int(f[0], 16), size, flops, mean, dev, n)
+
+
 def read_model(path: str | Path) -> list[ArchModel]:
-    """Parse a history-based model file (one device per combination, as LU models are)."""
-    lines = _data_lines(Path(path).read_text())
+    """Parse a history-based model file (one device per combination, as LU models are);
+    a damaged or foreign file is an InputError naming it."""
+    from testbed.errors import InputError
+
+    try:
+        return _parse_model(_data_lines(Path(path).read_text()), path)
+    except (StopIteration, IndexError, UnicodeDecodeError):
+        raise InputError(path, "model", "a StarPU history-based performance model (format 45), complete") from None
+    except ValueError as exc:
+        raise InputError(path, "model", f"a StarPU performance model (format 45): {exc}") from None
+
+
+def _parse_model(lines: list[str], path: str | Path) -> list[ArchModel]:
     it = iter(lines)
 
     def nxt() -> str:
@@ -149,7 +177,7 @@ def read_model(path: str | Path) -> list[ArchModel]:
 
     version = int(nxt())
     if version != PERFMODEL_VERSION:
-        raise ValueError(f"{path}: model version {version}, expected {PERFMODEL_VERSION}")
+        raise ValueError(f"model version {version}, expected {PERFMODEL_VERSION}")
     combs = []
     for _ in range(int(nxt())):
         ndev = int(nxt())
@@ -163,10 +191,9 @@ def read_model(path: str | Path) -> list[ArchModel]:
             nmult = int(nxt().split()[0])
             if nmult:
                 nxt()
-            for _ in range(nentries):
+            for e in range(nentries):
                 f = nxt().split()
                 if impl == 0:
-                    comb.entries.append(HistoryEntry(int(f[0], 16), int(f[1]), float(f[2]), float(f[3]),
-                                                     float(f[4]), int(f[7])))
+                    comb.entries.append(_history_entry(f, path, f"history entry {e + 1} of combination {len(combs) + 1}"))
         combs.append(comb)
     return combs

@@ -11,6 +11,10 @@ from testbed.engines import ENGINES, RunSpec
 from testbed.errors import InputError
 
 
+#: numasim's size limits (simulator/src/config.hpp kMaxTiles, kMaxTileSize)
+MAX_TILES, MAX_TILE_SIZE = 4096, 65536
+
+
 def parse_assignments(items: list[str], what: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for item in items:
@@ -18,7 +22,10 @@ def parse_assignments(items: list[str], what: str) -> dict[str, str]:
             if "=" not in part:
                 raise InputError(None, what, f"NAME=VALUE, got {part!r}")
             k, v = part.split("=", 1)
-            out[k.strip()] = v.strip()
+            name = k.strip().upper() if what == "--factors" else k.strip()
+            if name in out:
+                raise InputError(None, f"{what} {name}", f"one value, got {out[name]!r} and {v.strip()!r}")
+            out[name] = v.strip()
     return out
 
 
@@ -39,6 +46,9 @@ def simulate(spec: RunSpec) -> dict:
         raise InputError(None, "--engine", f"one of {', '.join(ENGINES)}, got {spec.engine!r}")
     if spec.n <= 0 or spec.b <= 0 or spec.n % spec.b:
         raise InputError(None, "--n/--b", f"positive N that is a multiple of b, got N={spec.n} b={spec.b}")
+    if spec.b > MAX_TILE_SIZE or spec.n // spec.b > MAX_TILES:
+        raise InputError(None, "--n/--b", f"b <= {MAX_TILE_SIZE} and N/b <= {MAX_TILES} tiles per dimension "
+                                          f"(numasim's limits), got N={spec.n} b={spec.b}")
     engine = importlib.import_module(ENGINES[spec.engine])
     t0 = time.perf_counter()
     result = engine.run(spec)

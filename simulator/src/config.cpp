@@ -37,6 +37,18 @@ double parse_double(const std::string& s, const std::string& file, const std::st
     throw InputError(file, key, "a number, got '" + s + "'");
   return v;
 }
+double nonnegative(double v, const std::string& file, const std::string& key, const std::string& text)
+{
+  if (v < 0)
+    throw InputError(file, key, "a number >= 0, got '" + text + "'");
+  return v;
+}
+int count_or_default(long v, const std::string& file, const std::string& key, const std::string& text)
+{
+  if (v < -1 || v > 1000000)
+    throw InputError(file, key, "a count >= 0 (or -1: StarPU's default), got '" + text + "'");
+  return static_cast<int>(v);
+}
 bool parse_bool01(const std::string& s, const std::string& file, const std::string& key)
 {
   long v = parse_int(s, file, key, "0 or 1");
@@ -92,11 +104,11 @@ StarpuEnv parse_starpu_env(const std::map<std::string, std::string>& env, const 
       else
         throw InputError(file, key, "one of dmda, dmdas, dmdasd, eager, lws (schedulers numasim models), got '" + v + "'");
     } else if (k == "STARPU_SCHED_ALPHA")
-      e.alpha = parse_double(v, file, key);
+      e.alpha = nonnegative(parse_double(v, file, key), file, key, v);
     else if (k == "STARPU_SCHED_BETA")
-      e.beta = parse_double(v, file, key);
+      e.beta = nonnegative(parse_double(v, file, key), file, key, v);
     else if (k == "STARPU_SCHED_GAMMA")
-      e.gamma = parse_double(v, file, key);
+      e.gamma = nonnegative(parse_double(v, file, key), file, key, v);
     else if (k == "STARPU_PREFETCH")
       e.prefetch = parse_bool01(v, file, key);
     else if (k == "STARPU_CUDA_PIPELINE") {
@@ -105,12 +117,13 @@ StarpuEnv parse_starpu_env(const std::map<std::string, std::string>& env, const 
         throw InputError(file, key, "a non-negative integer, got '" + v + "'");
     } else if (k == "STARPU_USE_NUMA")
       e.use_numa = parse_bool01(v, file, key);
+    // -1 is StarPU's "as many as there are" (the default); other negative counts are errors.
     else if (k == "STARPU_NCPU" || k == "STARPU_NCPUS")
-      e.ncpu = static_cast<int>(parse_int(v, file, key, "an integer"));
+      e.ncpu = count_or_default(parse_int(v, file, key, "an integer"), file, key, v);
     else if (k == "STARPU_NCUDA")
-      e.ncuda = static_cast<int>(parse_int(v, file, key, "an integer"));
+      e.ncuda = count_or_default(parse_int(v, file, key, "an integer"), file, key, v);
     else if (k == "STARPU_RESERVE_NCPU")
-      e.reserve_ncpu = static_cast<int>(parse_int(v, file, key, "an integer"));
+      e.reserve_ncpu = count_or_default(parse_int(v, file, key, "an integer"), file, key, v);
     else if (k == "STARPU_WORKERS_CPUID")
       e.workers_cpuid = parse_id_list(v, file, key);
     else if (k == "STARPU_WORKERS_CUDAID")
@@ -218,6 +231,10 @@ RunConfig RunConfig::from_json(const Json& j, const std::string& file)
   double n = num(*w, "n", "workload."), b = num(*w, "b", "workload.");
   if (n <= 0 || b <= 0 || std::fmod(n, b) != 0 || n != std::floor(n) || b != std::floor(b))
     throw InputError(file, "workload.n/b", "positive integers with n a multiple of b");
+  // Before any allocation: the task graph grows as (n/b)^3 / 3 and tile footprints with b^2.
+  if (b > kMaxTileSize || n / b > kMaxTiles)
+    throw InputError(file, "workload.n/b", "b <= " + std::to_string(kMaxTileSize) + " and n/b <= " +
+                                               std::to_string(kMaxTiles) + " tiles per dimension");
   c.n = static_cast<int>(n);
   c.b = static_cast<int>(b);
   c.nt = c.n / c.b;

@@ -33,6 +33,11 @@ struct StarpuEnv {
   bool numa_balancing = true;
 };
 
+// Sizes numasim accepts (checked before allocating): 4096^3/3 ≈ 2.3e10 tasks would not fit in
+// memory anyway; StarPU's matrix interface takes 32-bit sizes.
+constexpr int kMaxTiles = 4096;
+constexpr int kMaxTileSize = 65536;
+
 struct RunConfig {
   std::string file; // the run description (for error messages)
   std::string platform;

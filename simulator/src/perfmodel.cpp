@@ -85,7 +85,18 @@ private:
   size_t pos_ = 0;
 };
 
-double to_double(const std::string& s) { return std::strtod(s.c_str(), nullptr); } // accepts "nan"
+// A number of a history entry: the whole field parsed, finite, and at least `min` (strictly
+// above it when `strict`): StarPU writes such values for every calibrated entry
+// (perfmodel_history.c dump_history_entry); anything else is a damaged file, not a timing.
+double entry_number(const std::string& s, const std::string& path, const std::string& what, double min, bool strict)
+{
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (end == s.c_str() || *end || !std::isfinite(v) || v < min || (strict && v == min))
+    throw InputError(path, what, std::string(strict ? "a finite number > " : "a finite number >= ") +
+                                     std::to_string(static_cast<long>(min)) + ", got '" + s + "'");
+  return v;
+}
 } // namespace
 
 PerfModel PerfModel::parse(const std::string& text, const std::string& path, const std::string& symbol)
@@ -129,11 +140,19 @@ PerfModel PerfModel::parse(const std::string& text, const std::string& path, con
           throw InputError(path, "history entry", "'hash size [flops] mean dev sum sum2 n'");
         size_t k = f.size() == 8 ? 3 : 2;
         HistoryEntry h;
-        h.footprint = static_cast<uint32_t>(std::strtoul(f[0].c_str(), nullptr, 16));
-        h.size = std::strtoull(f[1].c_str(), nullptr, 10);
-        h.mean_us = to_double(f[k]);
-        h.dev_us = to_double(f[k + 1]);
-        h.nsample = static_cast<unsigned>(std::strtoul(f[k + 4].c_str(), nullptr, 10));
+        std::string where = "history entry " + std::to_string(e + 1) + " of combination " + std::to_string(c + 1);
+        char* end = nullptr;
+        unsigned long fp = std::strtoul(f[0].c_str(), &end, 16);
+        if (f[0].size() != 8 || *end)
+          throw InputError(path, where + " hash", "8 hexadecimal digits, got '" + f[0] + "'");
+        h.footprint = static_cast<uint32_t>(fp);
+        h.size = static_cast<uint64_t>(entry_number(f[1], path, where + " size", 0, true));
+        h.mean_us = entry_number(f[k], path, where + " mean", 0, true);
+        h.dev_us = entry_number(f[k + 1], path, where + " dev", 0, false);
+        double n = entry_number(f[k + 4], path, where + " n", 0, false);
+        if (n != std::floor(n) || n > 4e9)
+          throw InputError(path, where + " n", "a sample count (integer), got '" + f[k + 4] + "'");
+        h.nsample = static_cast<unsigned>(n);
         entries.push_back(h);
       }
       a.impls.push_back(std::move(entries));
