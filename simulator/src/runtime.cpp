@@ -1,5 +1,6 @@
 #include "runtime.hpp"
 #include "error.hpp"
+#include "network.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -13,7 +14,11 @@ namespace numasim {
 
 Simulation::Simulation(sg4::Engine& engine, RunConfig cfg) : engine_(engine), cfg_(std::move(cfg)), rng_(cfg_.seed)
 {
+  // CM02 with LV08's factors on Ethernet routes only, unless --cfg chose a model (network.hpp).
+  const bool own_network_model = configure_network_model();
   engine_.load_platform(cfg_.platform);
+  if (own_network_model)
+    install_ethernet_factors(engine_);
   engine_.seal_platform(); // routes are queried before the run (estimates, tests)
   nodes_ = discover_platform(engine_, cfg_.platform);
   cfg_.resolve_distribution(static_cast<int>(nodes_.size()));
