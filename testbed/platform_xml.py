@@ -5,6 +5,11 @@ one router per NUMA node, and links for memory buses, inter-socket links, PCIe a
 per-core paths; a Full top zone joins the nodes through their NIC, Ethernet link and
 one switch. Only adjacent pairs get explicit routes: Floyd derives the rest, so a
 transfer from NUMA 1 memory to a NIC on NUMA 0 crosses the inter-socket link.
+
+Links are as the hardware is (docs/network-model.md): Ethernet, PCIe (GPU and NIC) and the
+inter-socket links are full duplex, SimGrid SPLITDUPLEX links (`<id>_UP` / `<id>_DOWN`, one per
+direction, each with the per-direction bandwidth of the machine description); a memory bus and a
+core's path carry reads and writes over the same channel, SHARED links.
 """
 
 from __future__ import annotations
@@ -24,6 +29,12 @@ def _lat(v: float) -> str:
 
 def _flops(v: float) -> str:
     return f"{v:.10g}f"
+
+
+#: Sharing policy of the full-duplex links (SimGrid 3.32 docs, "Platform Description":
+#: sharing_policy="SPLITDUPLEX" makes two links <id>_UP and <id>_DOWN; a route names the direction
+#: it takes with <link_ctn id=... direction="UP|DOWN"/>, its symmetrical route the other one).
+SPLITDUPLEX = "SPLITDUPLEX"
 
 
 def _props(el: etree._Element, **props: object) -> None:
@@ -70,32 +81,34 @@ def _node_zone(parent: etree._Element, node: Node) -> None:
                          bandwidth=_bw(numa.memory_bandwidth_Bps), latency=_lat(numa.memory_latency_s))
     qpi_ids = inter_socket_link_ids(m)
     for lid, link in zip(qpi_ids, m.inter_socket_links):
-        etree.SubElement(zone, "link", id=f"{p}.{lid}", bandwidth=_bw(link.bandwidth_Bps), latency=_lat(link.latency_s))
+        etree.SubElement(zone, "link", id=f"{p}.{lid}", bandwidth=_bw(link.bandwidth_Bps), latency=_lat(link.latency_s),
+                         sharing_policy=SPLITDUPLEX)
     for g in m.gpus:
         etree.SubElement(zone, "link", id=f"{p}.pcie{g.index}",
-                         bandwidth=_bw(g.pcie_bandwidth_Bps), latency=_lat(g.pcie_latency_s))
+                         bandwidth=_bw(g.pcie_bandwidth_Bps), latency=_lat(g.pcie_latency_s), sharing_policy=SPLITDUPLEX)
     for nic in m.nics:
         etree.SubElement(zone, "link", id=f"{p}.nicpcie{nic.index}",
-                         bandwidth=_bw(nic.pcie_bandwidth_Bps), latency=_lat(nic.pcie_latency_s))
+                         bandwidth=_bw(nic.pcie_bandwidth_Bps), latency=_lat(nic.pcie_latency_s),
+                         sharing_policy=SPLITDUPLEX)
     for numa in m.numa_nodes:
         for core in numa.cores:
             # Latency is counted once, on the memory bus; the core link only caps bandwidth.
             etree.SubElement(zone, "link", id=f"{p}.core{core}", bandwidth=_bw(numa.core_bandwidth_Bps), latency="0s")
 
-    def route(src: str, dst: str, *links: str) -> None:
+    def route(src: str, dst: str, link: str, direction: str | None = None) -> None:
         r = etree.SubElement(zone, "route", src=src, dst=dst)
-        for lid in links:
-            etree.SubElement(r, "link_ctn", id=lid)
+        etree.SubElement(r, "link_ctn", id=link, **({"direction": direction} if direction else {}))
 
     for numa in m.numa_nodes:
         route(f"{p}.ram{numa.index}", f"{p}.socket{numa.index}", f"{p}.membus{numa.index}")
+    # Split-duplex links: UP from the device (or lower socket) towards the socket, DOWN back.
     for lid, link in zip(qpi_ids, m.inter_socket_links):
         a, b = link.numa_nodes
-        route(f"{p}.socket{a}", f"{p}.socket{b}", f"{p}.{lid}")
+        route(f"{p}.socket{a}", f"{p}.socket{b}", f"{p}.{lid}", "UP")
     for g in m.gpus:
-        route(f"{p}.gpu{g.index}", f"{p}.socket{g.numa_node}", f"{p}.pcie{g.index}")
+        route(f"{p}.gpu{g.index}", f"{p}.socket{g.numa_node}", f"{p}.pcie{g.index}", "UP")
     for nic in m.nics:
-        route(f"{p}.nic{nic.index}", f"{p}.socket{nic.numa_node}", f"{p}.nicpcie{nic.index}")
+        route(f"{p}.nic{nic.index}", f"{p}.socket{nic.numa_node}", f"{p}.nicpcie{nic.index}", "UP")
     for numa in m.numa_nodes:
         for core in numa.cores:
             route(f"{p}.cpu{core}", f"{p}.socket{numa.index}", f"{p}.core{core}")
@@ -112,15 +125,18 @@ def platform_tree(cluster: Cluster) -> etree._ElementTree:
     for node in cluster.nodes:
         nic = node.machine.nics[0]
         etree.SubElement(top, "link", id=f"{node.name}.eth",
-                         bandwidth=_bw(min(nic.bandwidth_Bps, net.link_bandwidth_Bps)), latency=_lat(net.link_latency_s))
+                         bandwidth=_bw(min(nic.bandwidth_Bps, net.link_bandwidth_Bps)), latency=_lat(net.link_latency_s),
+                         sharing_policy=SPLITDUPLEX)
     etree.SubElement(top, "link", id=f"{cluster.name}.switch", bandwidth=_bw(net.switch_bandwidth_Bps),
                      latency=_lat(net.switch_latency_s), sharing_policy="FATPIPE")
     for i, a in enumerate(cluster.nodes):
         for b in cluster.nodes[i + 1:]:
             zr = etree.SubElement(top, "zoneRoute", src=a.name, dst=b.name,
                                   gw_src=f"{a.name}.nic0", gw_dst=f"{b.name}.nic0")
-            for lid in (f"{a.name}.eth", f"{cluster.name}.switch", f"{b.name}.eth"):
-                etree.SubElement(zr, "link_ctn", id=lid)
+            # <node>.eth_UP: the node's sending direction, <node>.eth_DOWN: its receiving one.
+            etree.SubElement(zr, "link_ctn", id=f"{a.name}.eth", direction="UP")
+            etree.SubElement(zr, "link_ctn", id=f"{cluster.name}.switch")
+            etree.SubElement(zr, "link_ctn", id=f"{b.name}.eth", direction="DOWN")
     return etree.ElementTree(root)
 
 
@@ -133,10 +149,12 @@ def write_platform(cluster: Cluster, path) -> None:
 
 
 def expected_counts(cluster: Cluster) -> dict[str, int]:
-    """Hosts and links the platform must contain, computed from the YAML only (for tests)."""
+    """Hosts and SimGrid links the platform must contain, computed from the YAML only (for tests);
+    a split-duplex link counts twice (SimGrid lists its `_UP` and `_DOWN` links)."""
     hosts = links = 0
     for node in cluster.nodes:
         m = node.machine
         hosts += m.ncores + len(m.gpus) + len(m.numa_nodes) + len(m.nics)
-        links += len(m.numa_nodes) + len(m.inter_socket_links) + len(m.gpus) + len(m.nics) + m.ncores + 1  # + eth
+        duplex = len(m.inter_socket_links) + len(m.gpus) + len(m.nics) + 1  # + eth
+        links += len(m.numa_nodes) + m.ncores + 2 * duplex
     return {"hosts": hosts, "links": links + 1}  # + switch

@@ -70,8 +70,16 @@ def test_numa_values_reach_simgrid(platform_info: Path, platforms: dict[str, Pat
     cluster = load_cluster("chifflet-1")
     m = cluster.nodes[0].machine
     assert links["chifflet-1.membus1"]["bandwidth"] == pytest.approx(m.numa_nodes[1].memory_bandwidth_Bps)
-    assert links["chifflet-1.qpi"]["latency"] == pytest.approx(m.inter_socket_links[0].latency_s)
-    assert links["chifflet-1.pcie1"]["bandwidth"] == pytest.approx(m.gpus[1].pcie_bandwidth_Bps)
+    # Full-duplex links: one SimGrid link per direction, each with the per-direction figure.
+    for d in ("UP", "DOWN"):
+        assert links[f"chifflet-1.qpi_{d}"]["latency"] == pytest.approx(m.inter_socket_links[0].latency_s)
+        assert links[f"chifflet-1.qpi_{d}"]["bandwidth"] == pytest.approx(m.inter_socket_links[0].bandwidth_Bps)
+        assert links[f"chifflet-1.pcie1_{d}"]["bandwidth"] == pytest.approx(m.gpus[1].pcie_bandwidth_Bps)
+        assert links[f"chifflet-1.nicpcie0_{d}"]["bandwidth"] == pytest.approx(m.nics[0].pcie_bandwidth_Bps)
+        assert links[f"chifflet-1.eth_{d}"]["bandwidth"] == pytest.approx(m.nics[0].bandwidth_Bps)
+    assert "chifflet-1.qpi" not in links
+    # Memory buses and core paths carry reads and writes on one channel: one shared link.
+    assert links["chifflet-1.membus0"]["sharing"] == links["chifflet-1.core0"]["sharing"] == "SHARED"
     assert links["chifflet-1.switch"]["sharing"] == "FATPIPE"
     hosts = {h["name"]: h for h in data["hosts"]}
     assert hosts["chifflet-1.gpu1"]["properties"]["numa"] == "1"
@@ -85,11 +93,15 @@ def test_numa1_routes_cross_the_inter_socket_link(platform_info: Path, platforms
                 ("chifflet-1.ram0", "chifflet-1.gpu0"), ("chifflet-1.ram0", "chifflet-1.nic0"),
                 ("chifflet-1.ram1", "chetemi-2.ram0"), ("chifflet-1.cpu20", "chifflet-1.ram0"))
     routes = {(r["src"], r["dst"]): r["links"] for r in data["routes"]}
-    assert routes[("chifflet-1.ram1", "chifflet-1.gpu0")] == ["chifflet-1.membus1", "chifflet-1.qpi", "chifflet-1.pcie0"]
-    assert routes[("chifflet-1.ram1", "chifflet-1.nic0")] == ["chifflet-1.membus1", "chifflet-1.qpi", "chifflet-1.nicpcie0"]
-    assert routes[("chifflet-1.ram0", "chifflet-1.gpu0")] == ["chifflet-1.membus0", "chifflet-1.pcie0"]
-    assert routes[("chifflet-1.ram0", "chifflet-1.nic0")] == ["chifflet-1.membus0", "chifflet-1.nicpcie0"]
+    # Split-duplex directions: UP from a device (GPU, NIC) to its socket, from socket 0 to socket 1,
+    # and from a node to the switch; DOWN the other way.
+    assert routes[("chifflet-1.ram1", "chifflet-1.gpu0")] == [
+        "chifflet-1.membus1", "chifflet-1.qpi_DOWN", "chifflet-1.pcie0_DOWN"]
+    assert routes[("chifflet-1.ram1", "chifflet-1.nic0")] == [
+        "chifflet-1.membus1", "chifflet-1.qpi_DOWN", "chifflet-1.nicpcie0_DOWN"]
+    assert routes[("chifflet-1.ram0", "chifflet-1.gpu0")] == ["chifflet-1.membus0", "chifflet-1.pcie0_DOWN"]
+    assert routes[("chifflet-1.ram0", "chifflet-1.nic0")] == ["chifflet-1.membus0", "chifflet-1.nicpcie0_DOWN"]
     assert routes[("chifflet-1.ram1", "chetemi-2.ram0")] == [
-        "chifflet-1.membus1", "chifflet-1.qpi", "chifflet-1.nicpcie0", "chifflet-1.eth", "hetero-3.switch",
-        "chetemi-2.eth", "chetemi-2.nicpcie0", "chetemi-2.membus0"]
-    assert "chifflet-1.qpi" in routes[("chifflet-1.cpu20", "chifflet-1.ram0")]
+        "chifflet-1.membus1", "chifflet-1.qpi_DOWN", "chifflet-1.nicpcie0_DOWN", "chifflet-1.eth_UP",
+        "hetero-3.switch", "chetemi-2.eth_DOWN", "chetemi-2.nicpcie0_UP", "chetemi-2.membus0"]
+    assert "chifflet-1.qpi_DOWN" in routes[("chifflet-1.cpu20", "chifflet-1.ram0")]  # socket 1 -> socket 0

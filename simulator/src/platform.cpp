@@ -2,6 +2,7 @@
 #include "error.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 
 XBT_LOG_NEW_DEFAULT_CATEGORY(numasim_platform, "numasim platform discovery");
@@ -20,6 +21,14 @@ std::string link_class(const std::string& link_name)
 {
   auto dot = link_name.find('.');
   std::string cls = dot == std::string::npos ? link_name : link_name.substr(dot + 1);
+  // The two directions of a split-duplex link X are SimGrid links X_UP and X_DOWN.
+  for (const char* dir : {"_UP", "_DOWN"}) {
+    const size_t n = std::strlen(dir);
+    if (cls.size() > n && cls.compare(cls.size() - n, n, dir) == 0) {
+      cls.resize(cls.size() - n);
+      break;
+    }
+  }
   while (!cls.empty() && std::isdigit(static_cast<unsigned char>(cls.back())))
     cls.pop_back();
   return cls;

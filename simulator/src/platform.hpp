@@ -48,7 +48,7 @@ struct MachineNode {
 // Throws InputError(platform_file, ...) when properties are missing or inconsistent.
 std::vector<MachineNode> discover_platform(const sg4::Engine& e, const std::string& platform_file);
 
-// "n1.membus0" -> "membus"; "g5k.switch" -> "switch".
+// "n1.membus0" -> "membus"; "g5k.switch" -> "switch"; "n1.pcie0_UP" -> "pcie" (split-duplex direction).
 std::string link_class(const std::string& link_name);
 
 } // namespace numasim

@@ -1,5 +1,6 @@
 #include "runtime.hpp"
 #include "error.hpp"
+#include "network.hpp"
 #include "output.hpp"
 
 #include <algorithm>
@@ -13,7 +14,11 @@ namespace numasim {
 
 Simulation::Simulation(sg4::Engine& engine, RunConfig cfg) : engine_(engine), cfg_(std::move(cfg)), rng_(cfg_.seed)
 {
+  // CM02 with LV08's factors on Ethernet routes only, unless --cfg chose a model (network.hpp).
+  const bool own_network_model = configure_network_model();
   engine_.load_platform(cfg_.platform);
+  if (own_network_model)
+    install_ethernet_factors(engine_);
   engine_.seal_platform(); // routes are queried before the run (estimates, tests)
   nodes_ = discover_platform(engine_, cfg_.platform);
   cfg_.resolve_distribution(static_cast<int>(nodes_.size()));
@@ -55,6 +60,7 @@ Simulation::Simulation(sg4::Engine& engine, RunConfig cfg) : engine_(engine), cf
   central_.resize(nodes_.size());
   gpu_copies_.resize(nodes_.size());
   log_transfers_ = !cfg_.transfers.empty();
+  recv_state_.assign(dag_.receptions.size(), 0);
 }
 
 // Memory StarPU lets itself allocate on a GPU without STARPU_LIMIT_CUDA_MEM: 90% of the
@@ -702,13 +708,16 @@ void Simulation::transfer_done(uint32_t tid)
     if (!dm.waiting.empty() || !dm.prefetch.empty())
       serve_waiting(dm);
   }
+  // The record is freed only after its waiters are satisfied: waking a worker yields to the other
+  // actors, and a request made meanwhile must not reuse this record (the swap below, which keeps
+  // the vector's capacity, would then drop the new copy's waiters: a task waiting forever).
   std::vector<uint32_t> waiters;
   waiters.swap(transfers_[tid].waiters);
-  free_transfers_.push_back(tid);
   for (uint32_t w : waiters)
     satisfy(w);
   waiters.clear();
   transfers_[tid].waiters.swap(waiters); // keep the capacity for reuse
+  free_transfers_.push_back(tid);
 }
 
 void Simulation::satisfy(uint32_t waiter)
@@ -1036,6 +1045,7 @@ void Simulation::execute(Worker& w, uint32_t task)
   sum_.by_kind[static_cast<int>(t.kind)]++;
   (w.cuda ? sum_.on_cuda : sum_.on_cpu)++;
   done_tasks_++;
+  last_task_end_ = t.end;
   release(task, w.id);
   if (done_tasks_ == dag_.tasks.size())
     finish_all();
@@ -1090,6 +1100,7 @@ void Simulation::trigger_reception(uint32_t r)
 {
   // The owner sends once its copy is in RAM (StarPU-MPI acquires the data on the main RAM node).
   const Reception& rc = dag_.receptions[r];
+  recv_state_[r] = kRecvTriggered;
   uint32_t h = handle(rc.src, rc.tile);
   if (hstate_[h].valid & (1u << home_[rc.src]))
     mpi_enqueue(rc.src, true, r);
@@ -1124,6 +1135,7 @@ void Simulation::mpi_loop(int rank)
       sg4::this_actor::sleep_for(cfg_.mpi_overhead_s);
     const Reception& rc = dag_.receptions[r];
     if (send) {
+      recv_state_[r] = kRecvSent;
       uint32_t tid = new_transfer();
       Transfer& t = transfers_[tid];
       t.rank = rc.dst;
@@ -1143,6 +1155,7 @@ void Simulation::mpi_loop(int rank)
           drop_replica(rc.dst, h, l);
       s.version = rc.version;
       s.valid = static_cast<MemMask>(1u << home_[rc.dst]);
+      recv_state_[r] = kRecvDone;
       release(static_cast<uint32_t>(dag_.tasks.size()) + r, -1);
     }
   }
@@ -1194,9 +1207,8 @@ Summary Simulation::run()
       push_ready(t, -1);
   });
   engine_.run();
-  if (!finished_)
-    throw std::runtime_error("simulation ended with " + std::to_string(dag_.tasks.size() - done_tasks_) +
-                             " tasks not executed (deadlock)");
+  if (!finished_) // SimGrid ran out of events with tasks left: name what they wait for
+    throw std::runtime_error(stall_report(4));
   sum_.tasks = done_tasks_;
   for (size_t c = 0; c < class_names_.size(); c++)
     sum_.bytes_by_link_class[class_names_[c]] = class_bytes_[c];
@@ -1205,6 +1217,117 @@ Summary Simulation::run()
   for (const auto& w : workers_)
     (w.cuda ? sum_.cuda_workers : sum_.cpu_workers)++;
   return sum_;
+}
+
+std::string Simulation::tile_name(uint32_t tile) const
+{
+  return "A(" + std::to_string(tile / cfg_.nt) + "," + std::to_string(tile % cfg_.nt) + ")";
+}
+
+std::string Simulation::task_name(uint32_t task) const
+{
+  const Task& t = dag_.tasks[task];
+  static const char* names[kNumKinds] = {"getrf", "trsm_row", "trsm_col", "gemm"};
+  std::string s = std::string(names[static_cast<int>(t.kind)]) + "(k=" + std::to_string(t.step) + ", writes " +
+                  tile_name(t.tiles[t.nbuf - 1]) + ")";
+  return s;
+}
+
+std::string Simulation::operand_state(int rank, uint32_t tile, int local) const
+{
+  // What a (rank, tile) replica on memory node `local` waits for.
+  const uint32_t h = handle(rank, tile);
+  const MemNode& m = mem_[rank_mem_[rank][local]];
+  std::string s = tile_name(tile) + "@" + m.host->get_name() + ": ";
+  const HandleState& hs = hstate_[h];
+  if (hs.valid & (1u << local))
+    return s + "valid";
+  if (!(hs.fetching & (1u << local)))
+    return s + "no copy requested (valid on mask " + std::to_string(hs.valid) + ")";
+  const Transfer& t = transfers_[static_cast<uint32_t>(fetch_id_[slot(h, local)])];
+  s += std::string(t.prefetch ? "prefetch" : "fetch") + " from " + mem_[t.gsrc].host->get_name();
+  char buf[160];
+  if (t.queued) {
+    std::snprintf(buf, sizeof buf, " waits for memory (%s queue; used %.0f + reserved %.0f of %.0f MiB, %d copies landing, %.0f MiB being written back)",
+                  t.queued == 1 ? "fetch" : "prefetch", m.used / 1048576, m.reserved / 1048576, m.capacity / 1048576,
+                  m.inflight, m.pending_free / 1048576);
+    return s + buf;
+  }
+  if (t.nwait > 0)
+    return s + " waits for " + std::to_string(t.nwait) + " earlier GPU copies";
+  return s + " started, not landed";
+}
+
+std::string Simulation::stall_report(size_t max_items) const
+{
+  // One line: how many tasks never ran, then the first blocked ones (prepared by a worker and
+  // waiting for operands, or queued) with what each waits for.
+  std::vector<std::string> items;
+  uint64_t prepared = 0, queued = 0, waiting_deps = 0;
+  for (const auto& w : workers_) {
+    for (uint32_t task : w.inflight) {
+      prepared++;
+      if (items.size() >= max_items)
+        continue;
+      const Task& t = dag_.tasks[task];
+      std::string s = task_name(task) + " on " + w.name + " waits for";
+      bool any = false;
+      for (uint8_t i = 0; i < t.nbuf; i++)
+        if (!(hstate_[handle(w.rank, t.tiles[i])].valid & (1u << w.mem))) {
+          s += std::string(any ? ";" : "") + " " + operand_state(w.rank, t.tiles[i], w.mem);
+          any = true;
+        }
+      items.push_back(any ? s
+                          : task_name(task) + " on " + w.name + " has its operands but was not started (" +
+                                std::to_string(t.pending) + " operand arrivals pending" +
+                                (w.suspended ? ", worker suspended)" : ")"));
+    }
+  }
+  for (const auto& w : workers_)
+    for (const auto& q : w.queue) {
+      queued++;
+      if (items.size() < max_items)
+        items.push_back(task_name(q.task) + " queued on " + w.name + " (" + std::to_string(w.inflight.size()) +
+                        " tasks in its pipeline)");
+    }
+  for (const auto& c : central_)
+    queued += c.size();
+  uint64_t receptions = 0;
+  for (uint32_t r = 0; r < recv_state_.size(); r++) {
+    if (recv_state_[r] != kRecvTriggered && recv_state_[r] != kRecvSent)
+      continue;
+    receptions++;
+    if (items.size() >= max_items)
+      continue;
+    const Reception& rc = dag_.receptions[r];
+    std::string s = "MPI message of " + tile_name(rc.tile) + " version " + std::to_string(rc.version) + " from " +
+                    nodes_[rc.src].name + " to " + nodes_[rc.dst].name;
+    if (recv_state_[r] == kRecvSent)
+      s += " sent, not received";
+    else if (std::find(mpi_[rc.src].requests.begin(), mpi_[rc.src].requests.end(), std::make_pair(true, r)) !=
+             mpi_[rc.src].requests.end())
+      s += " queued at the sender's MPI thread";
+    else if (hstate_[handle(rc.src, rc.tile)].valid & (1u << home_[rc.src]))
+      s += " has its RAM copy but was never queued for sending";
+    else
+      s += " waits for the sender's RAM copy: " + operand_state(rc.src, rc.tile, home_[rc.src]);
+    items.push_back(s);
+  }
+  for (const auto& t : dag_.tasks)
+    waiting_deps += t.ndeps > 0;
+  char head[256];
+  std::snprintf(head, sizeof head,
+                "deadlock at t = %.6f s (last task ended at %.6f s): %llu of %zu tasks not executed (%llu prepared "
+                "by a worker, %llu queued, %llu waiting for predecessors; %llu MPI messages not received); blocked: ",
+                sg4::Engine::get_clock(), last_task_end_, static_cast<unsigned long long>(dag_.tasks.size() - done_tasks_),
+                dag_.tasks.size(), static_cast<unsigned long long>(prepared), static_cast<unsigned long long>(queued),
+                static_cast<unsigned long long>(waiting_deps), static_cast<unsigned long long>(receptions));
+  std::string s = head;
+  for (size_t i = 0; i < items.size(); i++)
+    s += (i ? " | " : "") + items[i];
+  if (items.empty())
+    s += "no task prepared or queued, no message under way (a release was lost)";
+  return s;
 }
 
 void Simulation::write_trace(const std::string& path) const

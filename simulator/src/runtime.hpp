@@ -144,6 +144,10 @@ public:
   // (output.hpp): checked, temporary file renamed in, OutputError on failure.
   void write_trace(std::ostream& out) const;
   void write_transfers(std::ostream& out) const;
+  // One line naming how many tasks never ran and the first `max_items` blocked tasks, each with
+  // the replicas (tile, memory node) it waits for and why (the watchdog's message).
+  std::string stall_report(size_t max_items) const;
+
   void write_trace(const std::string& path) const;
   void write_transfers(const std::string& path) const;
 
@@ -208,6 +212,10 @@ private:
   std::vector<int32_t> runner_of_pair_; // dense [gsrc * nmem + gdst] -> runner, -1 if none yet
   std::vector<Runner> runners_;
   std::vector<MpiThread> mpi_;
+  // Per reception: not triggered yet, triggered (the send waits for the RAM copy or the MPI
+  // thread), sent, received (for the stall report).
+  static constexpr uint8_t kRecvTriggered = 1, kRecvSent = 2, kRecvDone = 3;
+  std::vector<uint8_t> recv_state_;
   std::vector<std::set<QueueKey>> central_; // eager: one queue per rank
   std::vector<Route> routes_;               // dense [gsrc * nmem + gdst]
   std::vector<std::string> class_names_;
@@ -215,6 +223,7 @@ private:
   std::mt19937_64 rng_;
   std::normal_distribution<double> normal_{0.0, 1.0};
   uint64_t done_tasks_ = 0;
+  double last_task_end_ = 0;
   bool finished_ = false;
   Summary sum_;
   std::vector<TransferRecord> transfer_log_;
@@ -271,6 +280,9 @@ private:
   void mpi_enqueue(int rank, bool send, uint32_t r);
   void runner_loop(int rid);
   void finish_all();
+  std::string tile_name(uint32_t tile) const;
+  std::string task_name(uint32_t task) const;
+  std::string operand_state(int rank, uint32_t tile, int local) const;
   double sample_duration(const Worker& w, TaskKind k);
 };
 

@@ -330,3 +330,61 @@ TEST(Simulation, MissingHostsAreInputError)
   c.perfmodels = {{"other", kData + "tiny_sampling"}};
   EXPECT_THROW(Simulation(e, c), InputError);
 }
+
+// The watchdog: a simulation that runs out of events with tasks left ends with one message that
+// counts them and names the blocked tasks and what they wait for. Forced here by killing actors:
+// every copy runner as it starts (no copy ever lands), or rank 0's MPI thread.
+TEST(Simulation, StuckRunNamesItsBlockedTasks)
+{
+  sg4::Engine e(&argc_, argv_);
+  Simulation sim(e, config("tiny1.xml", 6, {{"STARPU_SCHED", "dmdas"}}));
+  std::vector<sg4::ActorPtr> runners;
+  sg4::Actor::on_creation_cb([&runners](sg4::Actor& a) {
+    if (a.get_name() == "runner")
+      runners.emplace_back(&a);
+  });
+  // Kills each runner during its first copy (copies last > 1 us), for the first 10 ms.
+  sg4::Actor::create("reaper", e.get_all_hosts().front(), [&runners] {
+    while (sg4::Engine::get_clock() < 0.01) {
+      for (auto& r : runners)
+        r->kill();
+      runners.clear();
+      sg4::this_actor::sleep_for(1e-6);
+    }
+  });
+  try {
+    sim.run();
+    FAIL() << "a run without copies finished";
+  } catch (const std::runtime_error& err) {
+    std::string msg = err.what();
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg; // one line
+    EXPECT_EQ(msg.rfind("deadlock at t = ", 0), 0u) << msg;
+    EXPECT_NE(msg.find(" tasks not executed ("), std::string::npos) << msg;
+    // A task on the GPU waits for an operand whose copy from RAM never ends.
+    EXPECT_NE(msg.find("on n1.gpu0 waits for A("), std::string::npos) << msg;
+    EXPECT_NE(msg.find("@n1.gpu0: fetch from n1.ram0 started, not landed"), std::string::npos) << msg;
+  }
+}
+
+TEST(Simulation, StuckRunNamesItsBlockedMessages)
+{
+  sg4::Engine e(&argc_, argv_);
+  Simulation sim(e, config("tiny2.xml", 4, {{"STARPU_SCHED", "dmdas"}}, 2));
+  // Without rank 0's progression thread, no message leaves rank 0.
+  sg4::Actor::create("killer", e.get_all_hosts().front(), [] {
+    for (const auto& a : sg4::Engine::get_instance()->get_all_actors())
+      if (a->get_name() == "n1.mpi")
+        a->kill();
+  });
+  try {
+    sim.run();
+    FAIL() << "a run without rank 0's MPI thread finished";
+  } catch (const std::runtime_error& err) {
+    std::string msg = err.what();
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    EXPECT_EQ(msg.rfind("deadlock at t = ", 0), 0u) << msg;
+    EXPECT_NE(msg.find("MPI message of A(0,0) version 1 from n1 to n2 queued at the sender's MPI thread"),
+              std::string::npos)
+        << msg;
+  }
+}

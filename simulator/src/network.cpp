@@ -1,0 +1,58 @@
+#include "network.hpp"
+#include "platform.hpp"
+
+#include <simgrid/kernel/resource/NetworkModelIntf.hpp>
+
+#include <unordered_map>
+#include <unordered_set>
+#include <xbt/config.hpp>
+
+XBT_LOG_NEW_DEFAULT_CATEGORY(numasim_network, "numasim network model");
+
+namespace numasim {
+
+bool configure_network_model()
+{
+  if (!simgrid::config::is_default("network/model"))
+    return false; // the command line chose a model (e.g. the bench's SMPI): SimGrid's, as is
+  sg4::Engine::set_config("network/model:CM02");
+  if (simgrid::config::is_default("network/crosstraffic"))
+    sg4::Engine::set_config("network/crosstraffic:0");
+  return true;
+}
+
+bool crosses_ethernet(const std::vector<sg4::Link*>& links)
+{
+  // Classes are looked up once per link (the callbacks run for every flow).
+  static std::unordered_map<const sg4::Link*, bool> is_eth;
+  for (const auto* l : links) {
+    auto it = is_eth.find(l);
+    if (it == is_eth.end())
+      it = is_eth.emplace(l, link_class(l->get_name()) == "eth").first;
+    if (it->second)
+      return true;
+  }
+  return false;
+}
+
+void install_ethernet_factors(sg4::Engine& engine)
+{
+  auto* model = engine.get_netzone_root()->get_network_model();
+  // SimGrid refuses a callback when network/bandwidth-factor or latency-factor was also given on
+  // the command line (NetworkCm02Model::check_bw_factor_cb): then those global factors apply.
+  if (!simgrid::config::is_default("network/bandwidth-factor") ||
+      !simgrid::config::is_default("network/latency-factor")) {
+    XBT_INFO("network/bandwidth-factor or latency-factor given: applied to every flow");
+    return;
+  }
+  model->set_bw_factor_cb([](double, const sg4::Host*, const sg4::Host*, const std::vector<sg4::Link*>& links,
+                             const std::unordered_set<sg4::NetZone*>&) {
+    return crosses_ethernet(links) ? kLv08BandwidthFactor : 1.0;
+  });
+  model->set_lat_factor_cb([](double, const sg4::Host*, const sg4::Host*, const std::vector<sg4::Link*>& links,
+                              const std::unordered_set<sg4::NetZone*>&) {
+    return crosses_ethernet(links) ? kLv08LatencyFactor : 1.0;
+  });
+}
+
+} // namespace numasim

@@ -1,0 +1,105 @@
+"""Links as the hardware is (docs/network-model.md): full-duplex Ethernet, PCIe and inter-socket
+links; SimGrid's LV08 corrections on the Ethernet path only.
+
+Flows run on the platforms `testbed platform` writes, under numasim's network model, with the
+`flow_times` tool (simulator/tools/flow_times.cpp: starts the flows at t = 0, prints their ends).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from testbed.machines import load_cluster
+from testbed.paths import FLOW_TIMES, ROOT
+from testbed.platform_xml import write_platform
+
+SIZE = 1e9  # bytes per flow: latencies are negligible but counted exactly
+LV08_BW, LV08_LAT = 0.97, 13.01  # SimGrid 3.32 surf_network_model_init_LegrandVelho
+
+
+@pytest.fixture(scope="module")
+def flow_times() -> Path:
+    if not FLOW_TIMES.exists():
+        subprocess.run(["cmake", "-S", "simulator", "-B", "build/simulator", "-G", "Ninja"], cwd=ROOT, check=True,
+                       capture_output=True)
+        subprocess.run(["cmake", "--build", "build/simulator", "--target", "flow_times"], cwd=ROOT, check=True,
+                       capture_output=True)
+    return FLOW_TIMES
+
+
+@pytest.fixture(scope="module")
+def platforms(tmp_path_factory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("links")
+    paths = {}
+    for name in ("chifflet-1", "hetero-3"):
+        paths[name] = out / f"{name}.xml"
+        write_platform(load_cluster(name), paths[name])
+    return paths
+
+
+def flows(tool: Path, xml: Path, *pairs: tuple[str, str], cfg: tuple[str, ...] = ()) -> list[dict]:
+    args = [str(tool), str(xml)] + [x for src, dst in pairs for x in (src, dst, f"{SIZE:.0f}")] + list(cfg)
+    res = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)["flows"]
+
+
+# Per link class: a flow and one in the opposite direction through that class's link (the second
+# avoids every other link the first one saturates). On the inter-socket link: a RAM-to-RAM copy
+# (bound by the 38.4 GB/s QPI) against a GPU-to-GPU copy across the sockets.
+OPPOSITE = {
+    "eth": ("hetero-3", ("chetemi-1.nic0", "chifflet-1.nic0"), ("chifflet-1.nic0", "chetemi-1.nic0"), "chetemi-1.eth"),
+    "pcie": ("chifflet-1", ("chifflet-1.ram0", "chifflet-1.gpu0"), ("chifflet-1.gpu0", "chifflet-1.ram0"),
+             "chifflet-1.pcie0"),
+    "nicpcie": ("chifflet-1", ("chifflet-1.ram0", "chifflet-1.nic0"), ("chifflet-1.nic0", "chifflet-1.ram0"),
+                "chifflet-1.nicpcie0"),
+    "qpi": ("chifflet-1", ("chifflet-1.ram0", "chifflet-1.ram1"), ("chifflet-1.gpu1", "chifflet-1.gpu0"),
+            "chifflet-1.qpi"),
+}
+
+
+@pytest.mark.parametrize("cls", sorted(OPPOSITE))
+def test_opposite_flows_take_the_time_of_one(flow_times: Path, platforms: dict[str, Path], cls: str) -> None:
+    cluster, fwd, rev, link = OPPOSITE[cls]
+    xml = platforms[cluster]
+    alone = [flows(flow_times, xml, fwd)[0], flows(flow_times, xml, rev)[0]]
+    both = flows(flow_times, xml, fwd, rev)
+    # They cross the link in opposite directions: its two SimGrid links (<id>_UP, <id>_DOWN), one each.
+    dirs = [{lk for lk in f["links"] if lk in (f"{link}_UP", f"{link}_DOWN")} for f in both]
+    assert len(dirs[0]) == len(dirs[1]) == 1 and dirs[0] != dirs[1], dirs
+    for a, b in zip(alone, both):
+        assert b["end"] == pytest.approx(a["end"], rel=1e-9), (a, b)
+
+
+# One flow per intra-node link class: latency + size / bandwidth, no correction factor.
+INTRA = {
+    "membus+core": ("chifflet-1.ram0", "chifflet-1.cpu3"),
+    "membus+qpi+membus": ("chifflet-1.ram0", "chifflet-1.ram1"),
+    "pcie": ("chifflet-1.gpu0", "chifflet-1.ram0"),
+    "pcie+qpi+pcie": ("chifflet-1.gpu0", "chifflet-1.gpu1"),
+    "nicpcie": ("chifflet-1.ram1", "chifflet-1.nic0"),
+}
+
+
+@pytest.mark.parametrize("route", sorted(INTRA))
+def test_intra_node_flow_is_size_over_bandwidth_plus_latency(flow_times: Path, platforms: dict[str, Path],
+                                                             route: str) -> None:
+    (f,) = flows(flow_times, platforms["chifflet-1"], INTRA[route])
+    assert not any(".eth" in link for link in f["links"])
+    assert f["end"] == pytest.approx(f["latency"] + SIZE / f["bandwidth"], rel=1e-12)
+
+
+def test_ethernet_flow_has_lv08_factors(flow_times: Path, platforms: dict[str, Path]) -> None:
+    (f,) = flows(flow_times, platforms["hetero-3"], ("chetemi-1.nic0", "chifflet-1.nic0"))
+    assert f["links"] == ["chetemi-1.eth_UP", "hetero-3.switch", "chifflet-1.eth_DOWN"]
+    assert f["end"] == pytest.approx(LV08_LAT * f["latency"] + SIZE / (LV08_BW * f["bandwidth"]), rel=1e-12)
+
+
+def test_a_chosen_network_model_is_simgrids(flow_times: Path, platforms: dict[str, Path]) -> None:
+    # --cfg=network/model:LV08 (or the bench's SMPI): SimGrid's model as is, LV08 factors everywhere.
+    (f,) = flows(flow_times, platforms["chifflet-1"], INTRA["pcie"], cfg=("--cfg=network/model:LV08",))
+    assert f["end"] == pytest.approx(LV08_LAT * f["latency"] + SIZE / (LV08_BW * f["bandwidth"]), rel=1e-9)
