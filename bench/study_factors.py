@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""The study's factors at the study's scale, several seeds each, with 95 % confidence intervals;
+and, for the all-default configuration, the kernel-duration distributions the study's traces
+were read for (dgemm per NUMA node of a chifflet and of a chetemi node, task durations per GPU).
+
+g5k-lille-21 (7 chifflet + 14 chetemi), N = 96000, b = 960 (100 × 100 tiles, 338,350 tasks),
+the heterogeneity-aware tile mapping the study used, numasim with seeded variability. The
+configurations: all factors at −1 (the study's baseline), each factor alone at +1, and A, B, C,
+E at +1. Whatever comes out is reported as it is (bench/RESULTS.md, "Factors at study scale,
+with seeds"), next to the trace observations of the study (docs and
+bench/data/real-node-16c-h100/README.shared.md point to the study case).
+
+Usage: .venv/bin/python bench/study_factors.py [--seeds 5] [--nt 100] [--out bench/results/study_factors.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import statistics
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from testbed.engines import RunSpec  # noqa: E402
+from testbed.simulate import resolve_env, simulate  # noqa: E402
+
+CLUSTER = "g5k-lille-21"
+CONFIGS = {"all default": {}, **{f"{x}=+1": {x: 1} for x in "ABCDEFG"}, "A,B,C,E=+1": dict.fromkeys("ABCE", 1)}
+T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+
+
+def spec(levels: dict[str, int], seed: int, nt: int, pdir: Path, trace: Path | None = None) -> RunSpec:
+    factors = {x: levels.get(x, -1) for x in "ABCDEFG"}
+    return RunSpec(engine="numasim", cluster=CLUSTER, n=960 * nt, b=960, factors=factors,
+                   env=resolve_env(CLUSTER, factors, {}, None), seed=seed,
+                   distribution={"kind": "heterogeneous"}, platform_dir=pdir, trace=trace)
+
+
+def ci95(xs: list[float]) -> tuple[float, float]:
+    m = statistics.mean(xs)
+    h = T975[len(xs) - 1] * statistics.stdev(xs) / len(xs) ** 0.5 if len(xs) > 1 else float("nan")
+    return m, h
+
+
+def durations(trace: Path) -> dict:
+    """dgemm durations per (node, NUMA node of the worker) and all task durations per GPU."""
+    by_numa: dict[tuple[str, str], list[float]] = defaultdict(list)
+    by_gpu: dict[str, list[float]] = defaultdict(list)
+    with trace.open() as fh:
+        for r in csv.DictReader(fh):
+            node = r["ResourceId"].split(".")[0]
+            d = float(r["Duration"])
+            if ".gpu" in r["ResourceId"]:
+                by_gpu[r["ResourceId"]].append(d)
+            elif r["Value"] == "gemm":
+                by_numa[(node, r["WorkerNuma"])].append(d)
+    return {"dgemm_by_numa": by_numa, "tasks_by_gpu": by_gpu}
+
+
+def quantiles(xs: list[float]) -> str:
+    q = statistics.quantiles(xs, n=20)
+    return f"{len(xs)} | {statistics.median(xs) * 1e3:.2f} | {q[0] * 1e3:.2f} | {q[-1] * 1e3:.2f} | {max(xs) * 1e3:.2f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--nt", type=int, default=100)
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args(argv)
+    from testbed.machines import load_cluster
+    from testbed.platform_cmd import generate
+
+    results: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory(prefix="study-factors-") as tmp:
+        pdir = Path(tmp) / "platform"
+        generate(load_cluster(CLUSTER), pdir, (960,))
+        trace = Path(tmp) / "tasks.csv"
+        for name, levels in CONFIGS.items():
+            results[name] = []
+            for seed in range(1, args.seeds + 1):
+                first = name == "all default" and seed == 1
+                out = simulate(spec(levels, seed, args.nt, pdir, trace if first else None))
+                results[name].append(out["makespan_s"])
+                print(f"{name} seed {seed}: {out['makespan_s']:.3f} s ({out['wall_s']:.1f} s wall)", file=sys.stderr)
+        dist = durations(trace)
+    base = statistics.mean(results["all default"])
+    print("| configuration | makespan mean ± 95 % CI (s), seeds | vs all default |")
+    print("|---|---|---|")
+    for name, xs in results.items():
+        m, h = ci95(xs)
+        print(f"| {name} | {m:.2f} ± {h:.2f}, {len(xs)} | {100 * (m / base - 1):+.1f} % |")
+    print()
+    print("dgemm durations (ms) in the all-default run, seed 1, per node and NUMA node of the worker:")
+    print()
+    print("| node | NUMA | tasks | median | 5 % | 95 % | max |")
+    print("|---|---|---|---|---|---|---|")
+    nodes = sorted({n for n, _ in dist["dgemm_by_numa"]}, key=lambda s: (s.rstrip("0123456789"), int(s.split("-")[-1])))
+    shown = [n for n in nodes if n.startswith("chifflet")][:1] + [n for n in nodes if n.startswith("chetemi")][:1]
+    for node in shown:
+        for (n, numa), xs in sorted(dist["dgemm_by_numa"].items()):
+            if n == node:
+                print(f"| {node} | {numa} | {quantiles(xs)} |")
+    print()
+    print("| GPU | tasks | median (ms) | 5 % | 95 % | max |")
+    print("|---|---|---|---|---|---|")
+    for gpu, xs in sorted(dist["tasks_by_gpu"].items())[:4]:
+        print(f"| {gpu} | {quantiles(xs)} |")
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(results, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
