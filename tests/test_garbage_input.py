@@ -87,3 +87,15 @@ def test_cli_duplicates_and_sizes_refused_before_work(args, key):
     flat = [x for kv in base.items() for x in kv]
     proc = run_testbed("simulate", "--engine", "numasim", "--cluster", "chifflet-1", *flat, *args)
     assert proc.returncode == 2 and key in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_numasim_runs_under_a_batch_schedulers_address_space_limit(tmp_path):
+    """434 actors with SimGrid's default 8 MiB stacks need > 4 GB of address space; numasim
+    asks for 512 KiB stacks, so it runs under the `ulimit -v 4000000` clusters impose."""
+    plat = tmp_path / "pl"
+    assert run_testbed("platform", "--cluster", "g5k-lille-21", "--out", str(plat), "--tile-sizes", "960").returncode == 0
+    cmd = (f"ulimit -v 4000000; {sys.executable} -m testbed simulate --engine numasim --cluster g5k-lille-21 "
+           f"--platform-dir {plat} --n 9600 --b 960")
+    proc = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-500:]
+    assert json.loads(proc.stdout)["workers"] == 434

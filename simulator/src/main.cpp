@@ -18,6 +18,12 @@ int main(int argc, char** argv)
   std::vector<char*> sg_args = {argv[0]};
   std::string quiet = "--log=root.thresh:warning";
   sg_args.push_back(quiet.data());
+  // SimGrid gives every actor an 8 MiB stack by default: with ~500 actors (workers, copy
+  // runners, MPI threads) that is 4 GB of address space for < 100 MB used, above the
+  // `ulimit -v` of many batch schedulers. numasim's actors recurse little (no actor parses
+  // input); 512 KiB each. A later --cfg=contexts/stack-size:N overrides it.
+  std::string stack = "--cfg=contexts/stack-size:512";
+  sg_args.push_back(stack.data());
   for (int i = 1; i < argc; i++) {
     if (!std::strcmp(argv[i], "--out") && i + 1 < argc)
       out_file = argv[++i];
