@@ -56,6 +56,14 @@ def test_lint_is_clean(tmp_path: Path):
     assert "Congratulations, your workflow is in a good condition!" in result.stdout + result.stderr
 
 
+def test_unlock_needs_no_cores(tmp_path: Path):
+    """After a kill -9, `snakemake --unlock` is the documented recovery: it must not ask for
+    --cores (no rule may read workflow.cores when the workflow is parsed)."""
+    result = snakemake(workflow_copy(tmp_path), "--unlock")
+    assert result.returncode == 0, result.stderr
+    assert "Unlocked working directory" in result.stdout + result.stderr
+
+
 def test_repository_lint_is_clean():
     result = snakemake(ROOT, "--lint")
     out = result.stdout + result.stderr

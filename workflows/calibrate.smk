@@ -46,7 +46,7 @@ rule calibration_bundle:
     resources:
         runtime=240,
         calibration_node=1,
-    threads: workflow.cores
+    threads: lambda wildcards: workflow.cores  # at job time: --unlock, --report need no --cores
     conda:
         "envs/testbed.yaml"
     shell:
