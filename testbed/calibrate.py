@@ -178,6 +178,7 @@ def step_host(ctx: Context, out: Path, commands: list[str]) -> str:
             (k.strip(), v.strip()) for k, _, v in (ln.partition(":") for ln in try_cmd(["lscpu"]).splitlines()) if v
         ),
         "numa_balancing": _read_text("/proc/sys/kernel/numa_balancing"),
+        "meminfo_memtotal": _read_text("/proc/meminfo").splitlines()[0] if Path("/proc/meminfo").exists() else "",
         "versions": {
             "starpu": starpu_version(),
             "starpu_prefix": repo_relative(str(STARPU_NATIVE)),

@@ -109,6 +109,9 @@ def machine_from_bundle(bundle: Path, name: str | None = None) -> tuple[dict[str
 
     host_file = bundle / "host.json"
     host = json.loads(host_file.read_text()) if host_file.is_file() else {}
+    from testbed.hwloc_xml import check_memory, mem_total_bytes
+
+    check_memory(data, mem_total_bytes(str(host.get("meminfo_memtotal", ""))), f"{label}/host.json meminfo_memtotal")
     freq = _frequency(host)
     if freq:
         data["cpu"]["frequency_hz"] = {"value": freq[0], "source": f"{label}/host.json: lscpu.\"{freq[1]}\" (MHz)"}

@@ -277,6 +277,36 @@ def topology_data(xml: bytes, name: str, src: str | None = None, gpus: list[dict
     return data
 
 
+def check_memory(data: dict, mem_total: int | None, src: str) -> None:
+    """Cross-check hwloc's NUMA memory with the kernel's MemTotal (/proc/meminfo): in some VMs
+    hwloc reports a fraction of it (7.07 GB for 125 GiB on the validation node). When hwloc's
+    sum is below half of MemTotal, MemTotal split evenly over the NUMA nodes replaces it, marked
+    derived, with a warning naming what was guessed."""
+    import sys
+
+    if not mem_total:
+        return
+    nodes = data["numa_nodes"]
+    hw = sum(int(n["memory_bytes"]["value"]) for n in nodes)
+    if hw >= mem_total / 2:
+        return
+    share = mem_total // len(nodes)
+    print(f"warning: hwloc reports {hw / 1e9:.2f} GB of NUMA memory, the kernel {mem_total / 1e9:.2f} GB "
+          f"(MemTotal): using MemTotal split over {len(nodes)} NUMA node(s)", file=sys.stderr)
+    for n in nodes:
+        n["memory_bytes"] = {"value": share, "derived": f"{src}: MemTotal / {len(nodes)} NUMA node(s); hwloc "
+                                                       f"reported {hw} bytes in all, below half of MemTotal"}
+
+
+def mem_total_bytes(meminfo: str) -> int | None:
+    """MemTotal of /proc/meminfo text, in bytes."""
+    for line in meminfo.splitlines():
+        if line.startswith("MemTotal:"):
+            parts = line.split()
+            return int(parts[1]) * 1024 if len(parts) >= 2 and parts[1].isdigit() else None
+    return None
+
+
 def _discovered_gpu(g: dict, nnuma: int, src: str) -> dict:
     """A machine-description GPU from testbed.gpu_discovery (hwloc without CUDA plugin)."""
     import sys
@@ -308,6 +338,10 @@ def describe_local(xml: bytes, name: str = "local", kernels: str | None = None) 
     from testbed.gpu_discovery import discover_gpus
 
     data = topology_data(xml, name, gpus=discover_gpus())
+    try:
+        check_memory(data, mem_total_bytes(Path("/proc/meminfo").read_text()), "/proc/meminfo")
+    except OSError:
+        pass
     bundle = kernels or (f"calibration/{name}" if (ROOT / "calibration" / name / "kernels.yaml").is_file() else None)
     if bundle:
         data["kernels"] = bundle

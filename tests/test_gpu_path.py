@@ -201,3 +201,15 @@ def test_real_lu_in_the_example_order_is_correct(tmp_path):
                           capture_output=True, text=True, env=env)
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["residual"] < 1e-12 and out["tasks"] == 6 + 30 + 55
+
+
+def test_hwloc_memory_cross_checked_with_memtotal():
+    from testbed.hwloc_xml import check_memory, mem_total_bytes
+
+    vm = {"numa_nodes": [{"memory_bytes": {"value": 7075250176, "source": "hwloc"}}]}  # the validation VM
+    check_memory(vm, mem_total_bytes("MemTotal:       131072000 kB\n"), "host.json")
+    assert vm["numa_nodes"][0]["memory_bytes"]["value"] == 131072000 * 1024
+    assert "MemTotal" in vm["numa_nodes"][0]["memory_bytes"]["derived"]
+    ok = {"numa_nodes": [{"memory_bytes": {"value": 60e9, "source": "hwloc"}}] * 2}
+    check_memory(ok, 128e9, "host.json")  # hwloc agrees: kept as measured
+    assert ok["numa_nodes"][0]["memory_bytes"] == {"value": 60e9, "source": "hwloc"}
