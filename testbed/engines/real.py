@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -75,4 +76,20 @@ def run(spec: RunSpec) -> dict:
                 cmd += ["-x", var]
         proc = subprocess.run(cmd + [str(lu)] + args, env=env, capture_output=True, text=True, cwd=workdir)
         out = parse_output(proc.stdout, proc.stderr, proc.returncode, "apps/lu (real)")
-    return result_fields(out)
+    result = result_fields(out)
+    # Factor G is a kernel setting (sysctl kernel.numa_balancing), not a StarPU variable: the
+    # real engine records what the node had, and says when it differs from what was asked.
+    node = node_numa_balancing()
+    result["node_numa_balancing"] = node
+    asked = spec.env.get("TESTBED_NUMA_BALANCING")
+    if node is not None and asked is not None and int(asked) != node:
+        print(f"warning: factor G asks kernel.numa_balancing={asked}, this node has {node} "
+              "(the real engine does not change sysctls; the run used the node's value)", file=sys.stderr)
+    return result
+
+
+def node_numa_balancing() -> int | None:
+    try:
+        return int(Path("/proc/sys/kernel/numa_balancing").read_text().strip())
+    except (OSError, ValueError):
+        return None
