@@ -94,6 +94,9 @@ class Machine:
     gpu_peer: dict[str, BwLat]
     kernels: Path | None
     raw: dict[str, Any] = field(repr=False)
+    # Host->GPU and GPU->host rates when the host buffer is on another socket (None: only the
+    # inter-socket link's own figures apply).
+    gpu_remote_dma: tuple[float, float] | None = None
 
     @property
     def cores(self) -> list[int]:
@@ -334,6 +337,8 @@ def parse_machine(data: Any, file: Path) -> Machine:
         nics=nics,
         gpu_peer=gpu_peer,
         kernels=kernels,
+        gpu_remote_dma=((float(_v(data["gpu_remote_dma"]["h2d_bandwidth_Bps"])),
+                         float(_v(data["gpu_remote_dma"]["d2h_bandwidth_Bps"]))) if "gpu_remote_dma" in data else None),
         raw=data,
     )
 

@@ -48,6 +48,19 @@ def inter_socket_link_ids(machine: Machine) -> list[str]:
     return ["qpi"] if n == 1 else [f"qpi{i}" for i in range(n)]
 
 
+def _remote_dma_routes(m: Machine) -> list[tuple]:
+    """(GPU, far NUMA node, inter-socket link id, its direction from the GPU's socket) for every
+    GPU and every NUMA node joined to the GPU's own by one inter-socket link."""
+    out = []
+    for g in m.gpus:
+        for lid, link in zip(inter_socket_link_ids(m), m.inter_socket_links):
+            a, b = link.numa_nodes
+            if g.numa_node in (a, b):
+                other = b if g.numa_node == a else a
+                out.append((g, other, lid, "UP" if g.numa_node == a else "DOWN"))
+    return out
+
+
 def _node_zone(parent: etree._Element, node: Node) -> None:
     m = node.machine
     p = node.name
@@ -90,6 +103,15 @@ def _node_zone(parent: etree._Element, node: Node) -> None:
         etree.SubElement(zone, "link", id=f"{p}.nicpcie{nic.index}",
                          bandwidth=_bw(nic.pcie_bandwidth_Bps), latency=_lat(nic.pcie_latency_s),
                          sharing_policy=SPLITDUPLEX)
+    # DMA between a GPU and a host buffer on the other socket: measured far below both the PCIe
+    # and the inter-socket link rates (machine `gpu_remote_dma`, e.g. a P100: 12.2 GB/s local vs
+    # 3.8 GB/s host->device across sockets). One link per GPU and direction caps such copies;
+    # they still cross the inter-socket link and the GPU's PCIe link, where they contend.
+    remote_dma = _remote_dma_routes(m) if m.gpu_remote_dma else []
+    for g, _other, _qpi, _dir in remote_dma:
+        h2d, d2h = m.gpu_remote_dma
+        etree.SubElement(zone, "link", id=f"{p}.xdma_h2d{g.index}", bandwidth=_bw(h2d), latency="0s")
+        etree.SubElement(zone, "link", id=f"{p}.xdma_d2h{g.index}", bandwidth=_bw(d2h), latency="0s")
     for numa in m.numa_nodes:
         for core in numa.cores:
             # Latency is counted once, on the memory bus; the core link only caps bandwidth.
@@ -112,6 +134,18 @@ def _node_zone(parent: etree._Element, node: Node) -> None:
     for numa in m.numa_nodes:
         for core in numa.cores:
             route(f"{p}.cpu{core}", f"{p}.socket{numa.index}", f"{p}.core{core}")
+    # Copies between a GPU and the RAM of the far socket take an explicit route (a SimGrid bypass
+    # route: Floyd routing picks the fewest links, src/kernel/routing/FloydZone.cpp): RAM -> GPU
+    # = memory bus, inter-socket link, the H2D cap, PCIe down; GPU -> RAM the reverse with the
+    # D2H cap. Other traffic to the GPU (a remote driver's commands) keeps the plain path.
+    for g, other, qpi, up in remote_dma:
+        down = "DOWN" if up == "UP" else "UP"
+        r = etree.SubElement(zone, "bypassRoute", src=f"{p}.ram{other}", dst=f"{p}.gpu{g.index}")
+        for lid, d in ((f"membus{other}", None), (qpi, down), (f"xdma_h2d{g.index}", None), (f"pcie{g.index}", "DOWN")):
+            etree.SubElement(r, "link_ctn", id=f"{p}.{lid}", **({"direction": d} if d else {}))
+        r = etree.SubElement(zone, "bypassRoute", src=f"{p}.gpu{g.index}", dst=f"{p}.ram{other}")
+        for lid, d in ((f"pcie{g.index}", "UP"), (f"xdma_d2h{g.index}", None), (qpi, up), (f"membus{other}", None)):
+            etree.SubElement(r, "link_ctn", id=f"{p}.{lid}", **({"direction": d} if d else {}))
 
 
 def platform_tree(cluster: Cluster) -> etree._ElementTree:
@@ -157,4 +191,5 @@ def expected_counts(cluster: Cluster) -> dict[str, int]:
         hosts += m.ncores + len(m.gpus) + len(m.numa_nodes) + len(m.nics)
         duplex = len(m.inter_socket_links) + len(m.gpus) + len(m.nics) + 1  # + eth
         links += len(m.numa_nodes) + m.ncores + 2 * duplex
+        links += 2 * len(_remote_dma_routes(m)) if m.gpu_remote_dma else 0  # H2D and D2H caps
     return {"hosts": hosts, "links": links + 1}  # + switch

@@ -103,3 +103,32 @@ def test_a_chosen_network_model_is_simgrids(flow_times: Path, platforms: dict[st
     # --cfg=network/model:LV08 (or the bench's SMPI): SimGrid's model as is, LV08 factors everywhere.
     (f,) = flows(flow_times, platforms["chifflet-1"], INTRA["pcie"], cfg=("--cfg=network/model:LV08",))
     assert f["end"] == pytest.approx(LV08_LAT * f["latency"] + SIZE / (LV08_BW * f["bandwidth"]), rel=1e-9)
+
+
+# Cross-socket DMA (machine `gpu_remote_dma`): the public measurement chifflet's figures come
+# from (P100-PCIe, CUDA bandwidthTest, 32 MiB pinned, buffer on the other socket: H2D 3.78 GB/s,
+# D2H 2.54 GB/s; socket-local 12.15 / 12.89 GB/s), reproduced by a single simulated copy.
+BANDWIDTH_TEST_BYTES = 32 * 2**20
+
+
+@pytest.mark.parametrize("src,dst,measured", [("chifflet-1.ram1", "chifflet-1.gpu0", 3.78e9),
+                                               ("chifflet-1.gpu0", "chifflet-1.ram1", 2.54e9),
+                                               ("chifflet-1.ram0", "chifflet-1.gpu1", 3.78e9)])
+def test_cross_socket_copy_reproduces_the_measured_rate(flow_times: Path, platforms: dict[str, Path], src, dst,
+                                                        measured) -> None:
+    args = [str(flow_times), str(platforms["chifflet-1"]), src, dst, str(BANDWIDTH_TEST_BYTES)]
+    (f,) = json.loads(subprocess.run(args, capture_output=True, text=True, check=True).stdout)["flows"]
+    assert BANDWIDTH_TEST_BYTES / f["end"] == pytest.approx(measured, rel=0.10)
+    # It still crosses the inter-socket link and the GPU's PCIe link (where it contends).
+    assert any("qpi" in lk for lk in f["links"]) and any("pcie" in lk for lk in f["links"])
+
+
+def test_cross_socket_copy_shares_the_gpus_pcie_link(flow_times: Path, platforms: dict[str, Path]) -> None:
+    xml = platforms["chifflet-1"]
+    local, remote = ("chifflet-1.ram0", "chifflet-1.gpu0"), ("chifflet-1.ram1", "chifflet-1.gpu0")
+    both = flows(flow_times, xml, local, remote)
+    pcie = 10.5e9  # chifflet's PCIe figure
+    # Together they cannot exceed the PCIe link: the local copy gets what the remote one leaves.
+    assert SIZE / both[0]["end"] < pcie * 0.75
+    alone = flows(flow_times, xml, local)[0]
+    assert both[0]["end"] > alone["end"] * 1.3

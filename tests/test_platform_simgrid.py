@@ -95,8 +95,9 @@ def test_numa1_routes_cross_the_inter_socket_link(platform_info: Path, platforms
     routes = {(r["src"], r["dst"]): r["links"] for r in data["routes"]}
     # Split-duplex directions: UP from a device (GPU, NIC) to its socket, from socket 0 to socket 1,
     # and from a node to the switch; DOWN the other way.
+    # (the GPU copy from the far socket also takes the cross-socket DMA cap, machine gpu_remote_dma)
     assert routes[("chifflet-1.ram1", "chifflet-1.gpu0")] == [
-        "chifflet-1.membus1", "chifflet-1.qpi_DOWN", "chifflet-1.pcie0_DOWN"]
+        "chifflet-1.membus1", "chifflet-1.qpi_DOWN", "chifflet-1.xdma_h2d0", "chifflet-1.pcie0_DOWN"]
     assert routes[("chifflet-1.ram1", "chifflet-1.nic0")] == [
         "chifflet-1.membus1", "chifflet-1.qpi_DOWN", "chifflet-1.nicpcie0_DOWN"]
     assert routes[("chifflet-1.ram0", "chifflet-1.gpu0")] == ["chifflet-1.membus0", "chifflet-1.pcie0_DOWN"]
