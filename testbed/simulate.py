@@ -15,6 +15,16 @@ from testbed.errors import InputError
 MAX_TILES, MAX_TILE_SIZE = 4096, 65536
 
 
+def check_cfg(items: list[str], engine: str) -> list[str]:
+    """SimGrid --cfg options (KEY:VALUE) for numasim; other engines take their own."""
+    for item in items:
+        if ":" not in item or item.startswith(":"):
+            raise InputError(None, "--cfg", f"KEY:VALUE (a SimGrid option), got {item!r}")
+    if items and engine != "numasim":
+        raise InputError(None, "--cfg", "the numasim engine (SimGrid options of numasim's run)")
+    return list(items)
+
+
 def parse_assignments(items: list[str], what: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for item in items:
@@ -87,6 +97,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--check", action="store_true", help="real engine: also compute the residual ||A-LU||/||A||")
     p.add_argument("--symbols", choices=["chameleon", "starpu-lu"], default=None,
                    help="perf-model symbols: Chameleon's (dgemm, ...) or StarPU's LU example (auto-detected)")
+    p.add_argument("--cfg", action="append", default=[], metavar="KEY:VALUE",
+                   help="SimGrid option passed to numasim (e.g. tracing:yes; repeatable)")
     p.add_argument("--dag", choices=["chameleon", "starpu-lu-example"], default="chameleon",
                    help="submission order and priorities: Chameleon's pzgetrf_nopiv or StarPU's examples/lu")
     p.add_argument("--starpu-defaults", action="store_true",
@@ -146,6 +158,7 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
         symbols=args.symbols,
         getrf_on_gpu=args.getrf_gpu,
         dag=args.dag,
+        simgrid_cfg=check_cfg(args.cfg, args.engine),
         trace=Path(args.trace) if args.trace else None,
         transfers=Path(args.transfers) if args.transfers else None,
         platform_dir=platform_dir,

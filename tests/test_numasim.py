@@ -109,3 +109,22 @@ def test_cli_relative_platform_dir_finds_its_models(tmp_path):
     assert proc.returncode == 2
     assert str(tmp_path / "pc/starpu/chifflet/sampling/codelets/45/dgemm.chifflet") in proc.stderr
     assert "symbol 'dgemm'" in proc.stderr
+
+
+def test_simgrid_options_pass_through(tmp_path):
+    """`testbed simulate --cfg KEY:VALUE` reaches SimGrid: its Paje tracing writes a trace."""
+    import subprocess
+    import sys
+
+    def testbed(*args):
+        return subprocess.run([sys.executable, "-m", "testbed", *args], capture_output=True, text=True, cwd=tmp_path)
+
+    trace = tmp_path / "sg.trace"
+    proc = testbed("simulate", "--engine", "numasim", "--cluster", "chifflet-1", "--n", "1920", "--b", "960",
+                   "--cfg", "tracing:yes", "--cfg", f"tracing/filename:{trace}", "--cfg", "tracing/platform:yes",
+                   "--cfg", "tracing/platform/topology:no")
+    assert proc.returncode == 0, proc.stderr
+    assert "PajeDefineContainerType" in trace.read_text()
+    bad = testbed("simulate", "--engine", "numasim", "--cluster", "chifflet-1", "--n", "1920", "--b", "960",
+                  "--cfg", "tracing")
+    assert bad.returncode == 2 and "--cfg" in bad.stderr

@@ -36,6 +36,7 @@ class RunSpec:
     symbols: str | None = None  # perf-model symbol set: chameleon | starpu-lu (auto-detected if None)
     getrf_on_gpu: bool = False  # getrf_nopiv may run on CUDA workers too (apps/lu --getrf-gpu)
     dag: str = "chameleon"  # submission order and priorities: chameleon | starpu-lu-example
+    simgrid_cfg: list[str] = field(default_factory=list)  # SimGrid options KEY:VALUE (numasim)
     trace: Path | None = None
     transfers: Path | None = None
     platform_dir: Path | None = None  # output of `testbed platform`; generated if None

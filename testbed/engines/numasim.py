@@ -84,13 +84,15 @@ def run_description(spec: RunSpec, pdir: Path, workdir: Path | None = None) -> d
     return desc
 
 
-def run_binary(desc: dict, workdir: Path | None = None) -> dict:
-    """Runs numasim on a run description; bad input surfaces as InputError."""
+def run_binary(desc: dict, workdir: Path | None = None, simgrid_cfg: list[str] | None = None) -> dict:
+    """Runs numasim on a run description (plus SimGrid `--cfg=KEY:VALUE` options); bad input
+    surfaces as InputError."""
     binary = paths.binary(paths.NUMASIM, "numasim")
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         run_file = Path(tmp) / "run.json"
         run_file.write_text(json.dumps(desc, indent=1, sort_keys=True))
-        proc = subprocess.run([str(binary), str(run_file)], capture_output=True, text=True)
+        cfg = [f"--cfg={c}" for c in simgrid_cfg or []]
+        proc = subprocess.run([str(binary), str(run_file), *cfg], capture_output=True, text=True, cwd=workdir)
     if proc.returncode == 2:
         # numasim says "error: <file>: <key>: expected <what>"; the file is our temporary run
         # description, so the user is shown the key (e.g. env.STARPU_SCHED) and the expectation.
@@ -109,4 +111,4 @@ def run_binary(desc: dict, workdir: Path | None = None) -> dict:
 def run(spec: RunSpec) -> dict:
     with tempfile.TemporaryDirectory(dir=spec.workdir) as tmp:
         pdir = checked_platform(platform_dir_for(spec, Path(tmp)))
-        return run_binary(run_description(spec, pdir, Path(tmp)), Path(tmp))
+        return run_binary(run_description(spec, pdir, Path(tmp)), Path(tmp), spec.simgrid_cfg)
