@@ -25,7 +25,7 @@ from scipy import stats
 
 from testbed.atomic import atomic_dir, atomic_members, check_output_dir
 from testbed.errors import InputError
-from testbed.runs_table import factor_columns, read_runs
+from testbed.runs_table import check_one_design, factor_columns, read_runs
 
 RESPONSE = "makespan_s"
 #: Figures of the plots step (a figure directory written before markers existed holds only these).
@@ -375,9 +375,12 @@ def analysis_factors(runs: pd.DataFrame) -> list[str]:
     return [f for f in factor_columns(list(runs.columns)) if runs[f].nunique() == 2]
 
 
-def write_tables(runs_path: str | Path, out: str | Path, p_max: float = 0.05, min_variance_pct: float = 0.5) -> dict:
+def write_tables(runs_path: str | Path, out: str | Path, p_max: float = 0.05, min_variance_pct: float = 0.5,
+                 pool: bool = False) -> dict:
     """The expensive step: runs.csv -> tidy tables in `out` (each file replaced atomically)."""
     runs = read_runs(runs_path)
+    if not pool:
+        check_one_design(runs, runs_path)
     factors = analysis_factors(runs)
     if not factors:
         raise InputError(runs_path, "factor columns", "at least one factor taking both levels -1 and 1")
@@ -456,6 +459,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--boxplot", action="append", default=[], metavar="A,D",
                    help="factor subset for a boxplot of makespan (repeatable; default: the first factor)")
     p.add_argument("--figures", default=None, help="figure directory (default OUT/figures)")
+    p.add_argument("--pool", action="store_true",
+                   help="analyse runs of different experiments, engines, clusters or sizes as one table")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -468,7 +473,7 @@ def run(args: argparse.Namespace) -> int:
         check_output_dir(args.figures or out / "figures", "analyze", "--figures" if args.figures else "--out",
                          legacy=FIGURE_NAMES)
     if args.stage in ("all", "tables"):
-        facts = write_tables(args.runs, out, args.p_max, args.min_variance)
+        facts = write_tables(args.runs, out, args.p_max, args.min_variance, args.pool)
         print(f"analyze: {facts['n_runs']} runs, {len(facts['factors'])} factors, R² = {facts['r2']:.4f} -> {out}")
     if args.stage in ("all", "plots"):
         facts = json.loads((out / "model.json").read_text()) if (out / "model.json").exists() else {"factors": []}

@@ -126,6 +126,21 @@ def read_runs(path: str | Path) -> pd.DataFrame:
     return table
 
 
+#: Columns that must hold one value in a table analysed as one experiment: pooling runs of
+#: another experiment, engine, cluster or size would fit one model to different systems.
+DESIGN_CONSTANTS = ["experiment", "engine", "cluster", "n", "b", "distribution", "variability"]
+
+
+def check_one_design(table: pd.DataFrame, path: str | Path) -> None:
+    """InputError naming the first column that mixes designs (analyze --pool allows it)."""
+    for column in DESIGN_CONSTANTS:
+        values = sorted(map(str, table[column].unique()))
+        if len(values) > 1:
+            raise InputError(path, column, f"one value for the whole table (runs of one experiment), got "
+                                           f"{', '.join(values[:4])}{' ...' if len(values) > 4 else ''}; "
+                                           "pass --pool to analyse them together")
+
+
 def write_runs(rows: list[dict], fh) -> None:
     """Write rows (dicts) with the runs-table column order: RUN_COLUMNS, then factors."""
     if not rows:

@@ -83,3 +83,15 @@ def test_cli_reports_the_row_and_writes_nothing(runs_csv: Path, tmp_path: Path, 
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "row 5 (line 6)" in err
     assert not (out / "anova.csv").exists()
+
+
+@pytest.mark.parametrize("column, other", [("cluster", "hetero-3"), ("n", 19200), ("engine", "starpu-simgrid"),
+                                           ("experiment", "another")])
+def test_mixed_designs_are_not_pooled_silently(tmp_path: Path, column: str, other):
+    runs = synthetic_runs("AB", reps=2)
+    runs.loc[runs.index[-1], column] = other
+    path = tmp_path / "runs.csv"
+    runs.to_csv(path, index=False)
+    assert main(["analyze", str(path), "--out", str(tmp_path / "out"), "--stage", "tables"]) == 2
+    assert not (tmp_path / "out" / "effects.csv").exists()
+    assert main(["analyze", str(path), "--out", str(tmp_path / "pooled"), "--stage", "tables", "--pool"]) == 0
