@@ -79,6 +79,7 @@ class Options:
     hosts: list[str] | None = None  # two hosts for the network ping-pong
     pingpong_reps: int = 100
     paired_runs: int = 2  # real runs per priority in the validation's paired check (0: none)
+    allow_other_machine: bool = False  # resume a bundle whose host.json names another machine
 
 
 @dataclass
@@ -692,9 +693,36 @@ def check_bundle_dir(out: Path) -> None:
                                        f"it holds {shown} (nothing written; choose another path)")
 
 
+def machine_identity(host: dict) -> dict[str, str]:
+    """What makes a bundle this machine's: host name, CPU model, CPU count."""
+    lscpu = host.get("lscpu", {}) if isinstance(host.get("lscpu"), dict) else {}
+    return {"host": str(host.get("host", "")), "CPU model": str(lscpu.get("Model name", "")),
+            "CPUs": str(lscpu.get("CPU(s)", ""))}
+
+
+def check_same_machine(out: Path, allow_other: bool) -> None:
+    """A bundle measured on another machine is not resumed here (its steps would be skipped as
+    done and its numbers reported as this machine's): refused unless explicitly allowed."""
+    facts = out / "host.json"
+    if allow_other or not facts.is_file():
+        return
+    try:
+        recorded = machine_identity(json.loads(facts.read_text()))
+    except (ValueError, UnicodeDecodeError):
+        raise InputError(facts, "host", "the JSON host facts written by `testbed calibrate`") from None
+    here = machine_identity({"host": socket.gethostname(), "lscpu": dict(
+        (k.strip(), v.strip()) for k, _, v in (ln.partition(":") for ln in try_cmd(["lscpu"]).splitlines()) if v)})
+    differ = [k for k in recorded if recorded[k] and here[k] and recorded[k] != here[k]]
+    if differ:
+        k = differ[0]
+        raise InputError(facts, k, f"this machine's ({here[k]!r}), the bundle was measured on {recorded[k]!r}: "
+                                   "calibrate into another --out, or pass --allow-other-machine to resume it here")
+
+
 def calibrate(opts: Options, log: Callable[[str], None] = print) -> Context:
     ctx = Context(opts, log=log)
     check_bundle_dir(opts.out)
+    check_same_machine(opts.out, opts.allow_other_machine)
     opts.out.mkdir(parents=True, exist_ok=True)
     nnuma = len(numa_layout())
     steps = steps_for(opts, nnuma)
@@ -739,6 +767,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hosts", default=None, metavar="A,B",
                    help="two hosts for the MPI network ping-pong (A,A or localhost,localhost measures loopback)")
     p.add_argument("--pingpong-reps", type=int, default=100, help="timed round trips per message size")
+    p.add_argument("--allow-other-machine", action="store_true",
+                   help="resume a bundle measured on another machine (its measured steps are kept as they are)")
     p.add_argument("--paired-runs", type=int, default=2,
                    help="validation: real runs (per priority) simulated with the models they recorded; 0 = none")
 
@@ -763,7 +793,8 @@ def options_from_args(args: argparse.Namespace) -> Options:
     return Options(machine=args.machine, out=Path(args.out or ROOT / "calibration" / args.machine),
                    tile_sizes=sorted(set(sizes)), reps=args.reps, bw_mb=args.bw_mb, bw_reps=args.bw_reps,
                    lu_nt=args.lu_nt, max_rounds=args.max_rounds, lu_reps=args.lu_reps, unstable=args.unstable, lu=Path(args.lu),
-                   hosts=hosts, pingpong_reps=args.pingpong_reps, paired_runs=args.paired_runs)
+                   hosts=hosts, pingpong_reps=args.pingpong_reps, paired_runs=args.paired_runs,
+                   allow_other_machine=args.allow_other_machine)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -172,3 +172,30 @@ def test_loopback_pingpong_is_recorded_as_loopback(tmp_path: Path) -> None:
     bad = subprocess.run(["mpirun", "-np", "2", "--oversubscribe", "--allow-run-as-root", str(cal.PINGPONG),
                           "--reps", "0"], capture_output=True, text=True)
     assert bad.returncode != 0 and "--reps" in bad.stderr
+
+
+def test_another_machines_bundle_is_not_resumed(tmp_path: Path) -> None:
+    """A bundle measured elsewhere (calibration/gpunode: a Xeon + H100 VM) is refused here unless
+    --allow-other-machine; this machine's own bundle resumes."""
+    import json
+    import socket
+    import subprocess
+
+    from testbed import ROOT
+    from testbed.calibrate import check_same_machine
+    from testbed.errors import InputError
+
+    other = tmp_path / "other"
+    other.mkdir()
+    facts = json.loads((ROOT / "calibration" / "gpunode" / "host.json").read_text())
+    facts["host"], facts["lscpu"]["CPU(s)"] = "elsewhere", "4096"
+    (other / "host.json").write_text(json.dumps(facts))
+    with pytest.raises(InputError, match="allow-other-machine"):
+        check_same_machine(other, allow_other=False)
+    check_same_machine(other, allow_other=True)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    (mine / "host.json").write_text(json.dumps({"host": socket.gethostname(), "lscpu": dict(
+        (k.strip(), v.strip()) for k, _, v in (ln.partition(":") for ln in lscpu.splitlines()) if v)}))
+    check_same_machine(mine, allow_other=False)
