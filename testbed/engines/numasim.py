@@ -11,7 +11,6 @@ from pathlib import Path
 from testbed import paths
 from testbed.engines import RunSpec, platform_dir_for
 from testbed.errors import InputError
-from testbed.factors import env_per_machine
 
 
 def machines_by_rank(platform_xml: Path) -> list[str]:
@@ -47,6 +46,7 @@ def checked_platform(pdir: Path) -> Path:
 
 def run_description(spec: RunSpec, pdir: Path, workdir: Path | None = None) -> dict:
     """The run description (docs/interfaces.md §4); `workdir` holds generated inputs."""
+    from testbed.factors import env_per_machine  # not at the top: `testbed simulate` from the run cache skips it
     from testbed.starpu_sampling import SYMBOL_SETS, detect_symbols, numasim_symbols
 
     xml = pdir / "numasim.xml"
@@ -86,11 +86,16 @@ def run_description(spec: RunSpec, pdir: Path, workdir: Path | None = None) -> d
 
 def run_binary(desc: dict, workdir: Path | None = None) -> dict:
     """Runs numasim on a run description; bad input surfaces as InputError."""
-    binary = paths.binary(paths.NUMASIM, "numasim")
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         run_file = Path(tmp) / "run.json"
         run_file.write_text(json.dumps(desc, indent=1, sort_keys=True))
-        proc = subprocess.run([str(binary), str(run_file)], capture_output=True, text=True)
+        return run_file_binary(run_file)
+
+
+def run_file_binary(run_file: Path) -> dict:
+    """Runs numasim on a run description file (testbed/run_cache.py keeps resolved ones)."""
+    binary = paths.binary(paths.NUMASIM, "numasim")
+    proc = subprocess.run([str(binary), str(run_file)], capture_output=True, text=True)
     if proc.returncode == 2:
         # numasim says "error: <file>: <key>: expected <what>"; the file is our temporary run
         # description, so the user is shown the key (e.g. env.STARPU_SCHED) and the expectation.
