@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -105,7 +106,23 @@ def run(args: argparse.Namespace) -> int:
     design = read_design(args.design)
     # absolute: engines run in their own scratch directories
     platform_dir = Path(args.platform_dir).resolve() if args.platform_dir else None
+    t0 = time.perf_counter()
     rows = run_batch(design, args.batch, platform_dir, args.design)
     with atomic_file(args.out, option="--out") as fh:
         write_runs(rows, fh)
+    campaign_progress(design, Path(args.out), time.perf_counter() - t0)
     return 0
+
+
+def campaign_progress(design: pd.DataFrame, out: Path, batch_s: float, progress=None) -> None:
+    """One line for the whole campaign after a batch: batch tables written next to this one
+    (the resume state), and the time left if the other batches take as long as this one on
+    TESTBED_JOBS (default: all cores) parallel jobs, as `snakemake --cores N` runs them."""
+    progress = progress or sys.stderr
+    total = int(design["batch"].nunique())
+    done = len(list(out.parent.glob(f"*{out.suffix}")))
+    jobs = max(1, int(os.environ.get("TESTBED_JOBS", os.cpu_count() or 1)))
+    left = max(0, total - done)
+    eta = left * batch_s / jobs
+    print(f"[campaign] {done}/{total} batches written; this batch {batch_s:.0f} s; "
+          f"about {eta / 60:.0f} min left on {jobs} jobs", file=progress, flush=True)

@@ -51,7 +51,7 @@ def resolve_env(cluster: str, factors: dict[str, int], env: dict[str, str], sche
     return resolved
 
 
-def simulate(spec: RunSpec) -> dict:
+def check_spec(spec: RunSpec) -> None:
     if spec.engine not in ENGINES:
         raise InputError(None, "--engine", f"one of {', '.join(ENGINES)}, got {spec.engine!r}")
     if spec.n <= 0 or spec.b <= 0 or spec.n % spec.b:
@@ -59,20 +59,21 @@ def simulate(spec: RunSpec) -> dict:
     if spec.b > MAX_TILE_SIZE or spec.n // spec.b > MAX_TILES:
         raise InputError(None, "--n/--b", f"b <= {MAX_TILE_SIZE} and N/b <= {MAX_TILES} tiles per dimension "
                                           f"(numasim's limits), got N={spec.n} b={spec.b}")
+
+
+def header(spec: RunSpec) -> dict:
+    """The fields every engine's output starts with."""
+    return {"engine": spec.engine, "cluster": spec.cluster, "n": spec.n, "b": spec.b,
+            "factors": spec.factors, "env": spec.env, "seed": spec.seed}
+
+
+def simulate(spec: RunSpec) -> dict:
+    check_spec(spec)
     engine = importlib.import_module(ENGINES[spec.engine])
     t0 = time.perf_counter()
     result = engine.run(spec)
     wall = time.perf_counter() - t0
-    out = {
-        "engine": spec.engine,
-        "cluster": spec.cluster,
-        "n": spec.n,
-        "b": spec.b,
-        "factors": spec.factors,
-        "env": spec.env,
-        "seed": spec.seed,
-        **result,
-    }
+    out = {**header(spec), **result}
     out.setdefault("wall_s", wall)
     return out
 
@@ -165,6 +166,43 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
     )
 
 
+def resolve_cached(args: argparse.Namespace):
+    """numasim: (run description file, header) from testbed/run_cache.py, resolved and stored
+    on a miss; None when this command cannot be cached (its inputs are not all files)."""
+    from testbed import run_cache
+
+    if not run_cache.cacheable(args):
+        return None
+    hit = run_cache.lookup(args)
+    if hit is not None:
+        return hit
+    from testbed.engines import platform_dir_for
+    from testbed.engines.numasim import checked_platform, run_description
+    from testbed.factors import FACTORS_FILE
+    from testbed.machines import cluster_source_files
+
+    spec = spec_from_args(args)
+    check_spec(spec)
+    try:
+        deps = cluster_source_files(spec.cluster)
+    except InputError:  # e.g. a platform converted from StarPU's files: no cluster YAML
+        return None
+    pdir = checked_platform(platform_dir_for(spec, None))
+    desc = run_description(spec, pdir)
+    deps += [FACTORS_FILE, pdir / "numasim.xml", pdir / "summary.json"]
+    return run_cache.store(args, desc, header(spec), deps), header(spec)
+
+
 def run(args: argparse.Namespace) -> int:
-    print(json.dumps(simulate(spec_from_args(args)), sort_keys=True))
+    cached = resolve_cached(args)
+    if cached is not None:
+        from testbed.engines.numasim import run_file_binary
+
+        t0 = time.perf_counter()
+        result = run_file_binary(cached[0], check_cfg(args.cfg, args.engine))
+        out = {**cached[1], **result}
+        out.setdefault("wall_s", time.perf_counter() - t0)
+    else:
+        out = simulate(spec_from_args(args))
+    print(json.dumps(out, sort_keys=True))
     return 0

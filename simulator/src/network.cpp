@@ -3,7 +3,6 @@
 
 #include <simgrid/kernel/resource/NetworkModelIntf.hpp>
 
-#include <unordered_map>
 #include <unordered_set>
 #include <xbt/config.hpp>
 
@@ -23,13 +22,18 @@ bool configure_network_model()
 
 bool crosses_ethernet(const std::vector<sg4::Link*>& links)
 {
-  // Classes are looked up once per link (the callbacks run for every flow).
-  static std::unordered_map<const sg4::Link*, bool> is_eth;
-  for (const auto* l : links) {
-    auto it = is_eth.find(l);
-    if (it == is_eth.end())
-      it = is_eth.emplace(l, link_class(l->get_name()) == "eth").first;
-    if (it->second)
+  // SimGrid runs the factor callbacks for every flow (NetworkCm02Model::communicate), ~1M times
+  // at the study's scale: the class of a link is computed once and kept in the link's user data
+  // (xbt::Extendable slot 0, which nothing else in numasim uses), read without hashing. A
+  // pointer to one of these two markers; null means not classified yet.
+  static const char kEth = 1, kOther = 0;
+  for (auto* l : links) {
+    const char* c = l->get_data<const char>();
+    if (c == nullptr) {
+      c = link_class(l->get_name()) == "eth" ? &kEth : &kOther;
+      l->set_data(const_cast<char*>(c));
+    }
+    if (c == &kEth)
       return true;
   }
   return false;

@@ -3,6 +3,7 @@
 #include "runtime.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -187,16 +188,18 @@ std::vector<std::string> NumaEffects::control_links(int gpu_gmem)
 void NumaEffects::run_legs(const std::vector<Leg>& legs, double bytes)
 {
   // Legs of one pipelined copy run concurrently: the copy ends when its slowest leg ends, and
-  // each leg contends on its own links.
+  // each leg contends on its own links. At most 5 legs (an MPI message): a fixed array, no
+  // allocation per copy.
   if (legs.size() == 1) {
     sg4::Comm::sendto(legs[0].src, legs[0].dst, static_cast<uint64_t>(bytes));
     return;
   }
-  std::vector<sg4::CommPtr> comms;
-  for (const auto& l : legs)
-    comms.push_back(sg4::Comm::sendto_async(l.src, l.dst, static_cast<uint64_t>(bytes)));
-  for (auto& c : comms)
-    c->wait();
+  std::array<sg4::CommPtr, kMaxLegs> comms;
+  const size_t n = legs.size();
+  for (size_t i = 0; i < n; i++)
+    comms[i] = sg4::Comm::sendto_async(legs[i].src, legs[i].dst, static_cast<uint64_t>(bytes));
+  for (size_t i = 0; i < n; i++)
+    comms[i]->wait();
 }
 
 std::pair<sg4::Host*, sg4::Host*> NumaEffects::network_split(int a, int b)
@@ -392,11 +395,13 @@ void NumaEffects::run_task(Worker& w, uint32_t task, double duration)
   for (uint8_t i = t.nbuf; i < 4; i++)
     packed |= static_cast<uint8_t>(3u << (2 * i));
   op_pages_[task] = packed;
-  std::vector<sg4::CommPtr> traffic;
+  // At most one flow per NUMA node: a fixed array (this runs for every CPU task).
+  std::array<sg4::CommPtr, 4> traffic;
+  size_t nflows = 0;
   double remote = 0;
   for (int p = 0; p < 4; p++)
     if (by_node[p] > 0) {
-      traffic.push_back(sg4::Comm::sendto_async(ri.ram[p], w.host, static_cast<uint64_t>(by_node[p])));
+      traffic[nflows++] = sg4::Comm::sendto_async(ri.ram[p], w.host, static_cast<uint64_t>(by_node[p]));
       remote += by_node[p];
     }
   remote_bytes_[task] = static_cast<float>(remote);
@@ -406,8 +411,8 @@ void NumaEffects::run_task(Worker& w, uint32_t task, double duration)
   }
   if (duration > 0)
     sg4::this_actor::sleep_for(duration);
-  for (auto& c : traffic)
-    c->wait();
+  for (size_t i = 0; i < nflows; i++)
+    traffic[i]->wait();
 }
 
 std::string NumaEffects::operand_pages(uint32_t task) const

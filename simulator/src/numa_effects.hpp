@@ -79,6 +79,7 @@ private:
     std::vector<std::string> links;
     std::vector<int> classes; // indices in Simulation's link classes
   };
+  static constexpr size_t kMaxLegs = 5; // an MPI message: RAM, MPI core, NIC, NIC, MPI core, RAM
   struct Leg {
     sg4::Host* src;
     sg4::Host* dst;

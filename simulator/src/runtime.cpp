@@ -33,7 +33,9 @@ Simulation::Simulation(sg4::Engine& engine, RunConfig cfg) : engine_(engine), cf
   hstate_.assign(nh, {});
   fetch_id_.assign(nh * mem_stride_, -1);
   pins_.assign(nh * mem_stride_, 0);
-  stamp_.assign(nh * mem_stride_, 0);
+  lru_prev_.assign(nh * mem_stride_, MemNode::kNoSlot);
+  lru_next_.assign(nh * mem_stride_, MemNode::kNoSlot);
+  in_lru_.assign(nh * mem_stride_, 0);
   evicting_.assign(nh * mem_stride_, 0);
   prefetch_tasks_.assign(nh * mem_stride_, 0);
   dirty_.assign(nh * mem_stride_, 0);
@@ -265,9 +267,31 @@ void Simulation::touch(int rank, uint32_t h, int local)
   if (!m.gpu)
     return;
   size_t s = slot(h, local);
-  m.lru.erase({stamp_[s], h});
-  stamp_[s] = ++stamp_clock_;
-  m.lru.insert({stamp_[s], h});
+  lru_erase(m, s);
+  lru_push(m, s);
+}
+
+bool Simulation::lru_erase(MemNode& m, size_t s)
+{
+  if (!in_lru_[s])
+    return false;
+  size_t p = lru_prev_[s], n = lru_next_[s];
+  (p == MemNode::kNoSlot ? m.lru_head : lru_next_[p]) = n;
+  (n == MemNode::kNoSlot ? m.lru_tail : lru_prev_[n]) = p;
+  lru_prev_[s] = lru_next_[s] = MemNode::kNoSlot;
+  in_lru_[s] = 0;
+  m.lru_size--;
+  return true;
+}
+
+void Simulation::lru_push(MemNode& m, size_t s)
+{
+  lru_prev_[s] = m.lru_tail;
+  lru_next_[s] = MemNode::kNoSlot;
+  (m.lru_tail == MemNode::kNoSlot ? m.lru_head : lru_next_[m.lru_tail]) = s;
+  m.lru_tail = s;
+  in_lru_[s] = 1;
+  m.lru_size++;
 }
 
 void Simulation::drop_replica(int rank, uint32_t h, int local)
@@ -282,7 +306,7 @@ void Simulation::drop_replica(int rank, uint32_t h, int local)
       pending_evictions_--;
       m.pending_free -= tile_bytes_;
     }
-    if (m.lru.erase({stamp_[s], h})) {
+    if (lru_erase(m, s)) {
       m.used -= tile_bytes_;
       if (!m.waiting.empty() || !m.prefetch.empty())
         serve_waiting(m);
@@ -310,9 +334,9 @@ void Simulation::make_room(MemNode& m, double need, bool for_prefetch)
   // write-back (memalloc.c _starpu_allocate_interface → try_to_reuse_potentially_in_use_mc →
   // try_to_throw_mem_chunk skips STARPU_OWNER replicas when reusing: "Only reuse memchunks which
   // are easy to throw away (which is likely thanks to periodic tidying)").
-  for (auto it = m.lru.begin(); m.used + need - m.pending_free > m.capacity && it != m.lru.end();) {
-    uint32_t victim = it->second;
-    ++it; // drop_replica erases the victim's entry only
+  for (size_t it = lru_first(m); m.used + need - m.pending_free > m.capacity && it != MemNode::kNoSlot;) {
+    uint32_t victim = static_cast<uint32_t>(it / mem_stride_);
+    it = lru_after(it); // drop_replica erases the victim's entry only
     if (!evictable(victim) || hstate_[victim].valid == (1u << local))
       continue;
     drop_replica(rank, victim, local);
@@ -320,10 +344,10 @@ void Simulation::make_room(MemNode& m, double need, bool for_prefetch)
   }
   // Only then the generic reclaim (_starpu_memory_reclaim_generic → free_potentially_in_use_mc),
   // in LRU order, which writes sole copies back first.
-  auto it = m.lru.begin();
-  while (m.used + need - m.pending_free > m.capacity && it != m.lru.end()) {
-    uint32_t victim = it->second;
-    ++it; // drop_replica erases the victim's entry only
+  size_t it = lru_first(m);
+  while (m.used + need - m.pending_free > m.capacity && it != MemNode::kNoSlot) {
+    uint32_t victim = static_cast<uint32_t>(it / mem_stride_);
+    it = lru_after(it); // drop_replica erases the victim's entry only
     size_t vs = slot(victim, local);
     if (!evictable(victim))
       continue;
@@ -362,8 +386,8 @@ void Simulation::serve_waiting(MemNode& m)
     Transfer& t = transfers_[tid];
     t.queued = 0;
     size_t s = slot(t.handle, m.local);
-    stamp_[s] = ++stamp_clock_;
-    m.lru.insert({stamp_[s], t.handle});
+    lru_erase(m, s); // (never listed here: the replica was neither valid nor allocated)
+    lru_push(m, s);
     // The copy starts now: from the best replica valid now (the one chosen at request time may
     // have been evicted or invalidated while the allocation waited).
     int src_local = mem_[t.gsrc].local;
@@ -469,13 +493,13 @@ void Simulation::tidy(MemNode& m)
   // fewer than STARPU_MINIMUM_CLEAN_BUFFERS (5) % of the allocated buffers are clean, dirty ones
   // (oldest first) are written back to the main RAM node as idle requests, each counted clean at
   // once, until STARPU_TARGET_CLEAN_BUFFERS (10) % are; buffers a task holds are skipped.
-  const int64_t nb = static_cast<int64_t>(m.lru.size());
+  const int64_t nb = static_cast<int64_t>(m.lru_size);
   int64_t clean = nb - m.dirty;
   if (m.dirty == 0 || clean >= nb * 5 / 100)
     return;
-  for (auto it = m.lru.begin(); it != m.lru.end() && clean < nb * 10 / 100;) {
-    uint32_t h = it->second;
-    ++it;
+  for (size_t it = lru_first(m); it != MemNode::kNoSlot && clean < nb * 10 / 100;) {
+    uint32_t h = static_cast<uint32_t>(it / mem_stride_);
+    it = lru_after(it);
     size_t s = slot(h, m.local);
     if (!dirty_[s] || pins_[s] > 0 || evicting_[s])
       continue;

@@ -45,7 +45,12 @@ struct MemNode {
   double peak_used = 0;
   int inflight = 0;        // copies into this memory under way (their replicas become evictable)
   int dirty = 0;           // replicas here that are the only valid copy, no write-back submitted
-  std::set<std::pair<uint64_t, uint32_t>> lru; // (last use stamp, handle) of GPU replicas
+  // GPU replicas allocated here, least recently used first: an intrusive doubly-linked list
+  // through Simulation::lru_prev_/lru_next_ (per slot). Entries only ever enter at the most
+  // recent end, so the order is the one of a set sorted by a use counter (StarPU's mc_list with
+  // _starpu_memchunk_recently_used), with O(1) moves instead of a tree's erase + insert.
+  static constexpr size_t kNoSlot = SIZE_MAX;
+  size_t lru_head = kNoSlot, lru_tail = kNoSlot, lru_size = 0;
   std::set<AllocKey> waiting;  // task fetches into this memory waiting for space
   std::set<AllocKey> prefetch; // prefetches waiting for space, served after the fetches
   bool admitting = false;       // admit() is running (no re-entry from drop_replica)
@@ -187,13 +192,18 @@ private:
   std::vector<HandleState> hstate_;
   std::vector<int32_t> fetch_id_; // (handle, local mem) -> transfer in flight
   std::vector<uint16_t> pins_;    // (handle, local mem) -> tasks holding the replica
-  std::vector<uint64_t> stamp_;   // (handle, local mem) -> LRU stamp (GPU only)
+  std::vector<size_t> lru_prev_, lru_next_; // (handle, local mem) -> neighbours in MemNode's LRU list
+  std::vector<uint8_t> in_lru_;              // (handle, local mem) -> in its MemNode's LRU list
+  bool lru_erase(MemNode& m, size_t s);      // false if s was not in the list
+  void lru_push(MemNode& m, size_t s);       // at the most recently used end (s not in the list)
+  size_t lru_first(const MemNode& m) const { return m.lru_head; }
+  size_t lru_after(size_t s) const { return lru_next_[s]; }
   std::vector<uint8_t> evicting_; // (handle, local mem) -> evicted, its write-back to RAM under way
   uint64_t pending_evictions_ = 0; // slots with evicting_ set
   std::vector<uint16_t> prefetch_tasks_; // (handle, local mem) -> queued tasks it was prefetched for
   std::vector<uint8_t> dirty_;           // (handle, local mem) -> counted in MemNode::dirty
   uint64_t pending_dirty_ = 0;           // slots with dirty_ set
-  uint64_t stamp_clock_ = 0, seq_ = 0;
+  uint64_t seq_ = 0;
   uint64_t alloc_seq_ = 0; // order of entry into the GPU allocation queues
   std::vector<Transfer> transfers_;
   std::vector<uint32_t> free_transfers_;

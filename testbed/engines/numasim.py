@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import tempfile
@@ -11,17 +12,28 @@ from pathlib import Path
 from testbed import paths
 from testbed.engines import RunSpec, platform_dir_for
 from testbed.errors import InputError
-from testbed.factors import env_per_machine
+
+
+def _stamp(path: Path) -> tuple:
+    st = Path(path).stat()
+    return str(Path(path).resolve()), st.st_mtime_ns, st.st_size
 
 
 def machines_by_rank(platform_xml: Path) -> list[str]:
     """Machine type of each rank, from the node zones (zone props `machine`, `rank`)."""
+    # Parsed once per file version: a campaign batch asks for every run, and parsing the
+    # study cluster's XML took ~0.15 s (testbed/run_cache.py, bench/RESULTS.md "Speed").
+    return list(_machines_by_rank(_stamp(platform_xml)))
+
+
+@functools.lru_cache(maxsize=16)
+def _machines_by_rank(stamp: tuple) -> tuple[str, ...]:
     ranked: dict[int, str] = {}
-    for zone in ET.parse(platform_xml).getroot().iter("zone"):
+    for zone in ET.parse(stamp[0]).getroot().iter("zone"):
         props = {p.get("id"): p.get("value", "") for p in zone.findall("prop")}
         if "machine" in props and "rank" in props:
             ranked[int(props["rank"])] = props["machine"]
-    return [ranked[r] for r in sorted(ranked)]
+    return tuple(ranked[r] for r in sorted(ranked))
 
 
 def machine_types(platform_xml: Path) -> list[str]:
@@ -33,10 +45,21 @@ def heterogeneous_distribution(spec: RunSpec, pdir: Path, workdir: Path) -> dict
     """Writes the speed-balanced tile distribution (testbed/distribution.py) for this cluster."""
     from testbed import distribution as dist
 
-    ranks = machines_by_rank(pdir / "numasim.xml")
-    speeds = [dist.node_gemm_speed(pdir / "starpu" / m / "sampling", m, spec.b) for m in ranks]
-    path = dist.write_heterogeneous(workdir / "distribution.txt", spec.n // spec.b, speeds)
+    owners, comment = _heterogeneous(_stamp(pdir / "numasim.xml"), spec.n // spec.b, spec.b)
+    path = dist.write_distribution(workdir / "distribution.txt", owners, comment)
     return {"kind": "file", "path": str(path)}
+
+
+@functools.lru_cache(maxsize=16)
+def _heterogeneous(xml_stamp: tuple, nt: int, b: int):
+    """(owners, comment) of the speed-balanced distribution, once per platform version and size
+    (a campaign batch runs the same size 30 times; computing it took ~0.3 s per run)."""
+    from testbed import distribution as dist
+
+    pdir = Path(xml_stamp[0]).parent
+    speeds = [dist.node_gemm_speed(pdir / "starpu" / m / "sampling", m, b) for m in _machines_by_rank(xml_stamp)]
+    comment = f"heterogeneous, NT={nt}, node speeds (flop/s): {' '.join(f'{s:.4g}' for s in speeds)}"
+    return dist.heterogeneous(nt, speeds), comment
 
 
 def checked_platform(pdir: Path) -> Path:
@@ -47,6 +70,7 @@ def checked_platform(pdir: Path) -> Path:
 
 def run_description(spec: RunSpec, pdir: Path, workdir: Path | None = None) -> dict:
     """The run description (docs/interfaces.md §4); `workdir` holds generated inputs."""
+    from testbed.factors import env_per_machine  # not at the top: `testbed simulate` from the run cache skips it
     from testbed.starpu_sampling import SYMBOL_SETS, detect_symbols, numasim_symbols
 
     xml = pdir / "numasim.xml"
@@ -87,12 +111,18 @@ def run_description(spec: RunSpec, pdir: Path, workdir: Path | None = None) -> d
 def run_binary(desc: dict, workdir: Path | None = None, simgrid_cfg: list[str] | None = None) -> dict:
     """Runs numasim on a run description (plus SimGrid `--cfg=KEY:VALUE` options); bad input
     surfaces as InputError."""
-    binary = paths.binary(paths.NUMASIM, "numasim")
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         run_file = Path(tmp) / "run.json"
         run_file.write_text(json.dumps(desc, indent=1, sort_keys=True))
-        cfg = [f"--cfg={c}" for c in simgrid_cfg or []]
-        proc = subprocess.run([str(binary), str(run_file), *cfg], capture_output=True, text=True, cwd=workdir)
+        return run_file_binary(run_file, simgrid_cfg)
+
+
+def run_file_binary(run_file: Path, simgrid_cfg: list[str] | None = None) -> dict:
+    """Runs numasim on a run description file (testbed/run_cache.py keeps resolved ones)."""
+    binary = paths.binary(paths.NUMASIM, "numasim")
+    cfg = [f"--cfg={c}" for c in simgrid_cfg or []]
+    # In the caller's directory: relative paths of SimGrid options (tracing/filename) are the user's.
+    proc = subprocess.run([str(binary), str(run_file), *cfg], capture_output=True, text=True)
     if proc.returncode == 2:
         # numasim says "error: <file>: <key>: expected <what>"; the file is our temporary run
         # description, so the user is shown the key (e.g. env.STARPU_SCHED) and the expectation.
