@@ -151,8 +151,13 @@ def _history_entry(f: list[str], path: str | Path, where: str) -> HistoryEntry:
         size, flops, mean, dev, n = int(f[1]), float(f[2]), float(f[3]), float(f[4]), int(f[7])
     except ValueError:
         raise InputError(path, where, f"numbers, got {' '.join(f)!r}") from None
-    if size <= 0 or not (math.isfinite(mean) and mean > 0) or not (math.isfinite(dev) and dev >= 0) or n < 0:
-        raise InputError(path, where, f"size > 0, finite mean > 0, finite dev >= 0, n >= 0, got {' '.join(f)!r}")
+    # StarPU writes an entry without samples (n = 0, mean 0) while it calibrates, when every
+    # sample so far was left out as an outlier (perfmodel_history.c): valid, but no timing.
+    no_samples = n == 0 and mean == 0 and dev == 0
+    if size <= 0 or n < 0 or not (math.isfinite(dev) and dev >= 0) or not (
+            no_samples or (math.isfinite(mean) and mean > 0)):
+        raise InputError(path, where, f"size > 0, finite mean > 0 (0 with n = 0), finite dev >= 0, n >= 0, "
+                                      f"got {' '.join(f)!r}")
     return HistoryEntry(int(f[0], 16), size, flops, mean, dev, n)
 
 
@@ -194,6 +199,8 @@ def _parse_model(lines: list[str], path: str | Path) -> list[ArchModel]:
             for e in range(nentries):
                 f = nxt().split()
                 if impl == 0:
-                    comb.entries.append(_history_entry(f, path, f"history entry {e + 1} of combination {len(combs) + 1}"))
+                    entry = _history_entry(f, path, f"history entry {e + 1} of combination {len(combs) + 1}")
+                    if entry.nsample > 0:  # an entry without samples carries no timing
+                        comb.entries.append(entry)
         combs.append(comb)
     return combs

@@ -99,3 +99,23 @@ def test_numasim_runs_under_a_batch_schedulers_address_space_limit(tmp_path):
     proc = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-500:]
     assert json.loads(proc.stdout)["workers"] == 434
+
+
+def test_entry_without_samples_is_valid_and_ignored(platform, tmp_path):
+    """StarPU writes `mean 0, n 0` for an entry whose samples were all left out (calibration in
+    progress): both readers accept it and use no timing from it."""
+    pdir = damaged(platform, tmp_path, 7, "0")
+    model = pdir / "starpu" / "chifflet" / "sampling" / "codelets" / "45" / "dgemm.chifflet"
+    lines = model.read_text().splitlines()
+    i = next(k for k, ln in enumerate(lines) if len(ln.split()) == 8 and ln.split()[7] == "0")
+    f = lines[i].split()
+    f[3:7] = ["0.000000e+00"] * 4
+    lines[i] = "\t".join(f)
+    model.write_text("\n".join(lines) + "\n")
+    assert all(e.nsample > 0 for c in read_model(model) for e in c.entries)
+    proc = run_testbed("simulate", "--engine", "numasim", "--cluster", "chifflet-1", "--n", "1920", "--b", "960",
+                       "--platform-dir", str(pdir))
+    assert "Traceback" not in proc.stderr
+    assert proc.returncode in (0, 2)  # runs, or says the tile size has no calibrated entry
+    if proc.returncode == 2:
+        assert "dgemm.chifflet" in proc.stderr

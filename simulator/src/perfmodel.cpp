@@ -147,12 +147,16 @@ PerfModel PerfModel::parse(const std::string& text, const std::string& path, con
           throw InputError(path, where + " hash", "8 hexadecimal digits, got '" + f[0] + "'");
         h.footprint = static_cast<uint32_t>(fp);
         h.size = static_cast<uint64_t>(entry_number(f[1], path, where + " size", 0, true));
-        h.mean_us = entry_number(f[k], path, where + " mean", 0, true);
-        h.dev_us = entry_number(f[k + 1], path, where + " dev", 0, false);
         double n = entry_number(f[k + 4], path, where + " n", 0, false);
         if (n != std::floor(n) || n > 4e9)
           throw InputError(path, where + " n", "a sample count (integer), got '" + f[k + 4] + "'");
         h.nsample = static_cast<unsigned>(n);
+        h.dev_us = entry_number(f[k + 1], path, where + " dev", 0, false);
+        // StarPU writes an entry without samples (n = 0, mean 0) while it calibrates, when every
+        // sample so far was left out as an outlier: valid, but it carries no timing (skipped).
+        if (h.nsample == 0 && entry_number(f[k], path, where + " mean", 0, false) == 0)
+          continue;
+        h.mean_us = entry_number(f[k], path, where + " mean", 0, true);
         entries.push_back(h);
       }
       a.impls.push_back(std::move(entries));
