@@ -6,10 +6,14 @@ BUILD := $(CURDIR)/build
 CORES ?= all
 export PATH := $(VENV)/bin:$(PATH)
 
-.PHONY: run test setup build build-simulator build-lu test-python test-cpp lint clean
+.PHONY: run test sensitivity setup build build-simulator build-lu test-python test-cpp lint clean
 
 run: setup build
 	snakemake --cores $(CORES) all
+
+# Uncertainty of the predictions over the machine parameters' ranges (not part of `run`).
+sensitivity: setup build
+	snakemake --cores $(CORES) sensitivity
 
 test: setup build
 	$(MAKE) --no-print-directory -k test-cpp test-python

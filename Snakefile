@@ -1,4 +1,5 @@
 # Entry point of `snakemake all`: platforms -> design -> campaign batches -> analysis -> report.
+# `snakemake sensitivity`: the sensitivity of the predictions to the machine parameters (not in `all`).
 # Rules live in workflows/*.smk; the embedded default is config/config.yaml
 # (`snakemake --config scale=study` selects the full study size).
 from snakemake.utils import min_version, validate
@@ -25,6 +26,7 @@ include: "workflows/calibrate.smk"
 include: "workflows/experiments.smk"
 include: "workflows/analyze.smk"
 include: "workflows/report.smk"
+include: "workflows/sensitivity.smk"
 
 
 rule all:

@@ -37,7 +37,8 @@ def read_design(path: str | Path) -> pd.DataFrame:
     return table
 
 
-def spec_for(row: dict, factors: list[str], platform_dir: Path | None, workdir: Path) -> RunSpec:
+def spec_for(row: dict, factors: list[str], platform_dir: Path | None, workdir: Path, cluster=None) -> RunSpec:
+    """The run of a design row; `cluster` (a loaded `Cluster`) saves reading its YAML again."""
     levels = {f: int(row[f]) for f in factors}
     fixed_env = json.loads(row["env"]) if isinstance(row["env"], str) and row["env"] else {}
     factor_env = json.loads(row["factor_env"]) if isinstance(row.get("factor_env"), str) and row["factor_env"] else {}
@@ -49,7 +50,7 @@ def spec_for(row: dict, factors: list[str], platform_dir: Path | None, workdir: 
         cluster=row["cluster"],
         n=int(row["n"]),
         b=int(row["b"]),
-        env=resolve_env(row["cluster"], ruled, {**explicit, **fixed_env}, None),
+        env=resolve_env(cluster if cluster is not None else row["cluster"], ruled, {**explicit, **fixed_env}, None),
         factors=levels,
         seed=int(row["seed"]),
         distribution=json.loads(row["distribution"]),

@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "analyze": ("testbed.analyze", "linear model, ANOVA and plots of a runs.csv"),
     "report": ("testbed.report", "assemble the HTML/Markdown report"),
     "calibrate": ("testbed.calibrate", "calibrate a machine into a calibration bundle"),
+    "sensitivity": ("testbed.sensitivity", "sensitivity of makespans and factor effects to the machine parameters"),
 }
 
 

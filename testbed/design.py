@@ -77,6 +77,9 @@ def validate_config(config: dict, file: str | Path) -> dict:
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise InputError(file, "experiments.name", f"unique names, {dupes[0]!r} appears twice")
+    for i, name in enumerate(config["sensitivity"]["experiments"]):
+        if name not in names:
+            raise InputError(file, f"sensitivity.experiments.{i}", f"the name of an experiment ({', '.join(names)}), got {name!r}")
     return config
 
 

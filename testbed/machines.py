@@ -12,6 +12,7 @@ expected)`` on the first problem.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -177,6 +178,17 @@ def _schema_error(file: Path, err: jsonschema.ValidationError) -> InputError:
     if err.validator == "required":
         missing = [k for k in err.validator_value if k not in err.instance]
         return InputError(file, key_path(path + [missing[0]]), "this key to be present")
+    if err.validator == "not" and isinstance(err.instance, dict) and {"range", "spread"} <= set(err.instance):
+        return InputError(file, key_path(path + ["spread"]), "either `range` or `spread`, not both")
+    if err.validator in ("minItems", "maxItems", "type") and "range" in path[-2:]:
+        at = path[: len(path) - path[::-1].index("range")]
+        return InputError(file, key_path(at), f"[lo, hi], two numbers, got {err.instance!r}")
+    bound = err.validator in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum")
+    if bound and any(p in ("range", "spread") for p in path if isinstance(p, str)):
+        if path[-1] == "spread":
+            return InputError(file, key_path(path), f"a spread below 1 (the quantity must stay positive), got {err.instance!r}")
+        sign = "> 0" if err.validator == "exclusiveMinimum" else ">= 0"
+        return InputError(file, key_path(path), f"a bound {sign} (the quantity must be {sign}), got {err.instance!r}")
     if err.validator == "type":
         want = err.validator_value if isinstance(err.validator_value, str) else " or ".join(err.validator_value)
         if want == "object" and path and isinstance(err.instance, (int, float)):
@@ -194,18 +206,64 @@ def _validate(file: Path, data: Any, schema_name: str) -> None:
 
 
 def _check_quantities(file: Path, node: Any, path: list[Any]) -> None:
-    """Each quantity states where it comes from: exactly one of `source` or `derived`."""
+    """Each quantity states where it comes from: exactly one of `source` or `derived`; an
+    uncertainty range, if any, is valid (check_range)."""
     if isinstance(node, dict):
         if "value" in node:
             has = [k for k in ("source", "derived") if k in node]
             if len(has) != 1:
                 raise InputError(file, key_path(path), "exactly one of `source` (a citation) or `derived` (how it was computed)")
+            check_range(file, key_path(path), node)
             return
         for k, v in node.items():
             _check_quantities(file, v, path + [k])
     elif isinstance(node, list):
         for i, v in enumerate(node):
             _check_quantities(file, v, path + [i])
+
+
+def quantity_range(q: dict) -> tuple[float, float] | None:
+    """The uncertainty range [lo, hi] of a quantity (`range`, or `spread` relative to the
+    value), or None when it has none. Assumes check_range passed."""
+    if "range" in q:
+        lo, hi = q["range"]
+        return float(lo), float(hi)
+    if "spread" in q:
+        v, s = float(q["value"]), float(q["spread"])
+        return (v * (1 - s), v * (1 + s)) if v >= 0 else (v * (1 + s), v * (1 - s))
+    return None
+
+
+def check_range(file: str | Path, key: str, q: dict, positive: bool = False) -> None:
+    """An uncertainty range must be finite, hold the value (lo <= value <= hi), say why
+    (`range_reason`), and stay positive where the quantity must be (`positive`; the
+    schemas check that for machine and cluster files)."""
+    has = [k for k in ("range", "spread") if k in q]
+    if not has:
+        if "range_reason" in q:
+            raise InputError(file, f"{key}.range_reason", "a `range: [lo, hi]` or `spread` that it explains")
+        return
+    if len(has) == 2:
+        raise InputError(file, f"{key}.spread", "either `range` or `spread`, not both")
+    value = q.get("value")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InputError(file, f"{key}.{has[0]}", f"a range only on a finite number, the value is {value!r}")
+    raw = q[has[0]]
+    if has[0] == "range":
+        if (not isinstance(raw, list) or len(raw) != 2
+                or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in raw)):
+            raise InputError(file, f"{key}.range", f"[lo, hi], two numbers, got {raw!r}")
+    elif isinstance(raw, bool) or not isinstance(raw, (int, float)) or not raw > 0:
+        raise InputError(file, f"{key}.spread", f"a relative spread > 0, got {raw!r}")
+    lo, hi = quantity_range(q)
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise InputError(file, f"{key}.{has[0]}", f"finite bounds, got [{lo!r}, {hi!r}]")
+    if not lo <= value <= hi:
+        raise InputError(file, f"{key}.{has[0]}", f"lo <= value <= hi, got [{lo:g}, {hi:g}] around {value:g}")
+    if positive and lo <= 0:
+        raise InputError(file, f"{key}.{has[0]}", f"a positive lower bound (the quantity must be > 0), got {lo:g}")
+    if not isinstance(q.get("range_reason"), str) or not q["range_reason"].strip():
+        raise InputError(file, f"{key}.range_reason", "the reason of the range (spread of the sources, measured sibling, repetitions)")
 
 
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

@@ -290,12 +290,79 @@ th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}code{backgro
 figure{margin:1em 0}img{max-width:100%}figcaption{color:#555;font-size:.9em}h2{border-bottom:1px solid #ccc}"""
 
 
+def sensitivity_section(name: str, exp_dir: Path, sens_dir: Path, report_dir: Path,
+                        figures: dict[str, bytes]) -> Section:
+    """The experiment's sensitivity to the machine parameters (testbed sensitivity's summary),
+    with the full-factorial estimates and run-to-run CIs of its analysis beside the bands."""
+    import tempfile
+
+    from testbed.sensitivity import plot_bands, read_summary, summary_blocks
+
+    summary = read_summary(sens_dir)
+    title = f"{name}: sensitivity to the machine parameters"
+    design = pd.read_csv(exp_dir / "design.csv", keep_default_na=False)
+    first = design.iloc[0]
+    ran = {"cluster": str(first["cluster"]), "engine": str(first["engine"]), "n": int(first["n"]), "b": int(first["b"])}
+    had = {"cluster": summary["cluster"], "engine": summary["engine"], "n": int(summary["workload"]["n"]),
+           "b": int(summary["workload"]["b"])}
+    if ran != had:
+        text = (f"The sensitivity results in `{sens_dir}` were computed for {had}, not for this experiment's {ran}: "
+                f"rerun `snakemake sensitivity`.")
+        return _prose(title, text + "\n")
+    anova = pd.read_csv(exp_dir / "anova.csv")
+    anova["prominent"] = anova["prominent"].astype(str).str.lower() == "true"
+    facts = json.loads((exp_dir / "model.json").read_text())
+    # The grand mean (the model's intercept) is the full factorial's counterpart of "makespan".
+    half = math.nan
+    if facts.get("df_resid", 0) > 0 and not math.isnan(facts.get("sigma_s", math.nan)):
+        from scipy import stats
+
+        half = float(stats.t.ppf(0.975, facts["df_resid"])) * facts["sigma_s"] / math.sqrt(facts["n_runs"])
+    mean = pd.DataFrame([{"term": "makespan", "order": 0, "estimate": facts["intercept"],
+                          "ci_low": facts["intercept"] - half, "ci_high": facts["intercept"] + half, "prominent": False}])
+    anova = pd.concat([anova, mean], ignore_index=True)
+    md: list[str] = []
+    body: list[str] = []
+    for block in summary_blocks(summary, anova):
+        if isinstance(block, pd.DataFrame):
+            md.append(markdown_table(block))
+            body.append(_html_table(block))
+        elif isinstance(block, list):
+            text = "\n".join(f"* {line}" for line in block)
+            md.append(text + "\n")
+            body.append(_md_to_html_list(text))
+        else:
+            md.append(block + "\n")
+            body.append(_md_to_html_list(block))
+    with tempfile.TemporaryDirectory() as tmp:
+        png = plot_bands(summary, anova, Path(tmp) / "bands.png").read_bytes()
+    figure = f"sensitivity_{name}.png"
+    figures[figure] = png
+    md.insert(3, f"![{name} effects and parameter bands]({figure})\n")
+    data = base64.b64encode(png).decode("ascii")
+    body.insert(3, f"<figure><img alt=\"{html.escape(name)} effects and parameter bands\" "
+                   f"src=\"data:image/png;base64,{data}\"/><figcaption>effects with their run-to-run CI and "
+                   f"their band over the parameter ranges</figcaption></figure>")
+    return Section(title, "\n".join(md), "\n".join(body))
+
+
 def build(experiments: list[tuple[str, Path]], out: Path, title: str, platforms_dir: Path,
-          reference_path: str | None) -> tuple[str, str]:
+          reference_path: str | None, sensitivity: dict[str, Path] | None = None,
+          figures: dict[str, bytes] | None = None) -> tuple[str, str]:
+    """The report; `sensitivity` maps experiment names to `testbed sensitivity` directories
+    (their section follows the experiment's), `figures` receives the files to write beside it."""
     reference = read_reference(reference_path) if reference_path else None
+    sensitivity = sensitivity or {}
+    figures = figures if figures is not None else {}
+    names = [n for n, _ in experiments]
+    for name in sensitivity:
+        if name not in names:
+            raise InputError(None, "--sensitivity", f"the name of a reported experiment ({', '.join(names)}), got {name!r}")
     sections: list[Section] = []
     for name, exp_dir in experiments:
         sections.extend(experiment_sections(name, exp_dir, platforms_dir, out, reference))
+        if name in sensitivity:
+            sections.append(sensitivity_section(name, exp_dir, sensitivity[name], out, figures))
     vers = versions()
     vers_md = "\n".join(f"* {k}: `{v}`" for k, v in vers.items())
     sections.append(_prose("Engine and versions", vers_md + "\n"))
@@ -317,6 +384,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--title", default="Simulated factorial study")
     p.add_argument("--reference", default=None, help="CSV of terms and estimates to show beside the simulated ones")
     p.add_argument("--platforms-dir", default="results/platforms", help="where `testbed platform` outputs live")
+    p.add_argument("--sensitivity", action="append", default=[], metavar="NAME=DIR",
+                   help="experiment name and its `testbed sensitivity` directory (adds its section; repeatable)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -326,11 +395,20 @@ def run(args: argparse.Namespace) -> int:
         if not sep or not name or not directory:
             raise InputError(None, "--experiment", f"NAME=DIR, got {item!r}")
         experiments.append((name, Path(directory)))
+    sensitivity: dict[str, Path] = {}
+    for item in args.sensitivity:
+        name, sep, directory = item.partition("=")
+        if not sep or not name or not directory:
+            raise InputError(None, "--sensitivity", f"NAME=DIR, got {item!r}")
+        sensitivity[name] = Path(directory)
     out = Path(args.out)
-    md, page = build(experiments, out, args.title, Path(args.platforms_dir), args.reference)
+    figures: dict[str, bytes] = {}
+    md, page = build(experiments, out, args.title, Path(args.platforms_dir), args.reference, sensitivity, figures)
     # Written inside `out`: its other files are left alone (`out` may be any directory).
-    with atomic_members(out, ["report.md", "report.html"]) as tmp:
+    with atomic_members(out, ["report.md", "report.html", *figures]) as tmp:
         (tmp / "report.md").write_text(md)
         (tmp / "report.html").write_text(page)
+        for figure, data in figures.items():
+            (tmp / figure).write_bytes(data)
     print(f"report: {out / 'report.html'}, {out / 'report.md'}")
     return 0

@@ -39,8 +39,9 @@ def parse_assignments(items: list[str], what: str) -> dict[str, str]:
     return out
 
 
-def resolve_env(cluster: str, factors: dict[str, int], env: dict[str, str], sched: str | None) -> dict[str, str]:
-    """StarPU variables of a run: the factors' settings, then the user's raw variables."""
+def resolve_env(cluster, factors: dict[str, int], env: dict[str, str], sched: str | None) -> dict[str, str]:
+    """StarPU variables of a run: the factors' settings, then the user's raw variables
+    (`cluster`: a name, a path or a loaded `Cluster`)."""
     from testbed.factors import env_for_factors  # config/factors.yaml
 
     # Letters not given are at their default level (-1): the study's baseline.

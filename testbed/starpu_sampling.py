@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 
 from testbed.errors import InputError
-from testbed.machines import Cluster, Machine
+from testbed.machines import Cluster, Machine, check_range, quantity_range
 from testbed.perfmodel_files import ArchModel, HistoryEntry, square_tiles_footprint, write_model
 
 #: Chameleon's LU codelet symbols and the number of b x b matrix buffers of their tasks
@@ -96,6 +96,10 @@ def load_bundle(machine: Machine) -> dict[str, dict[str, KernelTiming]]:
                                  "time_s, exponent, rel_std as {value, source|derived}") from None
             if timing.time_s <= 0 or timing.rel_std < 0:
                 raise InputError(file, f"kernels.{kernel}.{arch}", "time_s > 0 and rel_std >= 0")
+            for name in ("time_s", "exponent", "rel_std"):
+                check_range(file, f"kernels.{kernel}.{arch}.{name}", t[name], positive=name == "time_s")
+                if name == "rel_std" and (quantity_range(t[name]) or (0.0, 0.0))[0] < 0:
+                    raise InputError(file, f"kernels.{kernel}.{arch}.rel_std", "an uncertainty range with bounds >= 0")
             out.setdefault(kernel, {})[arch] = timing
     for kernel in LU_KERNELS:
         if "cpu" not in out.get(kernel, {}):

@@ -48,3 +48,36 @@ def boxplot_args(wildcards):
     crossed = {f for f, lv in EXPERIMENTS[wildcards.experiment]["factors"].items() if len(lv) == 2}
     subsets = [s for s in config["analysis"]["boxplots"] if set(s) <= crossed]
     return " ".join(f"--boxplot {','.join(s)}" for s in subsets)
+
+
+# ---- sensitivity (workflows/sensitivity.smk) and the report's section of it
+SENSITIVITY = config["sensitivity"]
+
+
+def sensitivity_batches(experiment, stage):
+    """Batch tables of one stage (as many as config sensitivity.<stage>.batches)."""
+    count = SENSITIVITY[stage]["batches"]
+    width = max(3, len(str(count - 1)))
+    return [
+        f"results/sensitivity/{experiment}/{stage}/batches/batch-{i:0{width}d}.csv"
+        for i in range(count)
+    ]
+
+
+def sensitivity_summaries(wildcards):
+    """Summaries the report waits for: those of `snakemake sensitivity` only."""
+    targets = workflow.dag_settings.targets if workflow.dag_settings else ()
+    if "sensitivity" not in targets:
+        return []
+    return [f"results/sensitivity/{e}/summary.json" for e in config["sensitivity"]["experiments"]]
+
+
+def sensitivity_args(wildcards, input):
+    """--sensitivity NAME=DIR for each experiment with a summary (made now or before)."""
+    found = [
+        e
+        for e in config["sensitivity"]["experiments"]
+        if f"results/sensitivity/{e}/summary.json" in input.sensitivity
+        or Path(f"results/sensitivity/{e}/summary.json").exists()
+    ]
+    return " ".join(f"--sensitivity {e}=results/sensitivity/{e}" for e in found)

@@ -1,4 +1,6 @@
 # All experiments -> results/report/report.html (self-contained) and report.md.
+# The sensitivity section of an experiment is added when its results/sensitivity summary
+# exists; `all` never waits for (nor reruns) the sensitivity analysis, `sensitivity` does.
 
 
 rule report:
@@ -11,6 +13,7 @@ rule report:
         figures=expand("results/{experiment}/figures", experiment=EXPERIMENTS),
         platforms=all_platform_dirs,
         reference=[config["report"]["reference"]] if config["report"]["reference"] else [],
+        sensitivity=sensitivity_summaries,
     output:
         html=report("results/report/report.html", category="Report"),
         markdown="results/report/report.md",
@@ -21,10 +24,11 @@ rule report:
             f"--reference {input.reference}" if input.reference else ""
         ),
         out=lambda wildcards, output: Path(output.html).parent,
+        sensitivity=sensitivity_args,
     conda:
         "envs/testbed.yaml"
     log:
         "results/logs/report.log",
     shell:
         "testbed report {params.experiments} --title {params.title:q} {params.reference} "
-        "--platforms-dir results/platforms --out {params.out} > {log} 2>&1"
+        "--platforms-dir results/platforms {params.sensitivity} --out {params.out} > {log} 2>&1"
