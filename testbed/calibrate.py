@@ -46,6 +46,7 @@ import yaml
 
 from testbed import ROOT
 from testbed.atomic import atomic_dir, atomic_file
+from testbed.engines.lu_app import mpi_singleton_env
 from testbed.errors import InputError
 from testbed.paths import BUILD, LU_REAL, STARPU_NATIVE
 
@@ -93,8 +94,9 @@ class Context:
 
 
 def run_cmd(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float | None = None) -> str:
-    """Run a command, return stdout; a failure names the command and its stderr."""
-    full_env = {**os.environ, **(env or {})}
+    """Run a command, return stdout; a failure names the command and its stderr. apps/lu
+    and the microbenchmarks run as MPI singletons, also in a SLURM job step."""
+    full_env = mpi_singleton_env({**os.environ, **(env or {})})
     p = subprocess.run(cmd, env=full_env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
     if p.returncode != 0:
         raise RuntimeError(f"command failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr[-2000:]}")

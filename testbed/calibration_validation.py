@@ -32,6 +32,7 @@ from typing import Any
 import yaml
 
 from testbed import ROOT
+from testbed.engines.lu_app import mpi_singleton_env
 
 #: Acceptance of issue 7: simulated makespan within this relative distance of the real one.
 TOLERANCE = 0.15
@@ -197,7 +198,8 @@ def paired_check(bundle: Path, machine: str, lu: Path, ref: dict, pdir: Path, mo
             cmd = prefix + [str(lu), "--n", str(ref["n"]), "--b", str(ref["b"])]
             commands.append(shell_line(cmd, {**run_env, "STARPU_HOME": "<empty codelet models>"}))
             load = os.getloadavg()[0]
-            proc = subprocess.run(cmd, env={**os.environ, **run_env}, capture_output=True, text=True, timeout=3600)
+            proc = subprocess.run(cmd, env=mpi_singleton_env({**os.environ, **run_env}), capture_output=True, text=True,
+                                  timeout=3600)
             if proc.returncode != 0:
                 raise RuntimeError(f"command failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-2000:]}")
             real = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -82,6 +82,19 @@ def result_fields(out: dict) -> dict:
     return {k: out[k] for k in keep if k in out}
 
 
+#: Set by srun for the processes of a job step. An MPI program started there without mpirun
+#: (one rank, a singleton) is taken by Open MPI for one launched by srun itself, and
+#: without SLURM PMI support (Debian's Open MPI) it aborts in MPI_Init: "The application
+#: appears to have been direct launched using srun". snakemake's SLURM executor runs
+#: every job in such a step.
+SRUN_STEP_VARIABLES = ("SLURM_STEP_ID", "SLURM_STEPID")
+
+
+def mpi_singleton_env(env: dict[str, str]) -> dict[str, str]:
+    """`env` for an MPI program started as a singleton (no mpirun), also inside a SLURM step."""
+    return {k: v for k, v in env.items() if k not in SRUN_STEP_VARIABLES}
+
+
 def run_env(spec: RunSpec) -> dict[str, str]:
     env = dict(os.environ)
     env.update(spec.env)

@@ -23,8 +23,8 @@ import tempfile
 from pathlib import Path
 
 from testbed.engines import RunSpec
-from testbed.engines.lu_app import (check_sizes, distribution_args, kernel_args, parse_output, result_fields,
-                                    run_env)
+from testbed.engines.lu_app import (check_sizes, distribution_args, kernel_args, mpi_singleton_env, parse_output,
+                                    result_fields, run_env)
 from testbed.errors import InputError
 from testbed.paths import LU_REAL, binary
 
@@ -74,6 +74,8 @@ def run(spec: RunSpec) -> dict:
         if cmd:  # Open MPI forwards only the variables named with -x
             for var in sorted(k for k in env if k.startswith("STARPU_") or k == "OMP_NUM_THREADS"):
                 cmd += ["-x", var]
+        else:
+            env = mpi_singleton_env(env)
         proc = subprocess.run(cmd + [str(lu)] + args, env=env, capture_output=True, text=True, cwd=workdir)
         out = parse_output(proc.stdout, proc.stderr, proc.returncode, "apps/lu (real)")
     result = result_fields(out)
