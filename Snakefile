@@ -29,6 +29,26 @@ include: "workflows/report.smk"
 include: "workflows/sensitivity.smk"
 
 
+# Under a batch executor (profiles/slurm, profiles/oar) only the heavy jobs go to the queue:
+# campaign and sensitivity batches (minutes of simulation) and a calibration (a whole node).
+# The rest takes seconds and runs where snakemake runs.
+localrules:
+    all,
+    platforms,
+    design,
+    runs,
+    analyze_tables,
+    analyze_plots,
+    report,
+    calibrate,
+    sensitivity_plan,
+    sensitivity_samples,
+    sensitivity_screening,
+    sensitivity_indices,
+    sensitivity_summary,
+    sensitivity,
+
+
 rule all:
     default_target: True
     input:

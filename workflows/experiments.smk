@@ -31,8 +31,11 @@ rule campaign_batch:
     log:
         "results/{experiment}/logs/batch-{batch}.log",
     threads: 1
+    # one batch job under a batch executor (profiles/slurm): one core, the minutes of its
+    # runs (study scale: 30 runs of 4-8 s), memory of one numasim run (90 MB at study scale)
     resources:
         runtime=120,
+        mem_mb=1000,
     shell:
         # progress of each run on the terminal and in the log
         "testbed campaign --design {input.design} --batch {wildcards.batch} "
