@@ -1,0 +1,321 @@
+"""Campaigns on a real SLURM cluster: batches through sbatch, faults, resume.
+
+A one-node cluster (slurmctld, slurmd, munged, slurmdbd + MariaDB for sacct) is started on
+this machine by envs/slurm-local.sh for the module and stopped at its end. The campaign goes
+through `snakemake --profile profiles/slurm all`, one batch job is cancelled with scancel,
+another batch's process is killed, snakemake itself is interrupted, and a second snakemake
+submits only the missing batches; runs.csv then equals the local run's but for wall_s.
+
+Select with `pytest -m slurm`. Skipped, with the reason, where the cluster cannot start
+(not root, SLURM not installed: `TESTBED_SLURM=1 bash envs/setup.sh`, or the ports or
+/etc/slurm/slurm.conf taken by another SLURM).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from testbed import ROOT
+from testbed.engines.lu_app import mpi_singleton_env
+from testbed.paths import LU_REAL
+
+from test_workflow import SNAKEMAKE, workflow_copy
+
+SCRIPT = ROOT / "envs" / "slurm-local.sh"
+MACHINE_TYPES = ("typea", "typeb")  # node features: one calibration job per machine type
+#: 4 configurations x 4 repetitions = 16 runs in 8 batches of 2 (tiny N: the runs take
+#: 0.1 s; a batch job's time is snakemake's start inside the job)
+CONFIG = {
+    "experiments": [{
+        "name": "ci", "cluster": "g5k-lille-21", "engine": "numasim",
+        "workload": {"n": 3840, "b": 960, "distribution": {"kind": "heterogeneous"}},
+        "factors": {"A": [-1, 1], "E": [-1, 1]}, "repetitions": 4, "seed": 20240501, "batches": 8,
+    }],
+    "analysis": {"boxplots": [["A"], ["A", "E"]]},
+    "report": {"title": "ci on SLURM", "reference": None},
+}
+BATCHES = [f"{i:03d}" for i in range(8)]
+#: the plugin's first status query 1 s after a submission instead of 40 s
+FAST = ("--slurm-init-seconds-before-status-checks", "1")
+SACCT_FIELDS = ["JobIDRaw", "State", "Comment", "ReqMem", "Timelimit", "AllocCPUS", "Constraints"]
+
+
+def cannot_start() -> str | None:
+    if shutil.which("bash") is None:
+        return "no bash"
+    check = subprocess.run(["bash", str(SCRIPT), "check"], capture_output=True, text=True)
+    return None if check.returncode == 0 else (check.stdout + check.stderr).strip()
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """Environment of a running one-node SLURM cluster with accounting."""
+    why = cannot_start()
+    if why:
+        pytest.skip(f"no SLURM cluster can start here: {why}")
+    # not under pytest's 0700 tmp: munged runs as the munge user and must reach its socket
+    state = Path(tempfile.mkdtemp(prefix="testbed-slurm-"))
+    state.chmod(0o755)
+    env = {**os.environ, "SLURM_LOCAL_ACCOUNTING": "yes", "SLURM_LOCAL_FEATURES": ",".join(MACHINE_TYPES)}
+    try:
+        start = subprocess.run(["bash", str(SCRIPT), "start", str(state)], env=env, capture_output=True,
+                               text=True, timeout=180)
+        assert start.returncode == 0, start.stderr
+        conf = start.stdout.strip().removeprefix("export SLURM_CONF=")
+        # the jobs run this checkout's testbed (PYTHONPATH) and the venv's commands (PATH)
+        yield {**os.environ, "SLURM_CONF": conf, "PYTHONPATH": str(ROOT),
+               "PATH": f"{SNAKEMAKE.parent}:{os.environ['PATH']}"}
+    finally:
+        subprocess.run(["bash", str(SCRIPT), "stop", str(state)], env=env, timeout=120)
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def sacct(env: dict) -> list[dict]:
+    out = subprocess.run(["sacct", "-X", "-n", "-P", "--starttime", "now-1days",
+                          f"--format={','.join(SACCT_FIELDS)}"],
+                         env=env, capture_output=True, text=True, check=True).stdout
+    return [dict(zip(SACCT_FIELDS, line.split("|"))) for line in out.splitlines() if line]
+
+
+def batch_of(job: dict) -> str | None:
+    """Batch number from the plugin's comment rule_campaign_batch_wildcards_ci_003."""
+    prefix = "rule_campaign_batch_wildcards_ci_"
+    return job["Comment"][len(prefix):] if job["Comment"].startswith(prefix) else None
+
+
+def running_batches(env: dict) -> dict[str, str]:
+    """Running batch jobs: job id -> batch."""
+    out = subprocess.run(["squeue", "-h", "-t", "RUNNING", "-o", "%i|%k"], env=env, capture_output=True,
+                         text=True).stdout
+    jobs = {}
+    for line in out.splitlines():
+        job_id, _, comment = line.partition("|")
+        batch = batch_of({"Comment": comment})
+        if batch:
+            jobs[job_id] = batch
+    return jobs
+
+
+def campaign_processes(workdir: Path) -> dict[int, str]:
+    """`testbed campaign --batch N` processes running in workdir: pid -> batch."""
+    found = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            cwd = os.readlink(proc / "cwd")
+        except OSError:
+            continue
+        args = [a.decode(errors="replace") for a in argv]
+        if "campaign" in args and "--batch" in args and any(a.endswith("/testbed") for a in args[:2]) \
+                and Path(cwd) == workdir.resolve():
+            found[int(proc.name)] = f"{int(args[args.index('--batch') + 1]):03d}"
+    return found
+
+
+def processes_in(workdir: Path) -> list[str]:
+    """Processes (but this one) whose working directory is in workdir: what the jobs left."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            if Path(os.readlink(proc / "cwd")).is_relative_to(workdir.resolve()):
+                argv = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                found.append(f"{proc.name}: {argv[:200]}")
+        except OSError:
+            continue
+    return found
+
+
+def wait_for(what: str, predicate, timeout: float, proc: subprocess.Popen | None = None, log: Path | None = None,
+             poll: float = 0.05, fail: bool = True):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        if proc is not None and proc.poll() is not None:
+            pytest.fail(f"snakemake ended (rc {proc.returncode}) before {what}: {log.read_text()[-3000:]}")
+        time.sleep(poll)
+    if not fail:
+        return None
+    pytest.fail(f"timeout ({timeout} s) waiting for {what}")
+
+
+def finished_batches(log: str) -> set[str]:
+    """Batches that snakemake counted as done, from its log (rule blocks name output and jobid)."""
+    jobs = {}
+    for block in log.split("rule campaign_batch:")[1:]:
+        output = re.search(r"output: results/ci/batches/batch-(\d+)\.csv", block)
+        jobid = re.search(r"jobid: (\d+)", block)
+        if output and jobid:
+            jobs[jobid[1]] = output[1]
+    return {jobs[j] for j in re.findall(r"Finished jobid: (\d+) \(Rule: campaign_batch\)", log) if j in jobs}
+
+
+def cancel_a_running_batch(running, cancel, cancelled, not_batch: str, proc, log: Path) -> tuple[str, str]:
+    """Cancel a running batch job (not of batch not_batch); one that ended first does not count,
+    the next running one is taken. Returns (job id, batch)."""
+    tried = set()
+    for _ in range(10):
+        job, batch = wait_for("a running batch job", lambda: next(
+            ((j, b) for j, b in running().items() if b != not_batch and j not in tried), None), 180, proc, log)
+        tried.add(job)
+        cancel(job)
+        if wait_for("the cancelled job's end", lambda: cancelled(job), 120) == "cancelled":
+            return job, batch
+    pytest.fail(f"every batch job ended before its cancellation: {sorted(tried)}")
+
+
+def check_resume(first: str, second_batches: list[str], out: Path, done: dict[str, int]) -> None:
+    """The second run ran every missing batch once, none that the first run saw finish, and
+    left the batch tables it did not rerun as they were."""
+    unfinished = set(BATCHES) - finished_batches(first)
+    missing = {b for b in BATCHES if f"batch-{b}.csv" not in done}
+    assert missing, f"the interrupt came after the last batch, nothing to resume: {first[-5000:]}"
+    # a batch that ended while snakemake was interrupted counts as done if the job's own
+    # snakemake recorded it (shared .snakemake), else it is incomplete and reruns
+    assert len(second_batches) == len(set(second_batches)), second_batches
+    assert missing <= set(second_batches) <= unfinished, (second_batches, missing, unfinished)
+    kept = {p.name: p.stat().st_mtime_ns for p in out.glob("batch-*.csv")}
+    for b in set(BATCHES) - set(second_batches) - missing:
+        assert kept[f"batch-{b}.csv"] == done[f"batch-{b}.csv"], b
+
+
+def without_wall_time(path: Path) -> list[list[str]]:
+    rows = list(csv.reader(path.open()))
+    i = rows[0].index("wall_s")
+    return [r[:i] + r[i + 1:] for r in rows]
+
+
+def test_mpi_singletons_do_not_take_a_slurm_step_for_their_launcher():
+    """Open MPI aborts a singleton that sees srun's step variables (calibration, real engine)."""
+    env = {"SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0", "SLURM_STEPID": "0", "STARPU_SCHED": "dmdas"}
+    assert mpi_singleton_env(env) == {"SLURM_JOB_ID": "7", "STARPU_SCHED": "dmdas"}
+    if LU_REAL.exists() and shutil.which("mpirun"):
+        run = subprocess.run([str(LU_REAL), "--n", "128", "--b", "64"], capture_output=True, text=True,
+                             env=mpi_singleton_env({**os.environ, **env, "STARPU_SILENT": "1"}), timeout=120)
+        assert run.returncode == 0, run.stderr[-2000:]
+
+
+@pytest.mark.slurm
+def test_campaign_on_slurm_survives_scancel_a_killed_batch_and_an_interrupt(cluster, tmp_path: Path):
+    env = cluster
+    # reference: the same campaign on this machine, without SLURM
+    local = workflow_copy(tmp_path / "local", CONFIG)
+    ref = subprocess.run([str(SNAKEMAKE), "--cores", "2", "results/ci/runs.csv"], cwd=local, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert ref.returncode == 0, ref.stderr[-3000:]
+
+    wf = workflow_copy(tmp_path / "slurm", CONFIG)
+    profile = ["--profile", str(ROOT / "profiles" / "slurm")]
+    out = wf / "results" / "ci" / "batches"
+    first_log = tmp_path / "first.log"
+    with first_log.open("w") as log:
+        first = subprocess.Popen([str(SNAKEMAKE), *profile, "all", *FAST], cwd=wf, env=env, stdout=log,
+                                 stderr=subprocess.STDOUT)
+    try:
+        # fault 1: a batch's `testbed campaign` process killed mid-run (the job fails);
+        # fault 2: another running batch job cancelled with scancel
+        pid, killed = next(iter(wait_for("a running batch process", lambda: campaign_processes(wf), 240,
+                                         first, first_log).items()))
+        os.kill(pid, signal.SIGKILL)
+
+        def state(job: str) -> str | None:
+            out = subprocess.run(["sacct", "-X", "-n", "-P", "-o", "State", "-j", job], env=env,
+                                 capture_output=True, text=True).stdout.strip()
+            return "cancelled" if out.startswith("CANCELLED") else "ended" if out in ("COMPLETED", "FAILED") else None
+
+        job, cancelled = cancel_a_running_batch(
+            lambda: running_batches(env), lambda j: subprocess.run(["scancel", j], env=env, check=True), state,
+            killed, first, first_log)
+        # the profile's retries=1 resubmits both (behind the queued batches); fault 3: snakemake
+        # interrupted halfway, it cancels its SLURM jobs and stops
+        # (the retries are queued behind the other batches: when half of the tables are written
+        # some batches are left, whatever snakemake's status queries have seen yet)
+        wait_for("half of the batches", lambda: len(list(out.glob("batch-*.csv"))) >= 4, 300, first, first_log,
+                 poll=0.2)
+        first.send_signal(signal.SIGINT)
+        first.wait(timeout=120)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    log = first_log.read_text()
+    assert first.returncode != 0, log[-3000:]
+    # nothing of the interrupted campaign is left in the queue, nor on the node
+    queue = lambda: subprocess.run(["squeue", "-h", "-o", "%i %T %k %r"], env=env, capture_output=True,  # noqa: E731
+                                   text=True).stdout.strip()
+    if not wait_for("an empty queue", lambda: not queue(), 120, fail=False):
+        pytest.fail(f"jobs left after the interrupt:\n{queue()}\n{log[-5000:]}")
+    wait_for("no process left by the cancelled jobs", lambda: not processes_in(wf), 60)
+    done = {p.name: p.stat().st_mtime_ns for p in out.glob("batch-*.csv")}
+    jobs_first = sacct(env)
+    states = [(batch_of(j), j["State"].split()[0]) for j in jobs_first]
+    assert (killed, "FAILED") in states and (cancelled, "CANCELLED") in states, jobs_first
+    assert log.count("Trying to restart job") == 2, log[-3000:]
+    assert [b for b, _ in states].count(killed) == 2 and [b for b, _ in states].count(cancelled) == 2, jobs_first
+
+    # resume: only the batches snakemake had not seen finish are submitted; the others are kept
+    second = subprocess.run([str(SNAKEMAKE), *profile, "all", *FAST], cwd=wf, env=env, capture_output=True,
+                            text=True, timeout=900)
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    seen = {j["JobIDRaw"] for j in jobs_first}
+    jobs_second = [j for j in sacct(env) if j["JobIDRaw"] not in seen]
+    assert all(j["State"] == "COMPLETED" for j in jobs_second), jobs_second
+    check_resume(log, [batch_of(j) for j in jobs_second], out, done)
+
+    # every batch went through SLURM, each job with the rule's resources and its own log (a
+    # job cancelled by the interrupt after its table was written may be the batch's only one)
+    all_jobs = jobs_first + jobs_second
+    assert {batch_of(j) for j in all_jobs} == set(BATCHES), all_jobs
+    for j in all_jobs:
+        assert (j["ReqMem"], j["Timelimit"], j["AllocCPUS"]) == ("1000M", "02:00:00", "1"), j
+        if j["State"] in ("COMPLETED", "FAILED") or j["JobIDRaw"] == job:  # not cancelled while pending
+            assert (wf / ".snakemake" / "slurm_logs" / "rule_campaign_batch" / f"ci_{batch_of(j)}"
+                    / f"{j['JobIDRaw']}.log").exists(), j
+    for b in BATCHES:
+        assert f"[ci batch {int(b)}] run 2/2" in (wf / "results" / "ci" / "logs" / f"batch-{b}.log").read_text()
+    assert (wf / "results" / "report" / "report.html").exists()
+    assert not processes_in(wf)
+
+    # the campaign's result is the local run's, byte for byte but for the wall times
+    assert (wf / "results/ci/design.csv").read_bytes() == (local / "results/ci/design.csv").read_bytes()
+    assert without_wall_time(wf / "results/ci/runs.csv") == without_wall_time(local / "results/ci/runs.csv")
+
+
+@pytest.mark.slurm
+def test_calibration_profile_submits_one_exclusive_job_per_machine_type(cluster, tmp_path: Path):
+    env = cluster
+    wf = workflow_copy(tmp_path / "wf")
+    (wf / "calibration").unlink()  # the bundles are written here, not into the checkout
+    (wf / "calibration").mkdir()
+    seen = {j["JobIDRaw"] for j in sacct(env)}
+    small = "{b: [64], reps: 3, bw_mb: 32, bw_reps: 2, lu_nt: 5, max_rounds: 15, lu_reps: 2, paired_runs: 0}"
+    for machine in MACHINE_TYPES:
+        run = subprocess.run([str(SNAKEMAKE), "--profile", str(ROOT / "profiles" / "calibrate-slurm"), "calibrate",
+                              "--config", f"machine={machine}", f"calibration={small}",
+                              "--set-resources", f"calibration_bundle:constraint={machine}",
+                              "calibration_bundle:mem_mb=1000", *FAST],  # the profile's 16 GB: not on every CI machine
+                             cwd=wf, env=env, capture_output=True, text=True, timeout=900)
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+        assert (wf / "calibration" / machine / "validation.json").exists()
+    jobs = [j for j in sacct(env) if j["JobIDRaw"] not in seen]
+    assert sorted(j["Constraints"] for j in jobs) == list(MACHINE_TYPES), jobs
+    for j in jobs:
+        # --exclusive: the whole node (every core) for the microbenchmarks
+        assert j["State"] == "COMPLETED" and j["Comment"] == f"rule_calibration_bundle_wildcards_{j['Constraints']}", j
+        assert int(j["AllocCPUS"]) == os.cpu_count() and j["ReqMem"] == "1000M", j
