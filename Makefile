@@ -6,7 +6,7 @@ BUILD := $(CURDIR)/build
 CORES ?= all
 export PATH := $(VENV)/bin:$(PATH)
 
-.PHONY: run test sensitivity setup build build-simulator build-lu test-python test-cpp lint clean
+.PHONY: run test sensitivity setup build build-simulator build-lu test-python test-cpp test-schedulers lint clean
 
 run: setup build
 	snakemake --cores $(CORES) all
@@ -33,8 +33,14 @@ build-lu:
 test-cpp:
 	@cd $(BUILD)/simulator && if [ -x numasim_tests ]; then ctest --output-on-failure; else echo "no C++ tests built"; fi
 
+# -rs: the reason of every skipped test (e.g. no SLURM or OAR cluster can start here)
 test-python:
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -rs
+
+# the campaigns on one-node SLURM and OAR clusters only (tests/test_slurm.py, tests/test_oar.py;
+# TESTBED_SLURM=1 TESTBED_OAR=1 bash envs/setup.sh installs them)
+test-schedulers:
+	$(PY) -m pytest -q -rs -m "slurm or oar"
 
 lint:
 	snakemake --lint

@@ -14,6 +14,14 @@
 #   TESTBED_STARPU_BUILDS="simgrid native"   which StarPU builds to make ("none": none)
 #   TESTBED_CUDA=auto|yes|no      native build with CUDA: auto = when nvcc is found
 #   TESTBED_PYTHON=0              skip the Python venv
+#   TESTBED_SLURM=1               also SLURM 22.05 (slurmctld, slurmd, slurm-client, munge,
+#                                 slurmdbd, mariadb-server) for tests/test_slurm.py and
+#                                 envs/slurm-local.sh (.ci/run sets it; about 50 s of apt)
+#   TESTBED_OAR=1                 also OAR 2.5.9 (oar-server, oar-node, oar-user with PostgreSQL)
+#                                 and the user testbed-oar that submits (OAR refuses root), for
+#                                 tests/test_oar.py and envs/oar-local.sh (.ci/run sets it)
+#                                 On a machine with systemd, apt starts munge, MariaDB and
+#                                 PostgreSQL as services; the local clusters run their own.
 #   STARPU_EXTRA_CONFIGURE_FLAGS  more configure flags for the native build (e.g. --without-hwloc)
 #   TESTBED_KEEP_BUILD_TREES=1    keep .deps/build-* after installing (about 650 MB)
 #
@@ -32,6 +40,8 @@ TESTBED_APT="${TESTBED_APT:-1}"
 TESTBED_STARPU_BUILDS="${TESTBED_STARPU_BUILDS:-simgrid native}"
 TESTBED_CUDA="${TESTBED_CUDA:-auto}"
 TESTBED_PYTHON="${TESTBED_PYTHON:-1}"
+TESTBED_SLURM="${TESTBED_SLURM:-0}"
+TESTBED_OAR="${TESTBED_OAR:-0}"
 JOBS="$(nproc)"
 mkdir -p "$DEPS"
 
@@ -58,6 +68,13 @@ APT_PACKAGES=(
   libgtest-dev
   dpkg-dev
 )
+# batch schedulers, for trying the profiles on a one-node cluster of this machine
+if [ "$TESTBED_SLURM" = 1 ]; then
+  APT_PACKAGES+=(slurmctld slurmd slurm-client munge slurmdbd mariadb-server)
+fi
+if [ "$TESTBED_OAR" = 1 ]; then
+  APT_PACKAGES+=(oar-server oar-server-pgsql oar-node oar-user oar-user-pgsql postgresql)
+fi
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -72,6 +89,11 @@ elif [ "${#missing[@]}" -gt 0 ]; then
     || die "apt-get install failed for: ${missing[*]} (registry unreachable or package unknown)"
 else
   say "Debian packages: all present"
+fi
+
+if [ "$TESTBED_OAR" = 1 ] && ! id testbed-oar >/dev/null 2>&1; then
+  say "adding the user testbed-oar (submits the OAR test's jobs: OAR refuses root)"
+  $SUDO useradd --create-home --shell /bin/bash testbed-oar || die "useradd testbed-oar failed"
 fi
 
 # ---------------------------------------------------------------- StarPU sources
