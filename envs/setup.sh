@@ -93,7 +93,7 @@ fi
 
 if [ "$TESTBED_OAR" = 1 ] && ! id testbed-oar >/dev/null 2>&1; then
   say "adding the user testbed-oar (submits the OAR test's jobs: OAR refuses root)"
-  $SUDO useradd --create-home --shell /bin/bash testbed-oar || die "useradd testbed-oar failed"
+  as_root useradd --create-home --shell /bin/bash testbed-oar || die "useradd testbed-oar failed"
 fi
 
 # ---------------------------------------------------------------- StarPU sources
