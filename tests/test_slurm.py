@@ -246,6 +246,11 @@ def test_campaign_on_slurm_survives_scancel_a_killed_batch_and_an_interrupt(clus
         # interrupted halfway, it cancels its SLURM jobs and stops
         # (the retries are queued behind the other batches: when half of the tables are written
         # some batches are left, whatever snakemake's status queries have seen yet)
+        # both failures must have been seen by snakemake's status queries (and resubmitted) before
+        # the interrupt: how fast they are seen depends on the machine's load
+        wait_for("snakemake to restart both failed batches",
+                 lambda: first_log.read_text().count("Trying to restart job") >= 2, 300, first, first_log,
+                 poll=0.2)
         wait_for("half of the batches", lambda: len(list(out.glob("batch-*.csv"))) >= 4, 300, first, first_log,
                  poll=0.2)
         first.send_signal(signal.SIGINT)
