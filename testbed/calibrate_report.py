@@ -123,6 +123,16 @@ def validation_lines(b: Path) -> list[str]:
                           _kept(r.get("samples"))]
                          for label, runs in p["variants"].items() for r in runs])
         lines += [""]
+    m = v.get("memory_microbenchmarks")
+    if m:
+        lines += [f"Memory microbenchmarks simulated with numasim's memory model (docs/memory-model.md): "
+                  f"{m['reproduced']} of {m['total']} numa_bench quantities within ±{m['tolerance_pct']:.0f}%:", ""]
+        lines += _table(["kernel", "b", "load", "thread node", "data node", "quantity", "measured", "simulated",
+                         "error"],
+                        [[c["kernel"], c["b"], c["load"], c["thread_node"], c["data_node"], c["quantity"],
+                          f"{c['measured']:.3f}", f"{c['simulated']:.3f}", f"{c['error_pct']:+.1f}%"]
+                         for c in m["cells"]])
+        lines += [""]
     if v.get("diagnosis"):
         lines += ["Diagnosis (computed from the measurements above):", ""]
         lines += [f"* {note}" for note in v["diagnosis"]] + [""]

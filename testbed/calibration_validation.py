@@ -216,6 +216,18 @@ def paired_check(bundle: Path, machine: str, lu: Path, ref: dict, pdir: Path, mo
     return out
 
 
+def memory_check(bundle: Path, machine_yaml: Path, pdir: Path, commands: list[str]) -> dict[str, Any] | None:
+    """The bundle's numa_bench cells simulated with numasim's memory model (testbed/memory_microbench.py)."""
+    from testbed.memory_microbench import bundle_check
+
+    if not list((bundle / "numa" / "raw").glob("*-alone.csv")):
+        return None
+    numa = yaml.safe_load(machine_yaml.read_text()).get("numa") or {}
+    kc = (numa.get("gemm_block_k") or {}).get("value")
+    commands.append(f"memory_bench {pdir / 'numasim.xml'} NODE kernel ... (one per numa_bench cell)")
+    return bundle_check(bundle, pdir / "numasim.xml", kc)
+
+
 def validate(bundle: Path, machine: str, lu: Path, commands: list[str],
              paired_runs: int = PAIRED_RUNS) -> dict[str, Any]:
     bundle = bundle.resolve()
@@ -236,6 +248,7 @@ def validate(bundle: Path, machine: str, lu: Path, commands: list[str],
         same = committed.is_file() and committed.read_text() == machine_yaml.read_text()
         pair = (paired_check(bundle, machine, lu, ref, pdir, name, env, work, commands, paired_runs)
                 if paired_runs > 0 else None)
+        memory = memory_check(bundle, machine_yaml, pdir, commands)
     spans = [s["makespan_s"] for s in sims]
     sim_mean = sum(spans) / len(spans)
     diff = (sim_mean - real_mean) / real_mean
@@ -264,6 +277,8 @@ def validate(bundle: Path, machine: str, lu: Path, commands: list[str],
     }
     if pair:
         doc["paired"] = pair
+    if memory:
+        doc["memory_microbenchmarks"] = memory
     doc["diagnosis"] = diagnosis(doc)
     return doc
 

@@ -190,7 +190,27 @@ def _kernel_rates(data: dict, kernels: dict, kfile: Path, label: str, missing: l
             missing.append(f"gpus[{j}].flops: kernels.yaml has no CUDA dgemm time")
 
 
+def _core_bandwidth(data: dict, bundle: Path, label: str) -> None:
+    """One core's memory bandwidth: numa_bench's BLAS1 kernel alone on local data (daxpy on b*b
+    vectors reads x and reads and writes y: 3 b^2 doubles per call), at its largest tile size."""
+    runs = sorted(((int(p.stem.split("-b")[1].split("-")[0]), p) for p in (bundle / "numa" / "raw").glob("daxpy-b*-alone.csv")),
+                  reverse=True)
+    if not runs:
+        return
+    b, path = runs[0]
+    cells = {(int(r["thread_node"]), int(r["data_node"])): r for r in _read_csv(path)}
+    for k, node in enumerate(data["numa_nodes"]):
+        r = cells.get((k, k))
+        if r is None or not float(r["median_s"]) > 0:
+            continue
+        node["core_bandwidth_Bps"] = {
+            "value": float(f"{3 * b * b * 8 / float(r['median_s']):.6g}"),
+            "derived": f"{label}/numa/raw/{path.name}: 3 * {b}^2 * 8 bytes (daxpy reads x, reads and writes y) / "
+                       f"median_s {r['median_s']} of the cell thread_node {k}, data_node {k} (one thread alone)"}
+
+
 def _bandwidth(data: dict, bundle: Path, label: str, missing: list[str]) -> None:
+    _core_bandwidth(data, bundle, label)
     path = bundle / "numa" / "bandwidth.csv"
     rows = _read_csv(path) if path.is_file() else []
     node_rows = {(int(r["thread_node"]), int(r["data_node"])): r for r in rows

@@ -384,6 +384,13 @@ def parse_machine(data: Any, file: Path) -> Machine:
             kernels = ROOT / kernels
         if not (kernels / "kernels.yaml").is_file():
             raise InputError(file, "kernels", f"a calibration bundle directory containing kernels.yaml, got {data['kernels']!r}")
+    curve = (data.get("numa") or {}).get("loaded_latency")
+    if curve is not None:
+        points = curve["value"]
+        if any(b[0] <= a[0] or b[1] < a[1] for a, b in zip(points, points[1:])):
+            raise InputError(file, "numa.loaded_latency.value",
+                             f"[utilisation, latency ratio] points with increasing utilisations and non-decreasing "
+                             f"ratios, got {points}")
     cpu = data["cpu"]
     return Machine(
         name=data["name"],

@@ -71,6 +71,8 @@ def _node_zone(parent: etree._Element, node: Node) -> None:
     for key, q in sorted((m.raw.get("numa") or {}).items()):
         if isinstance(q, dict) and isinstance(q.get("value"), (int, float)) and not isinstance(q["value"], bool):
             _props(zone, **{f"numa_{key}": f"{q['value']:.10g}"})
+        elif key == "loaded_latency":  # the curve, as simulator/src/memory_model.cpp reads it
+            _props(zone, numa_loaded_latency=",".join(f"{u:.10g}:{r:.10g}" for u, r in q["value"]))
 
     for numa in m.numa_nodes:
         for core in numa.cores:

@@ -11,6 +11,20 @@ XBT_LOG_NEW_DEFAULT_CATEGORY(numasim_numa, "numasim NUMA mechanisms");
 
 namespace numasim {
 
+namespace {
+// The BLAS kernel of a task kind: the names of numa_bench's kernels and of the stall fractions.
+const char* kernel_of(TaskKind k)
+{
+  switch (k) {
+    case TaskKind::getrf: return "dgetrf_nopiv";
+    case TaskKind::trsm_row:
+    case TaskKind::trsm_col: return "dtrsm";
+    case TaskKind::gemm: return "dgemm";
+  }
+  return "?";
+}
+} // namespace
+
 NumaParams NumaParams::from_zone(const sg4::NetZone* zone, const std::string& file)
 {
   NumaParams p;
@@ -58,6 +72,9 @@ void NumaEffects::init()
     const NodeThreads& th = S.threads_[r];
     RankInfo& ri = ranks_[r];
     ri.p = NumaParams::from_zone(n.cpus.front().host->get_englobing_zone(), S.cfg_.platform);
+    ri.mem = std::make_unique<MemorySystem>(n, S.cfg_.platform);
+    for (int k = 0; k < kNumKinds; k++)
+      ri.stall[k] = ri.mem->params().stall(kernel_of(static_cast<TaskKind>(k)));
     ri.use_numa = env.use_numa;
     ri.main_numa = th.main_numa;
     ri.mpi_numa = th.mpi_numa;
@@ -376,43 +393,47 @@ void NumaEffects::run_task(Worker& w, uint32_t task, double duration)
   t.start = now;
   if (ranks_[w.rank].balancing)
     hinting_faults(w, task);
-  // Remote memory traffic of the kernel, concurrent with the computation: read-only operands are
-  // read once; the written tile is read and written once per pass over k (ceil(b / kc) passes of
-  // a k-blocked BLAS; one pass without kc). Pages on the worker's own node cost nothing beyond
-  // the calibrated duration (the models were measured with local data).
-  const RankInfo& ri = ranks_[w.rank];
+  // The kernel's memory traffic (docs/memory-model.md): read-only operands are read once; the
+  // written tile is read and written once per pass over k (ceil(b / kc) passes of a k-blocked
+  // BLAS; one pass without kc). All of it, local or remote, goes through the memory controller of
+  // the node holding the pages, concurrently with the computation; the part of the kernel stalled
+  // on memory latency grows with the latency of those pages (hop, controller load).
+  RankInfo& ri = ranks_[w.rank];
   double passes = ri.p.gemm_block_k > 0 ? std::ceil(S.cfg_.b / ri.p.gemm_block_k) : 1.0;
-  double by_node[4] = {0, 0, 0, 0};
+  double by_node[kMaxNumaNodes] = {0, 0, 0, 0};
   uint8_t packed = 0;
+  double remote = 0;
   for (uint8_t i = 0; i < t.nbuf; i++) {
     uint32_t h = S.handle(w.rank, t.tiles[i]);
     int p = operand_numa(w, h);
     packed |= static_cast<uint8_t>((p >= 0 && p < 3 ? p : 3) << (2 * i));
-    if (p < 0 || p == w.numa || p >= 4)
+    if (p < 0 || p >= ri.mem->nnuma())
       continue;
-    by_node[p] += (i + 1 == t.nbuf ? 2 * passes : 1.0) * S.tile_bytes_;
+    double bytes = (i + 1 == t.nbuf ? 2 * passes : 1.0) * S.tile_bytes_;
+    by_node[p] += bytes;
+    if (p != w.numa)
+      remote += bytes;
   }
   for (uint8_t i = t.nbuf; i < 4; i++)
     packed |= static_cast<uint8_t>(3u << (2 * i));
   op_pages_[task] = packed;
-  // At most one flow per NUMA node: a fixed array (this runs for every CPU task).
-  std::array<sg4::CommPtr, 4> traffic;
-  size_t nflows = 0;
-  double remote = 0;
-  for (int p = 0; p < 4; p++)
-    if (by_node[p] > 0) {
-      traffic[nflows++] = sg4::Comm::sendto_async(ri.ram[p], w.host, static_cast<uint64_t>(by_node[p]));
-      remote += by_node[p];
-    }
   remote_bytes_[task] = static_cast<float>(remote);
   if (remote > 0) {
     remote_total_ += remote;
     remote_tasks_++;
   }
-  if (duration > 0)
-    sg4::this_actor::sleep_for(duration);
+  for (int p = 0; p < kMaxNumaNodes; p++)
+    kernel_bytes_ += by_node[p];
+  ri.mem->begin_kernel(by_node, duration);
+  const double d = ri.mem->stretched(ri.stall[static_cast<int>(t.kind)], w.numa, by_node, duration);
+  stall_time_ += d - duration;
+  std::array<sg4::CommPtr, kMaxNumaNodes> traffic;
+  const size_t nflows = ri.mem->start_traffic(w.host, by_node, traffic);
+  if (d > 0)
+    sg4::this_actor::sleep_for(d);
   for (size_t i = 0; i < nflows; i++)
     traffic[i]->wait();
+  ri.mem->end_kernel(by_node, duration);
 }
 
 std::string NumaEffects::operand_pages(uint32_t task) const
@@ -476,7 +497,9 @@ std::map<std::string, double> NumaEffects::summary() const
           {"fault_time_s", fault_time_},
           {"migrations", static_cast<double>(migrations_)},
           {"migrated_bytes", migrated_bytes_},
-          {"gpu_launch_waits", static_cast<double>(launch_waits_)}};
+          {"gpu_launch_waits", static_cast<double>(launch_waits_)},
+          {"memory_stall_s", stall_time_},
+          {"kernel_memory_bytes", kernel_bytes_}};
 }
 
 } // namespace numasim

@@ -7,10 +7,12 @@
 // (`numa:` section, passed as `numa_*` zone properties, docs/interfaces.md §2).
 #pragma once
 #include "config.hpp"
+#include "memory_model.hpp"
 #include "platform.hpp"
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -68,6 +70,8 @@ public:
 private:
   struct RankInfo {
     NumaParams p;
+    std::unique_ptr<MemorySystem> mem;
+    double stall[kNumKinds] = {0, 0, 0, 0}; // stall fraction per task kind
     bool use_numa = false, pinned = false, balancing = false;
     int main_numa = 0, mpi_numa = 0;
     sg4::Host* mpi_host = nullptr;
@@ -99,7 +103,7 @@ private:
   std::map<std::pair<const sg4::Host*, const sg4::Host*>, std::pair<double, double>> latbw_;
   std::vector<std::pair<sg4::Host*, sg4::Host*>> split_; // [src rank * nranks + dst rank]: NICs, see network_split
   std::vector<uint8_t> split_known_;
-  double remote_total_ = 0, migrated_bytes_ = 0, fault_time_ = 0;
+  double remote_total_ = 0, migrated_bytes_ = 0, fault_time_ = 0, stall_time_ = 0, kernel_bytes_ = 0;
   uint64_t migrations_ = 0, faults_ = 0, launch_waits_ = 0, remote_tasks_ = 0;
 
   sg4::Host* ram_host(int rank, uint32_t h, int gmem) const;

@@ -1,0 +1,167 @@
+#include "memory_model.hpp"
+#include "error.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+XBT_LOG_NEW_DEFAULT_CATEGORY(numasim_memory, "numasim memory system");
+
+namespace numasim {
+
+namespace {
+double parse_number(const std::string& text, bool& ok)
+{
+  char* end = nullptr;
+  double x = std::strtod(text.c_str(), &end);
+  ok = end != text.c_str() && *end == '\0' && std::isfinite(x);
+  return x;
+}
+} // namespace
+
+MemoryParams MemoryParams::from_zone(const sg4::NetZone* zone, const std::string& file)
+{
+  MemoryParams p;
+  const std::string where = "zone " + zone->get_name() + " property ";
+  if (const char* v = zone->get_property("numa_loaded_latency")) {
+    // "u:ratio,u:ratio,...": utilisations increasing in [0, 1], ratios >= 1 and non-decreasing.
+    std::stringstream ss(v);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      auto colon = item.find(':');
+      bool ok_u = false, ok_r = false;
+      double u = colon == std::string::npos ? 0 : parse_number(item.substr(0, colon), ok_u);
+      double r = colon == std::string::npos ? 0 : parse_number(item.substr(colon + 1), ok_r);
+      bool increasing = p.loaded_latency.empty() ||
+                        (u > p.loaded_latency.back().first && r >= p.loaded_latency.back().second);
+      if (!ok_u || !ok_r || u < 0 || u > 1 || r < 1 || !increasing)
+        throw InputError(file, where + "'numa_loaded_latency'",
+                         "'u:ratio,...' with utilisations increasing in [0, 1] and latency ratios >= 1, "
+                         "non-decreasing; got '" + std::string(v) + "'");
+      p.loaded_latency.emplace_back(u, r);
+    }
+  }
+  const std::string prefix = "numa_stall_fraction_";
+  for (const auto& [key, value] : *zone->get_properties()) {
+    if (key.rfind(prefix, 0) != 0)
+      continue;
+    bool ok = false;
+    double s = parse_number(value, ok);
+    if (!ok || s < 0 || s > 1)
+      throw InputError(file, where + "'" + key + "'", "a fraction in [0, 1], got '" + value + "'");
+    p.stall_fraction.emplace_back(key.substr(prefix.size()), s);
+  }
+  std::sort(p.stall_fraction.begin(), p.stall_fraction.end()); // properties are an unordered map
+  return p;
+}
+
+double MemoryParams::latency_ratio(double u) const
+{
+  if (loaded_latency.empty())
+    return 1.0;
+  if (u <= loaded_latency.front().first)
+    return loaded_latency.front().second;
+  for (size_t i = 1; i < loaded_latency.size(); i++) {
+    const auto& [u1, r1] = loaded_latency[i];
+    if (u <= u1) {
+      const auto& [u0, r0] = loaded_latency[i - 1];
+      return r0 + (r1 - r0) * (u - u0) / (u1 - u0);
+    }
+  }
+  return loaded_latency.back().second;
+}
+
+double MemoryParams::stall(const std::string& kernel) const
+{
+  for (const auto& [k, s] : stall_fraction)
+    if (k == kernel)
+      return s;
+  return 0;
+}
+
+MemorySystem::MemorySystem(const MachineNode& node, const std::string& file)
+    : p_(MemoryParams::from_zone(node.cpus.front().host->get_englobing_zone(), file))
+{
+  const int n = static_cast<int>(node.rams.size());
+  if (n > kMaxNumaNodes)
+    throw InputError(file, "node " + node.name + " ram hosts",
+                     "at most " + std::to_string(kMaxNumaNodes) + " NUMA nodes per machine node");
+  for (const auto& r : node.rams)
+    ram_.push_back(r.host);
+  auto core_on = [&](int numa) {
+    for (const auto& c : node.cpus)
+      if (c.numa == numa)
+        return c.host;
+    return node.cpus.front().host;
+  };
+  controller_.assign(n, nullptr);
+  demand_.assign(n, 0.0);
+  idle_latency_.assign(n, std::vector<double>(n, 0.0));
+  for (int d = 0; d < n; d++)
+    for (int t = 0; t < n; t++) {
+      std::vector<sg4::Link*> links;
+      double lat = 0;
+      ram_[d]->route_to(core_on(t), links, &lat);
+      idle_latency_[t][d] = lat;
+      for (auto* l : links)
+        if (link_class(l->get_name()) == "membus")
+          controller_[d] = l;
+    }
+}
+
+double MemorySystem::utilisation(int numa) const
+{
+  const sg4::Link* l = controller_[numa];
+  return l && l->get_bandwidth() > 0 ? std::min(1.0, demand_[numa] / l->get_bandwidth()) : 0.0;
+}
+
+void MemorySystem::begin_kernel(const double* bytes_by_node, double d)
+{
+  if (d > 0)
+    for (int p = 0; p < nnuma(); p++)
+      demand_[p] += bytes_by_node[p] / d;
+}
+
+void MemorySystem::end_kernel(const double* bytes_by_node, double d)
+{
+  if (d > 0)
+    for (int p = 0; p < nnuma(); p++)
+      demand_[p] = std::max(0.0, demand_[p] - bytes_by_node[p] / d);
+}
+
+double MemorySystem::latency_s(int t, int d) const
+{
+  // The controller's queueing delay grows with its load; the inter-socket hop adds its own idle
+  // latency (its own load is not modelled: the measured curves are per memory controller).
+  const double local = idle_latency_[d][d];
+  return local * p_.latency_ratio(utilisation(d)) + (idle_latency_[t][d] - local);
+}
+
+double MemorySystem::stretched(double sigma, int t, const double* bytes_by_node, double d0) const
+{
+  const double idle = idle_latency_[t][t];
+  if (sigma <= 0 || d0 <= 0 || idle <= 0)
+    return d0;
+  double bytes = 0, weighted = 0;
+  for (int p = 0; p < nnuma(); p++)
+    if (bytes_by_node[p] > 0) {
+      bytes += bytes_by_node[p];
+      weighted += bytes_by_node[p] * latency_s(t, p);
+    }
+  if (bytes <= 0)
+    return d0;
+  return d0 * (1 + sigma * (weighted / bytes / idle - 1));
+}
+
+size_t MemorySystem::start_traffic(sg4::Host* core, const double* bytes_by_node,
+                                   std::array<sg4::CommPtr, kMaxNumaNodes>& out) const
+{
+  size_t n = 0;
+  for (int p = 0; p < nnuma(); p++)
+    if (bytes_by_node[p] > 0 && ram_[p] != core)
+      out[n++] = sg4::Comm::sendto_async(ram_[p], core, static_cast<uint64_t>(bytes_by_node[p]));
+  return n;
+}
+
+} // namespace numasim

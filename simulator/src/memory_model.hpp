@@ -1,0 +1,76 @@
+// The memory system of one machine node: where a CPU kernel's memory traffic goes and how long
+// the kernel takes given where its operands live and how loaded the memory controllers are
+// (docs/memory-model.md). Two mechanisms, both from the literature:
+//  - bandwidth (roofline, Williams et al., CACM 2009): every byte a kernel moves, local or
+//    remote, is a SimGrid flow from the RAM of the node holding the pages to the kernel's core,
+//    concurrent with its computation; the kernel ends when both are done. The flow crosses that
+//    node's memory controller (the `membus` link), the inter-socket link when remote, and the
+//    core's link (one core's sustainable bandwidth), where it shares bandwidth with other kernels,
+//    GPU DMA and the NIC's DMA. A saturated controller stretches every kernel that reads through it.
+//    (SimGrid 3.32 ignores Comm::set_rate on host-to-host comms, so a flow is not spread over its
+//    kernel's duration: it runs at what the links give it, and the controller sees bursts.)
+//  - latency (the PaStiX NUMA factors, INRIA RR-7498; Intel MLC loaded-latency curves): a kernel
+//    spends a fraction sigma of its local, idle-memory time stalled on memory latency; that part
+//    scales with the latency of the path to its pages, which grows with the controller's
+//    utilisation (loaded-latency curve) and with the inter-socket hop.
+// Used by numasim (numa_effects.cpp) and by the microbenchmark simulator (tools/memory_bench.cpp),
+// so that the mechanism validated on the microbenchmarks is the one the LU runs on.
+#pragma once
+#include "platform.hpp"
+
+#include <array>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace numasim {
+
+constexpr int kMaxNumaNodes = 4; // NUMA nodes per machine node that numasim tracks page by page
+
+struct MemoryParams {
+  // (controller utilisation, latency / idle latency), increasing utilisations; empty: latency
+  // independent of the load. Zone property numa_loaded_latency = "u:ratio,u:ratio,...".
+  std::vector<std::pair<double, double>> loaded_latency;
+  // Fraction of a kernel's local idle-memory duration stalled on memory latency, by kernel name
+  // (dgemm, dtrsm, dgetrf_nopiv, daxpy...): zone properties numa_stall_fraction_<kernel>.
+  std::vector<std::pair<std::string, double>> stall_fraction;
+
+  static MemoryParams from_zone(const sg4::NetZone* zone, const std::string& platform_file);
+  double latency_ratio(double utilisation) const; // piecewise linear, flat outside the points
+  double stall(const std::string& kernel) const;  // 0 when the description gives none
+};
+
+class MemorySystem {
+public:
+  MemorySystem(const MachineNode& node, const std::string& platform_file);
+
+  int nnuma() const { return static_cast<int>(ram_.size()); }
+  sg4::Host* ram(int numa) const { return ram_[numa]; }
+  const MemoryParams& params() const { return p_; }
+  // Utilisation of NUMA node `numa`'s memory controller now: the average traffic rates of the
+  // kernels running on its pages (bytes / duration) over its bandwidth, at most 1; 0 without a
+  // controller link. (Average rates, not the flows' instantaneous ones: the flows run in bursts.)
+  double utilisation(int numa) const;
+  // A kernel moving bytes_by_node[p] bytes in `d` seconds starts / ends (utilisation bookkeeping).
+  void begin_kernel(const double* bytes_by_node, double d);
+  void end_kernel(const double* bytes_by_node, double d);
+  // Latency of a load from a core of `thread_numa` to pages on `data_numa`, now (s).
+  double latency_s(int thread_numa, int data_numa) const;
+  // Duration of a kernel whose local idle-memory duration is `d0`, moving bytes_by_node[p] bytes
+  // to/from node p (kMaxNumaNodes entries): d0 * (1 + sigma * (rho - 1)), rho the byte-weighted
+  // latency of its pages over the idle local latency.
+  double stretched(double sigma, int thread_numa, const double* bytes_by_node, double d0) const;
+  // Starts the kernel's traffic from each node to `core` (SimGrid shares the links max-min; the
+  // core's link caps one core's rate); returns the number of flows put in `out`.
+  size_t start_traffic(sg4::Host* core, const double* bytes_by_node,
+                       std::array<sg4::CommPtr, kMaxNumaNodes>& out) const;
+
+private:
+  MemoryParams p_;
+  std::vector<sg4::Host*> ram_;
+  std::vector<sg4::Link*> controller_;
+  std::vector<double> demand_; // B/s of the running kernels, per controller
+  std::vector<std::vector<double>> idle_latency_; // [thread numa][data numa], route latency (s)
+};
+
+} // namespace numasim

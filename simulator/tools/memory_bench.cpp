@@ -1,0 +1,238 @@
+/* memory_bench: the calibration's memory microbenchmarks (calibration/microbench/numa_bench.c,
+ * Intel MLC's loaded latency, CUDA bandwidthTest) simulated on a numasim platform with numasim's
+ * own memory model (simulator/src/memory_model.hpp), so that the model can be compared with the
+ * measurements it claims to reproduce (bench/memory_microbench.py, the calibration's validate
+ * step). Scenario:
+ *
+ *   memory_bench PLATFORM.xml NODE kernel KERNEL D0_S BYTES T D alone|all REPS
+ *       numa_bench's cell (T, D): threads on cores of NUMA node T run KERNEL on data of NUMA
+ *       node D, REPS calls each, a call taking D0_S seconds with local idle memory and moving
+ *       BYTES; alone: one thread (T's first core); all: every core of the node runs the kernel,
+ *       T's cores on D's data, the others on their own node's data.
+ *   memory_bench PLATFORM.xml NODE stream BYTES T D THREADS
+ *       THREADS cores of T each read BYTES from D at once (STREAM/MLC bandwidth).
+ *   memory_bench PLATFORM.xml NODE latency T D THREADS
+ *       MLC --loaded_latency: THREADS cores of D stream from D's memory while one core of T
+ *       probes the latency of D's memory.
+ *   memory_bench PLATFORM.xml NODE copy SRC_HOST DST_HOST BYTES
+ *       one copy (e.g. ram1 -> gpu0, a cross-socket host-to-device copy).
+ *
+ * Prints one JSON object: the medians of the measured calls (kernel), the aggregate bandwidth
+ * (stream, copy) or the probe's latency and the controller's utilisation (latency).
+ */
+#include "error.hpp"
+#include "memory_model.hpp"
+#include "network.hpp"
+#include "platform.hpp"
+
+#include <simgrid/s4u.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+XBT_LOG_NEW_DEFAULT_CATEGORY(memory_bench, "Memory microbenchmarks on a numasim platform");
+
+namespace sg4 = simgrid::s4u;
+using numasim::kMaxNumaNodes;
+using numasim::MachineNode;
+using numasim::MemorySystem;
+
+namespace {
+[[noreturn]] void usage(const char* argv0)
+{
+  std::cerr << "usage: " << argv0
+            << " PLATFORM.xml NODE kernel KERNEL D0_S BYTES T D alone|all REPS\n"
+               "       PLATFORM.xml NODE stream BYTES T D THREADS\n"
+               "       PLATFORM.xml NODE latency T D THREADS\n"
+               "       PLATFORM.xml NODE copy SRC_HOST DST_HOST BYTES\n";
+  std::exit(2);
+}
+
+double number(const char* text, const char* what, bool integer = false)
+{
+  char* end = nullptr;
+  double v = std::strtod(text, &end);
+  if (end == text || *end || !(v >= 0) || v > 1e18 || (integer && v != static_cast<long>(v))) {
+    std::cerr << "error: " << what << ": expected a " << (integer ? "non-negative integer" : "non-negative number")
+              << ", got '" << text << "'\n";
+    std::exit(2);
+  }
+  return v;
+}
+
+std::string num(double v)
+{
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+std::vector<sg4::Host*> cores_of(const MachineNode& n, int numa)
+{
+  std::vector<sg4::Host*> out;
+  for (const auto& c : n.cpus)
+    if (c.numa == numa)
+      out.push_back(c.host);
+  return out;
+}
+
+double median(std::vector<double> v)
+{
+  if (v.empty())
+    return 0;
+  std::sort(v.begin(), v.end());
+  size_t k = v.size() / 2;
+  return v.size() % 2 ? v[k] : 0.5 * (v[k - 1] + v[k]);
+}
+
+// One call of a kernel on `core` (NUMA node t) with its traffic from node d: the same
+// computation numasim does for a CPU task (numa_effects.cpp run_task).
+double kernel_call(MemorySystem& mem, double sigma, sg4::Host* core, int t, int d, double d0, double bytes)
+{
+  double by_node[kMaxNumaNodes] = {0, 0, 0, 0};
+  by_node[d] = bytes;
+  const double start = sg4::Engine::get_clock();
+  mem.begin_kernel(by_node, d0);
+  const double dur = mem.stretched(sigma, t, by_node, d0);
+  std::array<sg4::CommPtr, kMaxNumaNodes> traffic;
+  const size_t n = mem.start_traffic(core, by_node, traffic);
+  if (dur > 0)
+    sg4::this_actor::sleep_for(dur);
+  for (size_t i = 0; i < n; i++)
+    traffic[i]->wait();
+  mem.end_kernel(by_node, d0);
+  return sg4::Engine::get_clock() - start;
+}
+} // namespace
+
+int main(int argc, char* argv[])
+{
+  sg4::Engine engine(&argc, argv);
+  if (argc < 4)
+    usage(argv[0]);
+  const std::string file = argv[1], node_name = argv[2], what = argv[3];
+  const bool own = numasim::configure_network_model();
+  try {
+    engine.load_platform(file);
+    if (own)
+      numasim::install_ethernet_factors(engine);
+    engine.seal_platform();
+    auto nodes = numasim::discover_platform(engine, file);
+    auto it = std::find_if(nodes.begin(), nodes.end(), [&](const MachineNode& n) { return n.name == node_name; });
+    if (it == nodes.end())
+      throw numasim::InputError(file, "node " + node_name, "a node of the platform");
+    const MachineNode& node = *it;
+    MemorySystem mem(node, file);
+    auto numa_arg = [&](const char* text, const char* key) {
+      double v = number(text, key, true);
+      if (v >= mem.nnuma())
+        throw numasim::InputError("", key, "a NUMA node of " + node_name + " (0.." + std::to_string(mem.nnuma() - 1) + ")");
+      return static_cast<int>(v);
+    };
+
+    if (what == "kernel" && argc == 11) {
+      const std::string kernel = argv[4];
+      const double d0 = number(argv[5], "D0_S"), bytes = number(argv[6], "BYTES");
+      const int t = numa_arg(argv[7], "T"), d = numa_arg(argv[8], "D");
+      const std::string load = argv[9];
+      const int reps = static_cast<int>(number(argv[10], "REPS", true));
+      if ((load != "alone" && load != "all") || reps < 1)
+        usage(argv[0]);
+      const double sigma = mem.params().stall(kernel);
+      std::vector<double> measured;
+      for (int numa = 0; numa < mem.nnuma(); numa++) {
+        auto cores = cores_of(node, numa);
+        for (size_t i = 0; i < cores.size(); i++) {
+          const bool is_measured = numa == t && (load == "all" || i == 0);
+          if (load == "alone" && !is_measured)
+            continue;
+          const int data = is_measured ? d : numa;
+          sg4::Actor::create("k" + std::to_string(numa) + "." + std::to_string(i), cores[i],
+                             [&mem, &measured, sigma, core = cores[i], numa, data, d0, bytes, reps, is_measured] {
+                               for (int r = 0; r < reps; r++) {
+                                 double s = kernel_call(mem, sigma, core, numa, data, d0, bytes);
+                                 if (is_measured)
+                                   measured.push_back(s);
+                               }
+                             });
+        }
+      }
+      engine.run();
+      std::cout << "{\"scenario\": \"kernel\", \"kernel\": \"" << kernel << "\", \"stall_fraction\": " << num(sigma)
+                << ", \"thread_node\": " << t << ", \"data_node\": " << d << ", \"load\": \"" << load
+                << "\", \"calls\": " << measured.size() << ", \"median_s\": " << num(median(measured)) << "}\n";
+    } else if (what == "stream" && argc == 8) {
+      const double bytes = number(argv[4], "BYTES");
+      const int t = numa_arg(argv[5], "T"), d = numa_arg(argv[6], "D");
+      const int threads = static_cast<int>(number(argv[7], "THREADS", true));
+      auto cores = cores_of(node, t);
+      if (threads < 1 || threads > static_cast<int>(cores.size()))
+        throw numasim::InputError("", "THREADS", "1.." + std::to_string(cores.size()) + " (cores of node " +
+                                                     std::to_string(t) + ")");
+      double end = 0;
+      for (int i = 0; i < threads; i++)
+        sg4::Actor::create("s" + std::to_string(i), cores[i], [&, core = cores[i]] {
+          sg4::Comm::sendto(mem.ram(d), core, static_cast<uint64_t>(bytes));
+          end = std::max(end, sg4::Engine::get_clock());
+        });
+      engine.run();
+      std::cout << "{\"scenario\": \"stream\", \"thread_node\": " << t << ", \"data_node\": " << d
+                << ", \"threads\": " << threads << ", \"bandwidth_Bps\": " << num(threads * bytes / end) << "}\n";
+    } else if (what == "latency" && argc == 7) {
+      const int t = numa_arg(argv[4], "T"), d = numa_arg(argv[5], "D");
+      const int threads = static_cast<int>(number(argv[6], "THREADS", true));
+      auto loaders = cores_of(node, d);
+      auto probes = cores_of(node, t);
+      // The probe only reads the model's latency (it moves nothing): it may share a loader's core.
+      const size_t probe = 0;
+      if (threads > static_cast<int>(loaders.size()) || probes.empty())
+        throw numasim::InputError("", "THREADS", "at most the " + std::to_string(loaders.size()) + " cores of node " +
+                                                     std::to_string(d));
+      // The loaders stream greedily (MLC's traffic threads without delay): their rate is what the
+      // links give them; the controller's utilisation is that rate, then the probe reads.
+      double latency = 0, utilisation = 0;
+      sg4::Actor::create("probe", probes[probe], [&] {
+        const double bytes = 1e9;
+        std::vector<sg4::CommPtr> load;
+        for (int i = 0; i < threads; i++)
+          load.push_back(sg4::Comm::sendto_async(mem.ram(d), loaders[i], static_cast<uint64_t>(bytes)));
+        for (auto& c : load)
+          c->wait();
+        const double elapsed = sg4::Engine::get_clock();
+        double by_node[kMaxNumaNodes] = {0, 0, 0, 0};
+        by_node[d] = threads * bytes;
+        mem.begin_kernel(by_node, elapsed);
+        latency = mem.latency_s(t, d);
+        utilisation = mem.utilisation(d);
+        mem.end_kernel(by_node, elapsed);
+      });
+      engine.run();
+      std::cout << "{\"scenario\": \"latency\", \"thread_node\": " << t << ", \"data_node\": " << d
+                << ", \"threads\": " << threads << ", \"utilisation\": " << num(utilisation)
+                << ", \"latency_s\": " << num(latency) << "}\n";
+    } else if (what == "copy" && argc == 7) {
+      sg4::Host* src = sg4::Host::by_name_or_null(argv[4]);
+      sg4::Host* dst = sg4::Host::by_name_or_null(argv[5]);
+      if (!src || !dst)
+        throw numasim::InputError(file, std::string("host ") + (src ? argv[5] : argv[4]), "a host of the platform");
+      const double bytes = number(argv[6], "BYTES");
+      double end = 0;
+      sg4::Actor::create("copy", src, [&] {
+        sg4::Comm::sendto(src, dst, static_cast<uint64_t>(bytes));
+        end = sg4::Engine::get_clock();
+      });
+      engine.run();
+      std::cout << "{\"scenario\": \"copy\", \"src\": \"" << argv[4] << "\", \"dst\": \"" << argv[5]
+                << "\", \"bandwidth_Bps\": " << num(bytes / end) << "}\n";
+    } else
+      usage(argv[0]);
+  } catch (const numasim::InputError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  }
+  return 0;
+}

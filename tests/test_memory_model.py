@@ -1,0 +1,134 @@
+"""numasim's memory model (simulator/src/memory_model.cpp, docs/memory-model.md): each mechanism
+checked on the microbenchmark it models (memory_bench) and inside the LU (numasim)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from testbed import ROOT
+from testbed.errors import InputError
+from testbed.machines import load_machine, parse_machine
+from testbed.memory_microbench import MEMORY_BENCH, bytes_per_call, kernel_cell, run
+
+B = 960
+
+
+@pytest.fixture(scope="module")
+def chifflet(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("chifflet")
+    subprocess.run([sys.executable, "-m", "testbed", "platform", "--cluster", "chifflet-1", "--out", str(out)],
+                   check=True, cwd=ROOT, capture_output=True)
+    return out / "numasim.xml"
+
+
+def numa(key: str) -> float:
+    return load_machine("chifflet").raw["numa"][key]["value"]
+
+
+def test_remote_operands_pay_the_kernel_latency_stall(chifflet: Path) -> None:
+    """Alone, a kernel on remote pages takes d0 * (1 + sigma * (remote / local latency - 1))."""
+    m = load_machine("chifflet")
+    sigma = numa("stall_fraction_dgemm")
+    local_lat = m.numa_nodes[0].memory_latency_s
+    remote_lat = local_lat + m.inter_socket_links[0].latency_s
+    d0, nbytes = 0.0674, bytes_per_call("dgemm", B, numa("gemm_block_k"))
+    remote = kernel_cell(chifflet, "chifflet-1", "dgemm", d0, nbytes, 0, 1, "alone")
+    local = kernel_cell(chifflet, "chifflet-1", "dgemm", d0, nbytes, 0, 0, "alone")
+    assert local == pytest.approx(d0, rel=1e-6)
+    assert remote == pytest.approx(d0 * (1 + sigma * (remote_lat / local_lat - 1)), rel=1e-6)
+
+
+def test_local_traffic_shares_the_memory_controller(chifflet: Path) -> None:
+    """Streaming kernels on every core of a socket, all on local pages: the controller's bandwidth
+    is shared (old numasim charged no local traffic: the same time alone and loaded)."""
+    m = load_machine("chifflet")
+    node = m.numa_nodes[0]
+    nbytes = bytes_per_call("daxpy", B, None)
+    d0 = nbytes / node.core_bandwidth_Bps
+    alone = kernel_cell(chifflet, "chifflet-1", "daxpy", d0, nbytes, 0, 0, "alone")
+    loaded = kernel_cell(chifflet, "chifflet-1", "daxpy", d0, nbytes, 0, 0, "all")
+    share = node.memory_bandwidth_Bps / len(node.cores)  # max-min share of the saturated controller
+    assert loaded / alone >= 0.99 * node.core_bandwidth_Bps / share
+    assert loaded / alone > 1.5
+
+
+def test_latency_follows_the_loaded_latency_curve(chifflet: Path) -> None:
+    """MLC's loaded latency: k streaming cores load the controller; the latency is the curve's."""
+    m = load_machine("chifflet")
+    node = m.numa_nodes[0]
+    curve = numa("loaded_latency")
+    idle = run(chifflet, "chifflet-1", "latency", 0, 0, 0)
+    assert idle["utilisation"] == 0 and idle["latency_s"] == pytest.approx(node.memory_latency_s)
+    for k in (2, 4):
+        r = run(chifflet, "chifflet-1", "latency", 0, 0, k)
+        u = k * node.core_bandwidth_Bps / node.memory_bandwidth_Bps
+        assert r["utilisation"] == pytest.approx(u, rel=1e-4)
+        us, ratios = zip(*curve)
+        expected = float(__import__("numpy").interp(u, us, ratios))
+        assert r["latency_s"] == pytest.approx(node.memory_latency_s * expected, rel=1e-4)
+
+
+def test_cross_socket_gpu_copies_run_at_the_measured_rates(chifflet: Path) -> None:
+    m = load_machine("chifflet")
+    h2d, d2h = m.gpu_remote_dma
+    assert run(chifflet, "chifflet-1", "copy", "chifflet-1.ram1", "chifflet-1.gpu0", 1e9)["bandwidth_Bps"] == \
+        pytest.approx(h2d, rel=1e-3)
+    assert run(chifflet, "chifflet-1", "copy", "chifflet-1.gpu0", "chifflet-1.ram1", 1e9)["bandwidth_Bps"] == \
+        pytest.approx(d2h, rel=1e-3)
+
+
+@pytest.fixture(scope="module")
+def lu_trace(tmp_path_factory) -> tuple[dict, list[dict]]:
+    out = tmp_path_factory.mktemp("lu")
+    trace = out / "trace.csv"
+    proc = subprocess.run([sys.executable, "-m", "testbed", "simulate", "--engine", "numasim", "--cluster",
+                           "chifflet-1", "--n", str(12 * B), "--b", str(B), "--no-variability", "--trace", str(trace)],
+                          check=True, cwd=ROOT, capture_output=True, text=True)
+    with trace.open() as fh:
+        return json.loads(proc.stdout.strip().splitlines()[-1]), list(csv.DictReader(fh))
+
+
+def test_dgemm_on_remote_pages_is_slower_in_the_lu(lu_trace) -> None:
+    """Default configuration: pinned tiles on NUMA 0 (the main thread's node); NUMA-1 workers'
+    dgemm read them remotely and take longer, as the study's traces saw (study-case.md)."""
+    _, rows = lu_trace
+    gemm = [r for r in rows if r["Value"] == "gemm" and ".cpu" in r["ResourceId"]]
+    local = [float(r["Duration"]) for r in gemm if float(r["RemoteBytes"]) == 0]
+    remote = [float(r["Duration"]) for r in gemm if float(r["RemoteBytes"]) > 0]
+    assert local and remote
+    assert sum(remote) / len(remote) > 1.01 * sum(local) / len(local)
+
+
+def test_every_cpu_kernel_byte_crosses_a_memory_controller(lu_trace) -> None:
+    summary, rows = lu_trace
+    kc = numa("gemm_block_k")
+    nbuf = {"gemm": 3, "trsm": 2, "getrf": 1}
+    passes = math.ceil(B / kc)
+    tile = B * B * 8
+    cpu_bytes = sum(((nbuf[r["Value"]] - 1) + 2 * passes) * tile for r in rows if ".cpu" in r["ResourceId"])
+    # (each byte's flow starts at the RAM host of its pages: its route begins with that node's
+    # memory controller, test_local_traffic_shares_the_memory_controller)
+    assert summary["numa"]["kernel_memory_bytes"] == pytest.approx(cpu_bytes, rel=1e-9)
+    assert summary["numa"]["memory_stall_s"] > 0
+
+
+def test_loaded_latency_curve_must_increase(tmp_path: Path) -> None:
+    data = yaml.safe_load(Path(load_machine("chifflet").path).read_text())
+    data["numa"]["loaded_latency"]["value"] = [[0.5, 1.2], [0.2, 1.5]]
+    with pytest.raises(InputError) as err:
+        parse_machine(data, tmp_path / "bad.yaml")
+    assert "numa.loaded_latency" in str(err.value)
+
+
+def test_memory_bench_rejects_a_bad_numa_node(chifflet: Path) -> None:
+    p = subprocess.run([str(MEMORY_BENCH), str(chifflet), "chifflet-1", "stream", "1e9", "0", "7", "1"],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and "NUMA node" in p.stderr and len(p.stderr.strip().splitlines()) <= 3
