@@ -101,7 +101,15 @@ void Simulation::setup_nodes()
     if (env.use_numa) {
       for (const auto& ram : n.rams)
         add_mem(false, ram.numa, ram.host, 0);
+      // STARPU_MAIN_RAM (memory node 0, where the application registers its tiles) is the NUMA
+      // node of the first CPU worker: _starpu_init_numa_node (src/core/topology.c) registers one
+      // RAM memory node per NUMA node of the CPU workers, in worker order.
       home_[r] = th.main_numa;
+      for (const auto& wp : th.workers)
+        if (!wp.cuda) {
+          home_[r] = wp.numa;
+          break;
+        }
     } else {
       const RamInfo& ram = n.ram_of_numa(th.main_numa);
       home_[r] = add_mem(false, ram.numa, ram.host, 0);
