@@ -167,6 +167,26 @@ TEST(Factors, D_MainThreadMovesFirstTouchToNuma1)
   EXPECT_GT(cpu["pages_on_1"], 0);
 }
 
+TEST(Factors, A_MainRamIsTheFirstCpuWorkersNumaNode)
+{
+  // STARPU_USE_NUMA=1 without CUDA (pageable): StarPU's memory node 0, where the tiles are
+  // registered, is the NUMA node of the first CPU worker (topology.c _starpu_init_numa_node), not
+  // the main thread's; hwloc_alloc_membind binds the tiles there (malloc.c).
+  std::string p = platform_with("tiny1.xml", {});
+  auto pages = [](Simulation& sim, Summary&) {
+    Facts f;
+    for (uint32_t t = 0; t < 36; t++)
+      f["pages_on_" + std::to_string(sim.numa().page_numa(0, t))] += 1;
+    f["main_numa"] = sim.threads(0).main_numa;
+    return f;
+  };
+  Facts a = in_child(p, config(p, 6, {{"STARPU_USE_NUMA", "1"}, {"STARPU_NCUDA", "0"}, {"STARPU_NCPU", "2"},
+                                      {"STARPU_MAIN_THREAD_CPUID", "0"}, {"STARPU_WORKERS_CPUID", "2 3 1"}}),
+                     pages);
+  EXPECT_EQ(a["main_numa"], 0);
+  EXPECT_EQ(a["pages_on_1"], 36);
+}
+
 TEST(Factors, C_MpiThreadPlacementChangesTheLinksOfMessages)
 {
   std::string p = platform_with("tiny2.xml", {});
