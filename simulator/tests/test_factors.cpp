@@ -128,6 +128,16 @@ static Facts transfer_facts(Simulation& sim)
   return f;
 }
 
+// NUMA node of the pages of the 36 tiles of a 6x6 LU on rank 0, and the main thread's node.
+static Facts tile_pages(Simulation& sim, Summary&)
+{
+  Facts f;
+  for (uint32_t t = 0; t < 36; t++)
+    f["pages_on_" + std::to_string(sim.numa().page_numa(0, t))] += 1;
+  f["main_numa"] = sim.threads(0).main_numa;
+  return f;
+}
+
 TEST(Factors, A_UseNumaCopiesAcrossQpiAndRemovesRemoteReads)
 {
   std::string p = platform_with("tiny1.xml", {{"numa_gemm_block_k", "32"}});
@@ -147,22 +157,15 @@ TEST(Factors, A_UseNumaCopiesAcrossQpiAndRemovesRemoteReads)
 TEST(Factors, D_MainThreadMovesFirstTouchToNuma1)
 {
   std::string p = platform_with("tiny1.xml", {});
-  auto pages = [](Simulation& sim, Summary&) {
-    Facts f;
-    for (uint32_t t = 0; t < 36; t++)
-      f["pages_on_" + std::to_string(sim.numa().page_numa(0, t))] += 1;
-    f["main_numa"] = sim.threads(0).main_numa;
-    return f;
-  };
-  Facts def = in_child(p, config(p, 6, {{"STARPU_MAIN_THREAD_BIND", "1"}}), pages);
-  Facts d = in_child(p, config(p, 6, {{"STARPU_MAIN_THREAD_BIND", "1"}, {"STARPU_MAIN_THREAD_CPUID", "2"}}), pages);
+  Facts def = in_child(p, config(p, 6, {{"STARPU_MAIN_THREAD_BIND", "1"}}), tile_pages);
+  Facts d = in_child(p, config(p, 6, {{"STARPU_MAIN_THREAD_BIND", "1"}, {"STARPU_MAIN_THREAD_CPUID", "2"}}), tile_pages);
   // With a CUDA worker StarPU pins the matrix: cudaHostAlloc in the main thread places it.
   EXPECT_EQ(def["main_numa"], 0);
   EXPECT_EQ(def["pages_on_0"], 36);
   EXPECT_EQ(d["main_numa"], 1);
   EXPECT_EQ(d["pages_on_1"], 36);
   // Without CUDA (pageable memory) the tiles are first touched by the CPU workers running dplrnt.
-  Facts cpu = in_child(p, config(p, 6, {{"STARPU_NCUDA", "0"}, {"STARPU_NCPU", "3"}, {"STARPU_MAIN_THREAD_CPUID", "2"}}), pages);
+  Facts cpu = in_child(p, config(p, 6, {{"STARPU_NCUDA", "0"}, {"STARPU_NCPU", "3"}, {"STARPU_MAIN_THREAD_CPUID", "2"}}), tile_pages);
   EXPECT_GT(cpu["pages_on_0"], 0);
   EXPECT_GT(cpu["pages_on_1"], 0);
 }
@@ -173,16 +176,9 @@ TEST(Factors, A_MainRamIsTheFirstCpuWorkersNumaNode)
   // registered, is the NUMA node of the first CPU worker (topology.c _starpu_init_numa_node), not
   // the main thread's; hwloc_alloc_membind binds the tiles there (malloc.c).
   std::string p = platform_with("tiny1.xml", {});
-  auto pages = [](Simulation& sim, Summary&) {
-    Facts f;
-    for (uint32_t t = 0; t < 36; t++)
-      f["pages_on_" + std::to_string(sim.numa().page_numa(0, t))] += 1;
-    f["main_numa"] = sim.threads(0).main_numa;
-    return f;
-  };
   Facts a = in_child(p, config(p, 6, {{"STARPU_USE_NUMA", "1"}, {"STARPU_NCUDA", "0"}, {"STARPU_NCPU", "2"},
                                       {"STARPU_MAIN_THREAD_CPUID", "0"}, {"STARPU_WORKERS_CPUID", "2 3 1"}}),
-                     pages);
+                     tile_pages);
   EXPECT_EQ(a["main_numa"], 0);
   EXPECT_EQ(a["pages_on_1"], 36);
 }
