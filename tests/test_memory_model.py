@@ -132,3 +132,16 @@ def test_memory_bench_rejects_a_bad_numa_node(chifflet: Path) -> None:
     p = subprocess.run([str(MEMORY_BENCH), str(chifflet), "chifflet-1", "stream", "1e9", "0", "7", "1"],
                        capture_output=True, text=True)
     assert p.returncode == 2 and "NUMA node" in p.stderr and len(p.stderr.strip().splitlines()) <= 3
+
+
+def test_bench_reproduces_every_figure_the_descriptions_were_derived_from(tmp_path: Path) -> None:
+    """bench/memory_microbench.py: the 'input' cases check that the mechanisms implement the
+    descriptions (a prediction may miss; an input must not)."""
+    out = tmp_path / "memory_microbench.json"
+    subprocess.run([sys.executable, str(ROOT / "bench" / "memory_microbench.py"), "--out", str(out)], check=True,
+                   cwd=ROOT, capture_output=True, timeout=600)
+    rows = json.loads(out.read_text())["cases"]
+    assert {r["machine"] for r in rows} == {"chifflet", "chetemi"}
+    inputs = [r for r in rows if r["kind"] == "input"]
+    assert len(inputs) >= 10 and all(abs(r["error_pct"]) <= 1 for r in inputs), inputs
+    assert any(r["kind"] == "prediction" for r in rows)
