@@ -1,0 +1,113 @@
+"""Trace exports and comparisons on small numasim runs (the tiny two-node platform of
+simulator/tests/data: 2 nodes x (4 CPUs on 2 NUMA nodes + 1 GPU), LU of 10 x 10 tiles)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from testbed import ROOT, paths
+from testbed.engines.numasim import run_binary
+
+DATA = ROOT / "simulator" / "tests" / "data"
+
+pytestmark = pytest.mark.skipif(not paths.NUMASIM.exists(), reason="numasim not built (make build)")
+
+
+def run_tiny(out: Path, seed: int) -> tuple[Path, Path, dict]:
+    tasks, transfers = out / f"tasks-{seed}.csv", out / f"transfers-{seed}.csv"
+    result = run_binary({
+        "platform": str(DATA / "tiny2.xml"),
+        "perfmodels": {"tiny": str(DATA / "tiny_sampling")},
+        "workload": {"kind": "lu", "n": 960, "b": 96, "distribution": {"kind": "block-cyclic", "p": 1, "q": 2}},
+        "env": {"STARPU_SCHED": "dmdas"},
+        "seed": seed,
+        "variability": True,
+        "trace": str(tasks),
+        "transfers": str(transfers),
+    })
+    return tasks, transfers, result
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Two runs of the same case with different seeds: (tasks CSV, transfers CSV, summary)."""
+    d = tmp_path_factory.mktemp("runs")
+    return run_tiny(d, 7), run_tiny(d, 8)
+
+
+def run_testbed(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "testbed", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd)
+
+
+def csv_rows(path: Path) -> list[dict]:
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+# ------------------------------------------------------------------------------- Paje export
+
+def pj_dump_lines(paje: Path) -> list[list[str]]:
+    # -u: the user-defined fields (JobId, Size) too; -l 9: times to the ns, as numasim writes them
+    proc = subprocess.run(["pj_dump", "-u", "-l", "9", str(paje)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return [[f.strip() for f in line.split(",")] for line in proc.stdout.splitlines() if line.strip()]
+
+
+@pytest.mark.skipif(shutil.which("pj_dump") is None,
+                    reason="pj_dump not installed (Debian package pajeng, listed in envs/setup.sh)")
+def test_pj_dump_reads_the_paje_export(runs, tmp_path):
+    (tasks, transfers, _), _ = runs
+    paje = tmp_path / "run.paje"
+    proc = run_testbed("trace-paje", tasks, "--transfers", transfers, "--out", paje)
+    assert proc.returncode == 0, proc.stderr
+    dump = pj_dump_lines(paje)
+
+    rows = csv_rows(tasks)
+    # pj_dump: State, container, state type, start, end, duration, depth, value[, extra fields]
+    states = [r for r in dump if r[0] == "State"]
+    assert Counter(s[1] for s in states) == Counter(r["ResourceId"] for r in rows)
+    assert Counter(s[7] for s in states) == Counter(r["Value"] for r in rows)
+    assert {s[2] for s in states} == {"Task"} and {float(s[6]) for s in states} == {0.0}  # depth: no nesting
+    assert sorted(s[8] for s in states) == sorted(r["JobId"] for r in rows)  # the JobId extra field
+    by_job = {r["JobId"]: r for r in rows}
+    for s in states[:50]:
+        r = by_job[s[8]]
+        assert float(s[3]) == pytest.approx(float(r["Start"]), abs=1e-9)
+        assert float(s[4]) == pytest.approx(float(r["End"]), abs=1e-9)
+
+    # pj_dump: Container, parent, type, start, end, duration, name
+    containers = [r for r in dump if r[0] == "Container"]
+    assert {(r[1], r[6]) for r in containers if r[2] == "Node"} == {("cluster", "n1"), ("cluster", "n2")}
+    workers = {(r[1], r[6]) for r in containers if r[2] == "Worker"}
+    assert workers == {(r["ResourceId"].split(".")[0], r["ResourceId"]) for r in rows}
+
+    # one link per transfer, between the memory containers of its ends
+    moves = csv_rows(transfers)
+    # pj_dump: Link, container, type, start, end, duration, value, from, to, key, Size
+    links = [r for r in dump if r[0] == "Link"]
+    assert len(links) == len(moves) > 0
+    assert Counter((lk[7], lk[8]) for lk in links) == Counter((f"{m['Src']}.mem", f"{m['Dst']}.mem") for m in moves)
+    assert {lk[6] for lk in links} == {"intra-node", "network"}
+    assert sum(int(lk[10]) for lk in links) == sum(int(m["Bytes"]) for m in moves)
+
+
+def test_paje_export_bad_input_is_one_line(runs, tmp_path):
+    (tasks, _, _), _ = runs
+    missing = tmp_path / "nope.csv"
+    proc = run_testbed("trace-paje", missing, "--out", tmp_path / "x.paje")
+    assert proc.returncode == 2
+    assert proc.stderr == f"error: {missing}: task trace: expected an existing CSV file\n"
+    proc = run_testbed("trace-paje", tasks, "--transfers", tasks, "--out", tmp_path / "x.paje")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert f"{tasks}: transfer trace: expected columns Start, End, Bytes, Src, Dst (missing Bytes, Src, Dst)" \
+        in proc.stderr
+    assert not (tmp_path / "x.paje").exists()
