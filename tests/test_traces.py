@@ -111,3 +111,80 @@ def test_paje_export_bad_input_is_one_line(runs, tmp_path):
     assert f"{tasks}: transfer trace: expected columns Start, End, Bytes, Src, Dst (missing Bytes, Src, Dst)" \
         in proc.stderr
     assert not (tmp_path / "x.paje").exists()
+
+
+# ------------------------------------------------------------------------------- compare-traces
+
+def test_compare_traces_of_two_seeds(runs, tmp_path):
+    (tasks_a, _, sum_a), (tasks_b, _, sum_b) = runs
+    out = tmp_path / "cmp"
+    proc = run_testbed("compare-traces", tasks_a, tasks_b, "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    assert "| kind | worker | NUMA | n A | n B | median A | median B | Δ median |" in proc.stdout
+    assert "## Idle fraction per node" in proc.stdout
+    assert (out / "compare.md").read_text() == proc.stdout
+    for png in ("durations-by-worker.png", "space-time.png"):
+        assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    result = json.loads((out / "compare.json").read_text())
+
+    # the numbers, recomputed from the CSVs by hand
+    import numpy as np
+
+    for tag, tasks, summary in (("a", tasks_a, sum_a), ("b", tasks_b, sum_b)):
+        rows = csv_rows(tasks)
+        end = max(float(r["End"]) for r in rows)
+        assert result["makespan"][tag] == pytest.approx(end)
+        assert end == pytest.approx(summary["makespan_s"], abs=1e-9)  # the CSV's times are to the ns
+        assert result["tasks"][tag] == len(rows) == summary["tasks"]
+        groups: dict[tuple, list[float]] = {}
+        for r in rows:
+            wtype = "cuda" if ".gpu" in r["ResourceId"] else "cpu"  # tiny2.xml: CUDA workers are nX.gpu0
+            groups.setdefault((r["Value"], wtype, int(r["WorkerNuma"])), []).append(
+                float(r["End"]) - float(r["Start"]))
+        got = {(k["kind"], k["worker_type"], k["numa"]): k for k in result["kernels"] if k[f"count_{tag}"]}
+        assert set(got) == set(groups)
+        for key, durations in groups.items():
+            d = np.array(durations)
+            k = got[key]
+            assert k[f"count_{tag}"] == len(d)
+            assert k[f"median_{tag}"] == pytest.approx(np.median(d))
+            assert k[f"mean_{tag}"] == pytest.approx(d.mean())
+            assert k[f"p10_{tag}"] == pytest.approx(np.quantile(d, 0.1))
+            assert k[f"p90_{tag}"] == pytest.approx(np.quantile(d, 0.9))
+        for node in {r["ResourceId"].split(".")[0] for r in rows}:
+            mine = [r for r in rows if r["ResourceId"].startswith(node + ".")]
+            workers = {r["ResourceId"] for r in mine}
+            busy = sum(float(r["End"]) - float(r["Start"]) for r in mine)
+            idle = next(i for i in result["idle"] if i["node"] == node)
+            assert idle[f"workers_{tag}"] == len(workers)
+            assert idle[f"idle_{tag}"] == pytest.approx(1 - busy / (len(workers) * end))
+    for k in result["kernels"]:
+        if k["median_a"] and k["median_b"]:
+            assert k["median_rel"] == pytest.approx((k["median_b"] - k["median_a"]) / k["median_a"])
+    assert result["makespan"]["a"] != result["makespan"]["b"]  # the seeds differ
+    gemm = [k for k in result["kernels"] if k["kind"] == "gemm"]
+    assert {k["worker_type"] for k in gemm} == {"cpu", "cuda"} and {k["numa"] for k in gemm} == {0, 1}
+
+
+def test_compare_traces_bad_input_is_one_line(runs, tmp_path):
+    (tasks, transfers, _), _ = runs
+    missing = tmp_path / "missing.csv"
+    proc = run_testbed("compare-traces", tasks, missing)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == f"error: {missing}: task trace: expected an existing CSV file\n"
+
+    proc = run_testbed("compare-traces", transfers, tasks, "--out", tmp_path / "cmp")  # a transfer CSV as A
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == (f"error: {transfers}: task trace: expected columns ResourceId, Start, End, Value, Node, "
+                           "WorkerNuma (missing ResourceId, Value, Node, WorkerNuma); a trace written by "
+                           "`testbed simulate --engine numasim --trace`\n")
+    assert not (tmp_path / "cmp").exists()
+
+    bad = tmp_path / "bad.csv"
+    lines = tasks.read_text().splitlines()
+    first = lines[1].split(",")
+    first[2] = "soon"  # End
+    bad.write_text("\n".join([lines[0], ",".join(first), *lines[2:]]) + "\n")
+    proc = run_testbed("compare-traces", tasks, bad)
+    assert proc.returncode == 2
+    assert proc.stderr == f"error: {bad}: task trace line 2 column End: expected a number, got 'soon'\n"
