@@ -188,3 +188,28 @@ def test_compare_traces_bad_input_is_one_line(runs, tmp_path):
     proc = run_testbed("compare-traces", tasks, bad)
     assert proc.returncode == 2
     assert proc.stderr == f"error: {bad}: task trace line 2 column End: expected a number, got 'soon'\n"
+
+
+# ------------------------------------------------------------------------------- simulate --paje
+
+@pytest.mark.skipif(shutil.which("pj_dump") is None,
+                    reason="pj_dump not installed (Debian package pajeng, listed in envs/setup.sh)")
+def test_simulate_writes_paje(tmp_path):
+    case = ["simulate", "--engine", "numasim", "--cluster", "chifflet-1", "--n", "4800", "--b", "960"]
+    proc = run_testbed(*case, "--paje", "run.paje", cwd=tmp_path)  # CSVs in a temporary directory
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    states = [r for r in pj_dump_lines(tmp_path / "run.paje") if r[0] == "State"]
+    assert len(states) == summary["tasks"]
+    assert sorted(tmp_path.iterdir()) == [tmp_path / "run.paje"]  # no CSV left behind
+
+    proc = run_testbed(*case, "--seed", "2", "--trace", "t.csv", "--paje", "run2.paje", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    rows = csv_rows(tmp_path / "t.csv")  # the user's CSV is kept and is what was exported
+    states = [r for r in pj_dump_lines(tmp_path / "run2.paje") if r[0] == "State"]
+    assert Counter(s[1] for s in states) == Counter(r["ResourceId"] for r in rows)
+
+    proc = run_testbed("simulate", "--engine", "real", "--cluster", "chifflet-1", "--n", "4800", "--b", "960",
+                       "--paje", "x.paje", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr == "error: --paje: expected the numasim engine (the other engines write no trace)\n"
