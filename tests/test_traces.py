@@ -213,3 +213,65 @@ def test_simulate_writes_paje(tmp_path):
                        "--paje", "x.paje", cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stderr == "error: --paje: expected the numasim engine (the other engines write no trace)\n"
+
+
+# ------------------------------------------------------------------------------- StarVZ phase 1
+
+#: The columns StarVZ's phase-1 reader gives readr for paje.worker_state.csv.gz
+#: (R/phase1_parse_csv.R, read_worker_csv, schnorr/starvz commit 7426178), in its order.
+STARVZ_WORKER_STATE = ["Nature", "ResourceId", "Type", "Start", "End", "Duration", "Depth", "Value", "Size",
+                       "Params", "Footprint", "Tag", "JobId", "GFlop", "SubmitOrder", "X", "Y", "Iteration",
+                       "Subiteration", "NumaNodes"]
+#: ... for entities.csv (R/phase1.R, hl_y_paje_tree)
+STARVZ_ENTITIES = ["Parent", "Name", "Type", "Nature"]
+#: StarPU's own states, which StarVZ does not count as application tasks (R/phase2_applications.R)
+STARPU_STATES = {"Callback", "FetchingInput", "Idle", "Initializing", "Overhead", "PushingOutput", "Scheduling",
+                 "Submitting task", "Progressing", "Sleeping", "Submiting task", "Waiting all tasks",
+                 "Building task", "Deinitializing", "execute_on_all_wrapper", "HandleRequests", "Executing"}
+
+
+def test_starvz_phase1_export(runs, tmp_path):
+    import gzip
+    import re
+
+    (tasks, _, _), _ = runs
+    proc = run_testbed("trace-starvz", tasks, "--out", tmp_path / "starvz")
+    assert proc.returncode == 0, proc.stderr
+    with gzip.open(tmp_path / "starvz" / "paje.worker_state.csv.gz", "rt") as fh:
+        states = list(csv.DictReader(fh, skipinitialspace=True))  # readr's trim_ws = TRUE
+    # readr matches col_types by name: every column the reader names is there (the file keeps
+    # the order of StarPU's pj_dump output, SubmitOrder before GFlop, as StarVZ's example trace)
+    assert set(states[0]) == set(STARVZ_WORKER_STATE)
+    rows = csv_rows(tasks)
+    assert len(states) == len(rows)
+
+    name = {}
+    for r in rows:
+        local = r["ResourceId"].split(".")[1]
+        name[r["ResourceId"]] = (f"{r['Node']}_CUDA{local[3:]}_0" if local.startswith("gpu")
+                                 else f"{r['Node']}_CPU{local[3:]}")
+    assert Counter(s["ResourceId"] for s in states) == Counter(name[r["ResourceId"]] for r in rows)
+    # StarVZ: multi-node trace when the part after the first `_` names CUDA or CPU; node = an integer
+    assert all(re.fullmatch(r"\d+_(CPU\d+|CUDA\d+_0)", s["ResourceId"]) for s in states)
+    codelet = {"getrf": "dgetrf_nopiv", "trsm": "dtrsm", "gemm": "dgemm"}
+    by_job = {f"{r['Node']}_{r['JobId']}": r for r in rows}
+    assert len(by_job) == len(rows)
+    for s in states:
+        r = by_job[s["JobId"]]  # every state is an application task: JobId set ...
+        assert s["Value"] == codelet[r["Value"]] and s["Value"] not in STARPU_STATES  # ... not a StarPU state
+        assert (s["Nature"], s["Type"], float(s["Depth"])) == ("State", "Worker State", 0.0)
+        assert float(s["Start"]) == pytest.approx(float(r["Start"]) * 1e3, abs=1e-5)  # ms
+        assert float(s["End"]) == pytest.approx(float(r["End"]) * 1e3, abs=1e-5)
+        assert s["Iteration"] == r["Step"] and s["X"] == "" and s["Y"] == ""
+
+    with open(tmp_path / "starvz" / "entities.csv", newline="") as fh:
+        entities = list(csv.DictReader(fh, skipinitialspace=True))
+    assert list(entities[0]) == STARVZ_ENTITIES
+    parent = {e["Name"]: e["Parent"] for e in entities if e["Nature"] == "Container"}
+    for worker in set(name.values()):
+        assert {"Parent": worker, "Name": "Worker State", "Type": "Worker State", "Nature": "State"} in entities
+        chain, node = [], worker
+        while node in parent and node != "root":
+            node = parent[node]
+            chain.append(node)
+        assert chain[-1] == "root" and chain[-2] == f"{worker.split('_')[0]}_program"
