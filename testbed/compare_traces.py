@@ -193,7 +193,7 @@ def plot_durations(traces: dict, path: Path) -> None:
     handles = [plt.Line2D([], [], marker="s", linestyle="", color=cmap(k % 10), alpha=0.6) for k in sorted(numas)]
     fig.legend(handles, [f"NUMA {k}" for k in sorted(numas)], loc="lower center", ncol=max(1, len(numas)),
                fontsize=7)
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    fig.tight_layout(rect=(0, 0.4 / fig.get_figheight(), 1, 1))  # ~0.4 in for the legend
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
@@ -203,12 +203,14 @@ def plot_space_time(traces: dict, path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.collections import PolyCollection
 
     kinds = sorted(set().union(*(set(t["Value"]) for t in traces.values())))
     colors = {k: plt.get_cmap("tab10")(i % 10) for i, k in enumerate(kinds)}
     nworkers = max(t["ResourceId"].nunique() for t in traces.values())
     fig, axes = plt.subplots(len(traces), 1, squeeze=False, sharex=True,
-                             figsize=(10, min(40.0, 1.0 + 0.18 * nworkers) * len(traces)))
+                             figsize=(10, min(12.0, 1.0 + 0.18 * nworkers) * len(traces)))
     for ax, (label, t) in zip(axes[:, 0], traces.items()):
         t = t.copy()
         t["Outlier"] = False
@@ -217,9 +219,15 @@ def plot_space_time(traces: dict, path: Path) -> None:
         w = t.groupby("ResourceId")["NodeName"].first()
         workers = sorted(w.index, key=lambda r: (worker_sort_key(w[r]), worker_sort_key(r)))
         row = {r: i for i, r in enumerate(workers)}
-        for (res, kind), g in t.groupby(["ResourceId", "Value"]):
-            ax.broken_barh(list(zip(g["Start"], g["Duration"])), (row[res] - 0.4, 0.8), color=colors[kind],
-                           linewidth=0)
+        # One collection of rectangles per kind: a call per worker and kind (broken_barh) took
+        # 8 s for the 434 workers of a 21-node run.
+        for kind, g in t.groupby("Value"):
+            x0, x1 = g["Start"].to_numpy(), g["End"].to_numpy()
+            y = g["ResourceId"].map(row).to_numpy(dtype=float)
+            verts = np.stack([np.column_stack([x0, y - 0.4]), np.column_stack([x0, y + 0.4]),
+                              np.column_stack([x1, y + 0.4]), np.column_stack([x1, y - 0.4])], axis=1)
+            ax.add_collection(PolyCollection(verts, facecolors=[colors[kind]], linewidths=0))
+        ax.set_ylim(-0.6, len(workers) - 0.4)
         out = t[t["Outlier"]]
         ax.plot(out["Start"] + out["Duration"] / 2, out["ResourceId"].map(row), "k.", markersize=2)
         ax.set_yticks(range(len(workers)), workers if len(workers) <= 60 else [""] * len(workers), fontsize=5)
@@ -231,7 +239,8 @@ def plot_space_time(traces: dict, path: Path) -> None:
     fig.legend(handles, [*kinds, "outlier (> Q3 + 1.5 IQR of its kind × worker type)"], loc="lower center",
                ncol=len(kinds) + 1, fontsize=7)
     axes[-1, 0].set_xlabel("time (s)")
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    axes[0, 0].set_xlim(0, 1.01 * max(makespan(t) for t in traces.values()))  # shared by the panels
+    fig.tight_layout(rect=(0, 0.45 / fig.get_figheight(), 1, 1))  # ~0.45 in for the legend
     fig.savefig(path, dpi=110)
     plt.close(fig)
 

@@ -275,3 +275,15 @@ def test_starvz_phase1_export(runs, tmp_path):
             node = parent[node]
             chain.append(node)
         assert chain[-1] == "root" and chain[-2] == f"{worker.split('_')[0]}_program"
+
+
+def test_outliers_as_starvz_defines_them():
+    """Q3 + 1.5 IQR with R's default quantiles (type 7, numpy's default): StarVZ's outlier_definition."""
+    import numpy as np
+
+    from testbed.compare_traces import upper_outliers
+
+    d = np.array([1.0, 2.0, 3.0, 4.0, 7.0, 7.01])  # Q1 = 2.25, Q3 = 6.25: threshold 12.25
+    assert not upper_outliers(d).any()
+    d = np.array([1.0, 2.0, 3.0, 4.0, 100.0])  # Q1 = 2, Q3 = 4: threshold 7
+    assert upper_outliers(d).tolist() == [False, False, False, False, True]
