@@ -67,6 +67,7 @@ APT_PACKAGES=(
   python3-venv python3-dev
   libgtest-dev
   dpkg-dev
+  pajeng
 )
 # batch schedulers, for trying the profiles on a one-node cluster of this machine
 if [ "$TESTBED_SLURM" = 1 ]; then

@@ -22,6 +22,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("testbed.report", "assemble the HTML/Markdown report"),
     "calibrate": ("testbed.calibrate", "calibrate a machine into a calibration bundle"),
     "sensitivity": ("testbed.sensitivity", "sensitivity of makespans and factor effects to the machine parameters"),
+    "trace-paje": ("testbed.paje", "a numasim trace (task + transfer CSVs) as a Paje file (pj_dump, ViTE)"),
+    "trace-starvz": ("testbed.starvz", "a numasim task trace as StarVZ phase-1 input (worker states, entities)"),
+    "compare-traces": ("testbed.compare_traces", "two task traces side by side: kernel durations, idle time, plots"),
 }
 
 

@@ -96,6 +96,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--platform-dir", default=None, help="output of `testbed platform` to reuse")
     p.add_argument("--trace", default=None, help="per-task trace CSV")
     p.add_argument("--transfers", default=None, help="per-transfer CSV (numasim)")
+    p.add_argument("--paje", default=None,
+                   help="numasim: also write the run's trace as a Paje file (pj_dump, ViTE; testbed trace-paje)")
     p.add_argument("--check", action="store_true", help="real engine: also compute the residual ||A-LU||/||A||")
     p.add_argument("--symbols", choices=["chameleon", "starpu-lu"], default=None,
                    help="perf-model symbols: Chameleon's (dgemm, ...) or StarPU's LU example (auto-detected)")
@@ -195,6 +197,8 @@ def resolve_cached(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "paje", None):
+        return run_with_paje(args)
     cached = resolve_cached(args)
     if cached is not None:
         from testbed.engines.numasim import run_file_binary
@@ -207,3 +211,26 @@ def run(args: argparse.Namespace) -> int:
         out = simulate(spec_from_args(args))
     print(json.dumps(out, sort_keys=True))
     return 0
+
+
+def run_with_paje(args: argparse.Namespace) -> int:
+    """`--paje FILE`: the run with its task and transfer CSVs (the user's, or temporary ones),
+    then testbed/paje.py's export of them."""
+    import tempfile
+    from pathlib import Path
+
+    from testbed.paje import export_paje
+
+    if args.engine != "numasim":
+        raise InputError(None, "--paje", "the numasim engine (the other engines write no trace)")
+    paje = Path(args.paje)
+    with tempfile.TemporaryDirectory(prefix="testbed-paje-") as tmp:
+        # Traced runs are never taken from the run cache (testbed/run_cache.py), so the
+        # temporary CSV names cost nothing there.
+        args.trace = args.trace or str(Path(tmp) / "tasks.csv")
+        args.transfers = args.transfers or str(Path(tmp) / "transfers.csv")
+        args.paje = None
+        status = run(args)
+        if status == 0:
+            export_paje(args.trace, args.transfers, paje)
+    return status

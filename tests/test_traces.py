@@ -1,0 +1,289 @@
+"""Trace exports and comparisons on small numasim runs (the tiny two-node platform of
+simulator/tests/data: 2 nodes x (4 CPUs on 2 NUMA nodes + 1 GPU), LU of 10 x 10 tiles)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from testbed import ROOT, paths
+from testbed.engines.numasim import run_binary
+
+DATA = ROOT / "simulator" / "tests" / "data"
+
+pytestmark = pytest.mark.skipif(not paths.NUMASIM.exists(), reason="numasim not built (make build)")
+
+
+def run_tiny(out: Path, seed: int) -> tuple[Path, Path, dict]:
+    tasks, transfers = out / f"tasks-{seed}.csv", out / f"transfers-{seed}.csv"
+    result = run_binary({
+        "platform": str(DATA / "tiny2.xml"),
+        "perfmodels": {"tiny": str(DATA / "tiny_sampling")},
+        "workload": {"kind": "lu", "n": 960, "b": 96, "distribution": {"kind": "block-cyclic", "p": 1, "q": 2}},
+        "env": {"STARPU_SCHED": "dmdas"},
+        "seed": seed,
+        "variability": True,
+        "trace": str(tasks),
+        "transfers": str(transfers),
+    })
+    return tasks, transfers, result
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Two runs of the same case with different seeds: (tasks CSV, transfers CSV, summary)."""
+    d = tmp_path_factory.mktemp("runs")
+    return run_tiny(d, 7), run_tiny(d, 8)
+
+
+def run_testbed(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "testbed", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd)
+
+
+def csv_rows(path: Path) -> list[dict]:
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+# ------------------------------------------------------------------------------- Paje export
+
+def pj_dump_lines(paje: Path) -> list[list[str]]:
+    # -u: the user-defined fields (JobId, Size) too; -l 9: times to the ns, as numasim writes them
+    proc = subprocess.run(["pj_dump", "-u", "-l", "9", str(paje)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return [[f.strip() for f in line.split(",")] for line in proc.stdout.splitlines() if line.strip()]
+
+
+@pytest.mark.skipif(shutil.which("pj_dump") is None,
+                    reason="pj_dump not installed (Debian package pajeng, listed in envs/setup.sh)")
+def test_pj_dump_reads_the_paje_export(runs, tmp_path):
+    (tasks, transfers, _), _ = runs
+    paje = tmp_path / "run.paje"
+    proc = run_testbed("trace-paje", tasks, "--transfers", transfers, "--out", paje)
+    assert proc.returncode == 0, proc.stderr
+    dump = pj_dump_lines(paje)
+
+    rows = csv_rows(tasks)
+    # pj_dump: State, container, state type, start, end, duration, depth, value[, extra fields]
+    states = [r for r in dump if r[0] == "State"]
+    assert Counter(s[1] for s in states) == Counter(r["ResourceId"] for r in rows)
+    assert Counter(s[7] for s in states) == Counter(r["Value"] for r in rows)
+    assert {s[2] for s in states} == {"Task"} and {float(s[6]) for s in states} == {0.0}  # depth: no nesting
+    assert sorted(s[8] for s in states) == sorted(r["JobId"] for r in rows)  # the JobId extra field
+    by_job = {r["JobId"]: r for r in rows}
+    for s in states[:50]:
+        r = by_job[s[8]]
+        assert float(s[3]) == pytest.approx(float(r["Start"]), abs=1e-9)
+        assert float(s[4]) == pytest.approx(float(r["End"]), abs=1e-9)
+
+    # pj_dump: Container, parent, type, start, end, duration, name
+    containers = [r for r in dump if r[0] == "Container"]
+    assert {(r[1], r[6]) for r in containers if r[2] == "Node"} == {("cluster", "n1"), ("cluster", "n2")}
+    workers = {(r[1], r[6]) for r in containers if r[2] == "Worker"}
+    assert workers == {(r["ResourceId"].split(".")[0], r["ResourceId"]) for r in rows}
+
+    # one link per transfer, between the memory containers of its ends
+    moves = csv_rows(transfers)
+    # pj_dump: Link, container, type, start, end, duration, value, from, to, key, Size
+    links = [r for r in dump if r[0] == "Link"]
+    assert len(links) == len(moves) > 0
+    assert Counter((lk[7], lk[8]) for lk in links) == Counter((f"{m['Src']}.mem", f"{m['Dst']}.mem") for m in moves)
+    assert {lk[6] for lk in links} == {"intra-node", "network"}
+    assert sum(int(lk[10]) for lk in links) == sum(int(m["Bytes"]) for m in moves)
+
+
+def test_paje_export_bad_input_is_one_line(runs, tmp_path):
+    (tasks, _, _), _ = runs
+    missing = tmp_path / "nope.csv"
+    proc = run_testbed("trace-paje", missing, "--out", tmp_path / "x.paje")
+    assert proc.returncode == 2
+    assert proc.stderr == f"error: {missing}: task trace: expected an existing CSV file\n"
+    proc = run_testbed("trace-paje", tasks, "--transfers", tasks, "--out", tmp_path / "x.paje")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert f"{tasks}: transfer trace: expected columns Start, End, Bytes, Src, Dst (missing Bytes, Src, Dst)" \
+        in proc.stderr
+    assert not (tmp_path / "x.paje").exists()
+
+
+# ------------------------------------------------------------------------------- compare-traces
+
+def test_compare_traces_of_two_seeds(runs, tmp_path):
+    (tasks_a, _, sum_a), (tasks_b, _, sum_b) = runs
+    out = tmp_path / "cmp"
+    proc = run_testbed("compare-traces", tasks_a, tasks_b, "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    assert "| kind | worker | NUMA | n A | n B | median A | median B | Δ median |" in proc.stdout
+    assert "## Idle fraction per node" in proc.stdout
+    assert (out / "compare.md").read_text() == proc.stdout
+    for png in ("durations-by-worker.png", "space-time.png"):
+        assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    result = json.loads((out / "compare.json").read_text())
+
+    # the numbers, recomputed from the CSVs by hand
+    import numpy as np
+
+    for tag, tasks, summary in (("a", tasks_a, sum_a), ("b", tasks_b, sum_b)):
+        rows = csv_rows(tasks)
+        end = max(float(r["End"]) for r in rows)
+        assert result["makespan"][tag] == pytest.approx(end)
+        assert end == pytest.approx(summary["makespan_s"], abs=1e-9)  # the CSV's times are to the ns
+        assert result["tasks"][tag] == len(rows) == summary["tasks"]
+        groups: dict[tuple, list[float]] = {}
+        for r in rows:
+            wtype = "cuda" if ".gpu" in r["ResourceId"] else "cpu"  # tiny2.xml: CUDA workers are nX.gpu0
+            groups.setdefault((r["Value"], wtype, int(r["WorkerNuma"])), []).append(
+                float(r["End"]) - float(r["Start"]))
+        got = {(k["kind"], k["worker_type"], k["numa"]): k for k in result["kernels"] if k[f"count_{tag}"]}
+        assert set(got) == set(groups)
+        for key, durations in groups.items():
+            d = np.array(durations)
+            k = got[key]
+            assert k[f"count_{tag}"] == len(d)
+            assert k[f"median_{tag}"] == pytest.approx(np.median(d))
+            assert k[f"mean_{tag}"] == pytest.approx(d.mean())
+            assert k[f"p10_{tag}"] == pytest.approx(np.quantile(d, 0.1))
+            assert k[f"p90_{tag}"] == pytest.approx(np.quantile(d, 0.9))
+        for node in {r["ResourceId"].split(".")[0] for r in rows}:
+            mine = [r for r in rows if r["ResourceId"].startswith(node + ".")]
+            workers = {r["ResourceId"] for r in mine}
+            busy = sum(float(r["End"]) - float(r["Start"]) for r in mine)
+            idle = next(i for i in result["idle"] if i["node"] == node)
+            assert idle[f"workers_{tag}"] == len(workers)
+            assert idle[f"idle_{tag}"] == pytest.approx(1 - busy / (len(workers) * end))
+    for k in result["kernels"]:
+        if k["median_a"] and k["median_b"]:
+            assert k["median_rel"] == pytest.approx((k["median_b"] - k["median_a"]) / k["median_a"])
+    assert result["makespan"]["a"] != result["makespan"]["b"]  # the seeds differ
+    gemm = [k for k in result["kernels"] if k["kind"] == "gemm"]
+    assert {k["worker_type"] for k in gemm} == {"cpu", "cuda"} and {k["numa"] for k in gemm} == {0, 1}
+
+
+def test_compare_traces_bad_input_is_one_line(runs, tmp_path):
+    (tasks, transfers, _), _ = runs
+    missing = tmp_path / "missing.csv"
+    proc = run_testbed("compare-traces", tasks, missing)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == f"error: {missing}: task trace: expected an existing CSV file\n"
+
+    proc = run_testbed("compare-traces", transfers, tasks, "--out", tmp_path / "cmp")  # a transfer CSV as A
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == (f"error: {transfers}: task trace: expected columns ResourceId, Start, End, Value, Node, "
+                           "WorkerNuma (missing ResourceId, Value, Node, WorkerNuma); a trace written by "
+                           "`testbed simulate --engine numasim --trace`\n")
+    assert not (tmp_path / "cmp").exists()
+
+    bad = tmp_path / "bad.csv"
+    lines = tasks.read_text().splitlines()
+    first = lines[1].split(",")
+    first[2] = "soon"  # End
+    bad.write_text("\n".join([lines[0], ",".join(first), *lines[2:]]) + "\n")
+    proc = run_testbed("compare-traces", tasks, bad)
+    assert proc.returncode == 2
+    assert proc.stderr == f"error: {bad}: task trace line 2 column End: expected a number, got 'soon'\n"
+
+
+# ------------------------------------------------------------------------------- simulate --paje
+
+@pytest.mark.skipif(shutil.which("pj_dump") is None,
+                    reason="pj_dump not installed (Debian package pajeng, listed in envs/setup.sh)")
+def test_simulate_writes_paje(tmp_path):
+    case = ["simulate", "--engine", "numasim", "--cluster", "chifflet-1", "--n", "4800", "--b", "960"]
+    proc = run_testbed(*case, "--paje", "run.paje", cwd=tmp_path)  # CSVs in a temporary directory
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    states = [r for r in pj_dump_lines(tmp_path / "run.paje") if r[0] == "State"]
+    assert len(states) == summary["tasks"]
+    assert sorted(tmp_path.iterdir()) == [tmp_path / "run.paje"]  # no CSV left behind
+
+    proc = run_testbed(*case, "--seed", "2", "--trace", "t.csv", "--paje", "run2.paje", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    rows = csv_rows(tmp_path / "t.csv")  # the user's CSV is kept and is what was exported
+    states = [r for r in pj_dump_lines(tmp_path / "run2.paje") if r[0] == "State"]
+    assert Counter(s[1] for s in states) == Counter(r["ResourceId"] for r in rows)
+
+    proc = run_testbed("simulate", "--engine", "real", "--cluster", "chifflet-1", "--n", "4800", "--b", "960",
+                       "--paje", "x.paje", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr == "error: --paje: expected the numasim engine (the other engines write no trace)\n"
+
+
+# ------------------------------------------------------------------------------- StarVZ phase 1
+
+#: The columns StarVZ's phase-1 reader gives readr for paje.worker_state.csv.gz
+#: (R/phase1_parse_csv.R, read_worker_csv, schnorr/starvz commit 7426178), in its order.
+STARVZ_WORKER_STATE = ["Nature", "ResourceId", "Type", "Start", "End", "Duration", "Depth", "Value", "Size",
+                       "Params", "Footprint", "Tag", "JobId", "GFlop", "SubmitOrder", "X", "Y", "Iteration",
+                       "Subiteration", "NumaNodes"]
+#: ... for entities.csv (R/phase1.R, hl_y_paje_tree)
+STARVZ_ENTITIES = ["Parent", "Name", "Type", "Nature"]
+#: StarPU's own states, which StarVZ does not count as application tasks (R/phase2_applications.R)
+STARPU_STATES = {"Callback", "FetchingInput", "Idle", "Initializing", "Overhead", "PushingOutput", "Scheduling",
+                 "Submitting task", "Progressing", "Sleeping", "Submiting task", "Waiting all tasks",
+                 "Building task", "Deinitializing", "execute_on_all_wrapper", "HandleRequests", "Executing"}
+
+
+def test_starvz_phase1_export(runs, tmp_path):
+    import gzip
+    import re
+
+    (tasks, _, _), _ = runs
+    proc = run_testbed("trace-starvz", tasks, "--out", tmp_path / "starvz")
+    assert proc.returncode == 0, proc.stderr
+    with gzip.open(tmp_path / "starvz" / "paje.worker_state.csv.gz", "rt") as fh:
+        states = list(csv.DictReader(fh, skipinitialspace=True))  # readr's trim_ws = TRUE
+    # readr matches col_types by name: every column the reader names is there (the file keeps
+    # the order of StarPU's pj_dump output, SubmitOrder before GFlop, as StarVZ's example trace)
+    assert set(states[0]) == set(STARVZ_WORKER_STATE)
+    rows = csv_rows(tasks)
+    assert len(states) == len(rows)
+
+    name = {}
+    for r in rows:
+        local = r["ResourceId"].split(".")[1]
+        name[r["ResourceId"]] = (f"{r['Node']}_CUDA{local[3:]}_0" if local.startswith("gpu")
+                                 else f"{r['Node']}_CPU{local[3:]}")
+    assert Counter(s["ResourceId"] for s in states) == Counter(name[r["ResourceId"]] for r in rows)
+    # StarVZ: multi-node trace when the part after the first `_` names CUDA or CPU; node = an integer
+    assert all(re.fullmatch(r"\d+_(CPU\d+|CUDA\d+_0)", s["ResourceId"]) for s in states)
+    codelet = {"getrf": "dgetrf_nopiv", "trsm": "dtrsm", "gemm": "dgemm"}
+    by_job = {f"{r['Node']}_{r['JobId']}": r for r in rows}
+    assert len(by_job) == len(rows)
+    for s in states:
+        r = by_job[s["JobId"]]  # every state is an application task: JobId set ...
+        assert s["Value"] == codelet[r["Value"]] and s["Value"] not in STARPU_STATES  # ... not a StarPU state
+        assert (s["Nature"], s["Type"], float(s["Depth"])) == ("State", "Worker State", 0.0)
+        assert float(s["Start"]) == pytest.approx(float(r["Start"]) * 1e3, abs=1e-5)  # ms
+        assert float(s["End"]) == pytest.approx(float(r["End"]) * 1e3, abs=1e-5)
+        assert s["Iteration"] == r["Step"] and s["X"] == "" and s["Y"] == ""
+
+    with open(tmp_path / "starvz" / "entities.csv", newline="") as fh:
+        entities = list(csv.DictReader(fh, skipinitialspace=True))
+    assert list(entities[0]) == STARVZ_ENTITIES
+    parent = {e["Name"]: e["Parent"] for e in entities if e["Nature"] == "Container"}
+    for worker in set(name.values()):
+        assert {"Parent": worker, "Name": "Worker State", "Type": "Worker State", "Nature": "State"} in entities
+        chain, node = [], worker
+        while node in parent and node != "root":
+            node = parent[node]
+            chain.append(node)
+        assert chain[-1] == "root" and chain[-2] == f"{worker.split('_')[0]}_program"
+
+
+def test_outliers_as_starvz_defines_them():
+    """Q3 + 1.5 IQR with R's default quantiles (type 7, numpy's default): StarVZ's outlier_definition."""
+    import numpy as np
+
+    from testbed.compare_traces import upper_outliers
+
+    d = np.array([1.0, 2.0, 3.0, 4.0, 7.0, 7.01])  # Q1 = 2.25, Q3 = 6.25: threshold 12.25
+    assert not upper_outliers(d).any()
+    d = np.array([1.0, 2.0, 3.0, 4.0, 100.0])  # Q1 = 2, Q3 = 4: threshold 7
+    assert upper_outliers(d).tolist() == [False, False, False, False, True]
