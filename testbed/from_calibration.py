@@ -318,9 +318,30 @@ def _network(data: dict, bundle: Path, label: str, missing: list[str]) -> None:
         missing.append(f"nics[{j}].bandwidth_Bps: the ping-pong measures one path (nics[0])")
 
 
+def _remote_spread(bundle: Path, label: str) -> dict[str, dict]:
+    """Per kernel, how much more a remote cell varies than the local one with every core busy:
+    the mean over thread nodes T and data nodes D != T of rel_std(T, D) / rel_std(T, T), at the
+    kernel's largest tile size (numa/raw/<kernel>-b<b>-all.csv). One NUMA node: nothing."""
+    out: dict[str, dict] = {}
+    best: dict[str, tuple[int, Path]] = {}
+    for path in (bundle / "numa" / "raw").glob("*-all.csv"):
+        kernel, b = path.stem.removesuffix("-all").rsplit("-b", 1)
+        if int(b) > best.get(kernel, (0, path))[0]:
+            best[kernel] = (int(b), path)
+    for kernel, (b, path) in sorted(best.items()):
+        cells = {(int(r["thread_node"]), int(r["data_node"])): float(r["rel_std"]) for r in _read_csv(path)}
+        ratios = [v / cells[(t, t)] for (t, d), v in cells.items() if t != d and cells.get((t, t), 0) > 0]
+        if ratios:
+            out[f"variability_remote_{kernel}"] = {
+                "value": float(f"{sum(ratios) / len(ratios):.4g}"),
+                "derived": f"{label}/numa/raw/{path.name}: mean over the remote cells (T, D != T) of "
+                           f"rel_std(T, D) / rel_std(T, T) ({len(ratios)} cells, every core busy)"}
+    return out
+
+
 def _numa_factors(bundle: Path, label: str) -> dict[str, dict]:
     """Remote-access factor matrices [thread node][data node] of the NUMA microbenchmarks."""
-    out: dict[str, dict] = {}
+    out: dict[str, dict] = _remote_spread(bundle, label)
     for path in sorted((bundle / "numa").glob("matrix-*.csv")):
         rows = [r for r in _read_csv(path) if r["quantity"] == "factor"]
         if not rows:

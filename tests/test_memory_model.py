@@ -145,3 +145,53 @@ def test_bench_reproduces_every_figure_the_descriptions_were_derived_from(tmp_pa
     inputs = [r for r in rows if r["kind"] == "input"]
     assert len(inputs) >= 10 and all(abs(r["error_pct"]) <= 1 for r in inputs), inputs
     assert any(r["kind"] == "prediction" for r in rows)
+
+
+def test_remote_spread_is_derived_from_a_two_node_bundle(tmp_path: Path) -> None:
+    from testbed.from_calibration import _remote_spread
+
+    raw = tmp_path / "numa" / "raw"
+    raw.mkdir(parents=True)
+    header = "kernel,b,load,thread_node,data_node,threads_measured,threads_total,calls,mean_s,std_s,median_s,min_s,rel_std,gflops\n"
+    cells = {(0, 0): 0.02, (0, 1): 0.06, (1, 0): 0.06, (1, 1): 0.03}
+    (raw / "dgemm-b960-all.csv").write_text(header + "".join(
+        f"dgemm,960,all,{t},{d},8,16,80,0.07,0.001,0.07,0.06,{r},25\n" for (t, d), r in cells.items()))
+    (raw / "dgemm-b480-all.csv").write_text(header + "dgemm,480,all,0,1,8,16,80,0.01,0.001,0.01,0.01,0.9,25\n")
+    out = _remote_spread(tmp_path, "bundle")
+    assert out["variability_remote_dgemm"]["value"] == pytest.approx((3 + 2) / 2)  # largest tile only
+    assert "dgemm-b960-all.csv" in out["variability_remote_dgemm"]["derived"]
+
+
+def _gemm_spread(tmp_path: Path, ratio: float | None) -> tuple[float, float]:
+    """Relative spread (sd / mean) of CPU dgemm durations on local and on remote pages in a
+    chifflet LU, with numa.variability_remote_dgemm = ratio (None: absent)."""
+    data = yaml.safe_load(Path(load_machine("chifflet").path).read_text())
+    if ratio is not None:
+        data["numa"]["variability_remote_dgemm"] = {"value": ratio, "derived": "test"}
+    data["kernels"] = str(ROOT / data["kernels"])
+    d = tmp_path / str(ratio)
+    d.mkdir()
+    (d / "chifflet.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    cluster = yaml.safe_load((ROOT / "platforms" / "clusters" / "chifflet-1.yaml").read_text())
+    cluster["nodes"] = [{"machine": "chifflet.yaml", "count": 1}]
+    (d / "c.yaml").write_text(yaml.safe_dump(cluster, sort_keys=False))
+    trace = d / "trace.csv"
+    subprocess.run([sys.executable, "-m", "testbed", "simulate", "--engine", "numasim", "--cluster", str(d / "c.yaml"),
+                    "--n", str(16 * B), "--b", str(B), "--seed", "4", "--trace", str(trace)],
+                   check=True, cwd=ROOT, capture_output=True, text=True)
+    import statistics
+
+    with trace.open() as fh:
+        gemm = [r for r in csv.DictReader(fh) if r["Value"] == "gemm" and ".cpu" in r["ResourceId"]]
+    spread = []
+    for remote in (False, True):
+        x = [float(r["Duration"]) for r in gemm if (float(r["RemoteBytes"]) > 0) == remote]
+        spread.append(statistics.stdev(x) / statistics.mean(x))
+    return spread[0], spread[1]
+
+
+def test_remote_pages_spread_durations_only_as_described(tmp_path: Path) -> None:
+    local, remote = _gemm_spread(tmp_path, None)
+    local3, remote3 = _gemm_spread(tmp_path, 3.0)
+    assert remote3 > 2 * remote  # the remote tasks' spread grows with the described ratio
+    assert local3 == pytest.approx(local, rel=0.5)  # local ones are left i.i.d. as before

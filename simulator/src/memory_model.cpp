@@ -42,17 +42,23 @@ MemoryParams MemoryParams::from_zone(const sg4::NetZone* zone, const std::string
       p.loaded_latency.emplace_back(u, r);
     }
   }
-  const std::string prefix = "numa_stall_fraction_";
+  const std::string stall = "numa_stall_fraction_", spread = "numa_variability_remote_";
   for (const auto& [key, value] : *zone->get_properties()) {
-    if (key.rfind(prefix, 0) != 0)
-      continue;
     bool ok = false;
-    double s = parse_number(value, ok);
-    if (!ok || s < 0 || s > 1)
-      throw InputError(file, where + "'" + key + "'", "a fraction in [0, 1], got '" + value + "'");
-    p.stall_fraction.emplace_back(key.substr(prefix.size()), s);
+    if (key.rfind(stall, 0) == 0) {
+      double s = parse_number(value, ok);
+      if (!ok || s < 0 || s > 1)
+        throw InputError(file, where + "'" + key + "'", "a fraction in [0, 1], got '" + value + "'");
+      p.stall_fraction.emplace_back(key.substr(stall.size()), s);
+    } else if (key.rfind(spread, 0) == 0) {
+      double r = parse_number(value, ok);
+      if (!ok || r <= 0 || r > 100)
+        throw InputError(file, where + "'" + key + "'", "a ratio in (0, 100], got '" + value + "'");
+      p.variability_remote.emplace_back(key.substr(spread.size()), r);
+    }
   }
   std::sort(p.stall_fraction.begin(), p.stall_fraction.end()); // properties are an unordered map
+  std::sort(p.variability_remote.begin(), p.variability_remote.end());
   return p;
 }
 
@@ -78,6 +84,14 @@ double MemoryParams::stall(const std::string& kernel) const
     if (k == kernel)
       return s;
   return 0;
+}
+
+double MemoryParams::remote_spread(const std::string& kernel) const
+{
+  for (const auto& [k, r] : variability_remote)
+    if (k == kernel)
+      return r;
+  return 1;
 }
 
 MemorySystem::MemorySystem(const MachineNode& node, const std::string& file)

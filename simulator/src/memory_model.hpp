@@ -34,10 +34,15 @@ struct MemoryParams {
   // Fraction of a kernel's local idle-memory duration stalled on memory latency, by kernel name
   // (dgemm, dtrsm, dgetrf_nopiv, daxpy...): zone properties numa_stall_fraction_<kernel>.
   std::vector<std::pair<std::string, double>> stall_fraction;
+  // Spread of a kernel's duration on remote pages relative to local ones (ratio of the relative
+  // standard deviations of numa_bench's remote and local cells with every core busy), by kernel
+  // name: zone properties numa_variability_remote_<kernel>; absent: 1 (the same i.i.d. spread).
+  std::vector<std::pair<std::string, double>> variability_remote;
 
   static MemoryParams from_zone(const sg4::NetZone* zone, const std::string& platform_file);
   double latency_ratio(double utilisation) const; // piecewise linear, flat outside the points
   double stall(const std::string& kernel) const;  // 0 when the description gives none
+  double remote_spread(const std::string& kernel) const; // 1 when the description gives none
 };
 
 class MemorySystem {

@@ -73,8 +73,10 @@ void NumaEffects::init()
     RankInfo& ri = ranks_[r];
     ri.p = NumaParams::from_zone(n.cpus.front().host->get_englobing_zone(), S.cfg_.platform);
     ri.mem = std::make_unique<MemorySystem>(n, S.cfg_.platform);
-    for (int k = 0; k < kNumKinds; k++)
+    for (int k = 0; k < kNumKinds; k++) {
       ri.stall[k] = ri.mem->params().stall(kernel_of(static_cast<TaskKind>(k)));
+      ri.spread[k] = ri.mem->params().remote_spread(kernel_of(static_cast<TaskKind>(k)));
+    }
     ri.use_numa = env.use_numa;
     ri.main_numa = th.main_numa;
     ri.mpi_numa = th.mpi_numa;
@@ -424,8 +426,15 @@ void NumaEffects::run_task(Worker& w, uint32_t task, double duration)
   }
   for (int p = 0; p < kMaxNumaNodes; p++)
     kernel_bytes_ += by_node[p];
+  const int kind = static_cast<int>(t.kind);
+  if (remote > 0 && ri.spread[kind] != 1 && S.cfg_.variability) {
+    double bytes = 0;
+    for (int p = 0; p < kMaxNumaNodes; p++)
+      bytes += by_node[p];
+    duration = respread(duration, w.length[kind], w.dev[kind], ri.spread[kind], remote / bytes);
+  }
   ri.mem->begin_kernel(by_node, duration);
-  const double d = ri.mem->stretched(ri.stall[static_cast<int>(t.kind)], w.numa, by_node, duration);
+  const double d = ri.mem->stretched(ri.stall[kind], w.numa, by_node, duration);
   stall_time_ += d - duration;
   std::array<sg4::CommPtr, kMaxNumaNodes> traffic;
   const size_t nflows = ri.mem->start_traffic(w.host, by_node, traffic);
@@ -434,6 +443,17 @@ void NumaEffects::run_task(Worker& w, uint32_t task, double duration)
   for (size_t i = 0; i < nflows; i++)
     traffic[i]->wait();
   ri.mem->end_kernel(by_node, duration);
+}
+
+double NumaEffects::respread(double d, double mean, double sd, double ratio, double remote_share)
+{
+  // Lognormal d = m exp(-s2/2 + s z) (Simulation::sample_duration): m (d/m)^f has log-sd f s
+  // and mean m exp(f (f - 1) s2 / 2), divided out.
+  if (d <= 0 || mean <= 0 || sd <= 0)
+    return d;
+  const double f = 1 + (ratio - 1) * remote_share;
+  const double s2 = std::log1p((sd * sd) / (mean * mean));
+  return mean * std::pow(d / mean, f) * std::exp(-f * (f - 1) * s2 / 2);
 }
 
 std::string NumaEffects::operand_pages(uint32_t task) const

@@ -52,6 +52,9 @@ public:
   // Runs one task on worker `w` for `duration` of computation: sets the task's start, adds the
   // GPU launch path or the CPU kernel's remote memory traffic and NUMA hinting faults.
   void run_task(Worker& w, uint32_t task, double duration);
+  // A duration drawn for local data, given the spread of remote pages: the log-deviation from
+  // the model mean scaled by 1 + (ratio - 1) * remote share of the bytes, the mean kept.
+  static double respread(double d, double mean, double sd, double ratio, double remote_share);
   // Moves one transfer (blocking, in a runner actor) along the path its threads give it;
   // returns the path id (links crossed) for accounting and the transfer CSV.
   int move(const Transfer& t);
@@ -71,7 +74,8 @@ private:
   struct RankInfo {
     NumaParams p;
     std::unique_ptr<MemorySystem> mem;
-    double stall[kNumKinds] = {0, 0, 0, 0}; // stall fraction per task kind
+    double stall[kNumKinds] = {0, 0, 0, 0};  // stall fraction per task kind
+    double spread[kNumKinds] = {1, 1, 1, 1}; // remote / local spread of the durations per task kind
     bool use_numa = false, pinned = false, balancing = false;
     int main_numa = 0, mpi_numa = 0;
     sg4::Host* mpi_host = nullptr;
