@@ -74,6 +74,18 @@ def test_compares_the_bundle_reference_with_numasim(committed: dict) -> None:
     assert committed["diagnosis"]
 
 
+def test_memory_microbenchmarks_of_the_bundle_are_simulated(committed: dict) -> None:
+    """Every numa_bench cell of the bundle (alone and all) is simulated with numasim's memory model
+    on the machine derived from it, beside the measurement (testbed/memory_microbench.py)."""
+    m = committed["memory_microbenchmarks"]
+    raw = sorted((LOCAL / "numa" / "raw").glob("*-all.csv"))
+    assert m["total"] == len(m["cells"]) >= len(raw) > 0
+    for c in m["cells"]:
+        assert c["measured"] > 0 and c["simulated"] > 0
+        assert c["error_pct"] == pytest.approx(100 * (c["simulated"] - c["measured"]) / c["measured"], abs=0.2)
+    assert {c["kernel"] for c in m["cells"]} >= {"dgemm", "daxpy"}
+
+
 def test_simulation_reads_the_bundle_models_under_its_machine_name(tmp_path: Path, committed: dict) -> None:
     # `testbed calibrate --machine node-a` names its files *.node-a, while a machine YAML
     # cannot have '-' (node_a): the validation must still find the bundle's models, and
