@@ -30,6 +30,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -116,8 +117,16 @@ int main(int argc, char* argv[])
     usage(argv[0]);
   const std::string file = argv[1], node_name = argv[2], what = argv[3];
   const bool own = numasim::configure_network_model();
+  if (!std::ifstream(file)) {
+    std::cerr << "error: " << file << ": expected a readable numasim platform file\n";
+    return 2;
+  }
   try {
-    engine.load_platform(file);
+    try {
+      engine.load_platform(file);
+    } catch (const std::exception& e) { // SimGrid's parse errors: one line, not a backtrace
+      throw numasim::InputError(file, "", std::string("a valid SimGrid platform (") + e.what() + ")");
+    }
     if (own)
       numasim::install_ethernet_factors(engine);
     engine.seal_platform();
