@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from testbed import ROOT
 from testbed.atomic import atomic_file
 from testbed.errors import InputError
+from testbed.yaml_input import load_yaml
 
 CONFIG_SCHEMA = ROOT / "config" / "config.schema.yaml"
 
@@ -34,8 +34,7 @@ DESIGN_COLUMNS = [
 
 # ------------------------------------------------------------------ configuration
 def _schema() -> dict:
-    with open(CONFIG_SCHEMA) as fh:
-        return yaml.safe_load(fh)
+    return load_yaml(CONFIG_SCHEMA)
 
 
 def _fill_defaults(instance: Any, schema: dict, root: dict) -> Any:
@@ -85,13 +84,9 @@ def validate_config(config: dict, file: str | Path) -> dict:
 
 def load_config(path: str | Path) -> dict:
     path = Path(path)
-    try:
-        with open(path) as fh:
-            config = yaml.safe_load(fh)
-    except FileNotFoundError:
-        raise InputError(path, None, "an existing configuration file") from None
-    except yaml.YAMLError as exc:
-        raise InputError(path, None, f"valid YAML ({exc})") from None
+    if not path.is_file():
+        raise InputError(path, None, "an existing configuration file")
+    config = load_yaml(path)
     if not isinstance(config, dict):
         raise InputError(path, "(top level)", "a mapping")
     return validate_config(config, path)

@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import yaml
 
 from testbed import ROOT
 from testbed.errors import InputError
 from testbed.paths import CLUSTERS, MACHINES
+from testbed.yaml_input import load_yaml
 
 SCHEMAS = Path(__file__).resolve().parent / "schemas"
 
@@ -266,22 +266,6 @@ def check_range(file: str | Path, key: str, q: dict, positive: bool = False) -> 
         raise InputError(file, f"{key}.range_reason", "the reason of the range (spread of the sources, measured sibling, repetitions)")
 
 
-_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-def _read_yaml(file: Path) -> Any:
-    try:
-        text = file.read_text()
-    except OSError as exc:
-        raise InputError(file, None, f"a readable YAML file ({exc.strerror})") from None
-    try:
-        # libyaml's loader when PyYAML was built with it (same documents, ~10x faster: a
-        # campaign reads these files for every run).
-        return yaml.load(text, Loader=_SAFE_LOADER)
-    except yaml.YAMLError as exc:
-        raise InputError(file, None, f"valid YAML ({str(exc).splitlines()[0]})") from None
-
-
 def _resolve(name_or_path: str | Path, folder: Path, relative_to: Path | None = None) -> Path:
     s = str(name_or_path)
     if s.endswith((".yaml", ".yml")) or "/" in s:
@@ -427,7 +411,7 @@ def load_machine(path_or_name: str | Path, relative_to: Path | None = None) -> M
     file = _resolve(path_or_name, MACHINES, relative_to)
     if not file.is_file():
         raise InputError(file, None, "an existing machine file")
-    data = _read_yaml(file)
+    data = load_yaml(file)
     machine = parse_machine(data, file)
     if machine.name != file.stem:
         raise InputError(file, "name", f"the file's base name {file.stem!r}, got {machine.name!r}")
@@ -468,7 +452,7 @@ def load_cluster(path_or_name: str | Path) -> Cluster:
 def _load_cluster(file: Path) -> Cluster:
     if not file.is_file():
         raise InputError(file, None, "an existing cluster file")
-    data = _read_yaml(file)
+    data = load_yaml(file)
     _validate(file, data, "cluster.schema.json")
     nodes: list[Node] = []
     counters: dict[str, int] = {}
