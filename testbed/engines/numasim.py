@@ -13,6 +13,22 @@ from testbed import paths
 from testbed.engines import RunSpec, platform_dir_for
 from testbed.errors import InputError
 
+#: Variables numasim interprets or knows to be inert (simulator/src/config.cpp parse_starpu_env;
+#: tests/test_config_early.py checks both lists agree). Any other name stops numasim (exit 2), so
+#: the workflow checks experiments against it before submitting a single batch.
+ENV_VARIABLES = frozenset({
+    "STARPU_SCHED", "STARPU_SCHED_ALPHA", "STARPU_SCHED_BETA", "STARPU_SCHED_GAMMA", "STARPU_PREFETCH",
+    "STARPU_CUDA_PIPELINE", "STARPU_USE_NUMA", "STARPU_NCPU", "STARPU_NCPUS", "STARPU_NCUDA", "STARPU_RESERVE_NCPU",
+    "STARPU_WORKERS_CPUID", "STARPU_WORKERS_CUDAID", "STARPU_MAIN_THREAD_CPUID", "STARPU_MAIN_THREAD_BIND",
+    "STARPU_MPI_THREAD_CPUID", "STARPU_PERF_MODEL_HOMOGENEOUS_CUDA", "STARPU_PERF_MODEL_HOMOGENEOUS_CPU",
+    "TESTBED_NUMA_BALANCING",
+    # inert in a simulated run (output, calibration, tracing)
+    "STARPU_SILENT", "STARPU_HOSTNAME", "STARPU_CALIBRATE", "STARPU_FXT_PREFIX", "STARPU_FXT_TRACE",
+    "STARPU_GENERATE_TRACE", "STARPU_WORKER_STATS", "STARPU_BUS_STATS", "STARPU_MEMORY_STATS", "STARPU_PROFILING",
+    "STARPU_MALLOC_SIMULATION_FOLD", "STARPU_SIMGRID_CUDA_MALLOC_COST", "STARPU_PERF_MODEL_DIR", "STARPU_HOME",
+    "STARPU_LOGFILENAME", "STARPU_MPI_STATS", "STARPU_COMM_STATS", "STARPU_DISPLAY_BINDINGS", "STARPU_ENABLE_STATS",
+})
+
 
 def _stamp(path: Path) -> tuple:
     st = Path(path).stat()
