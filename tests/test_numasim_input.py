@@ -107,3 +107,10 @@ def test_unknown_key_is_named_with_the_known_ones(tmp_path, change, key):
 ])
 def test_wrong_type_or_range_is_refused_not_defaulted(tmp_path, change, key):
     one_line_error(numasim(tmp_path, json.dumps(good() | change)), key)
+
+
+def test_missing_platform_file_is_bad_input_not_an_environment_fault(tmp_path):
+    """Found by tests/test_fuzz.py: SimGrid's "Unable to open" came out as exit 1."""
+    one_line_error(numasim(tmp_path, json.dumps(good() | {"platform": str(tmp_path / "nosuch.xml")})),
+                   "platform", "readable SimGrid platform file")
+    one_line_error(numasim(tmp_path, json.dumps(good() | {"platform": str(tmp_path)})), "platform")

@@ -114,3 +114,41 @@ def test_cli_one_line_exit_2(tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip() == f"error: {m}: numa_nodes[0].memory_bandwidth_Bps.value: expected a finite number, got '.nan'"
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("old,new,key,expected", [
+    # a core index of 2^31 built a 2^31-bit hwloc bitmap (a hang); 1e300 passed as a JSON Schema
+    # "integer" and broke `1 << index` (a traceback)
+    ("cores: {value: [14, 15,", "cores: {value: [2147483648, 15,", "numa_nodes[1].cores.value[0]", "core OS index"),
+    ("cores: {value: [14, 15,", "cores: {value: [1.0e+300, 15,", "numa_nodes[1].cores.value[0]", "integer"),
+])
+def test_implausible_magnitudes_and_float_indices(tmp_path, old, new, key, expected):
+    f = machine_with(tmp_path, old, new)
+    with pytest.raises(InputError) as e:
+        load_machine(f)
+    assert e.value.key == key and expected in e.value.expected, e.value.message()
+
+
+@pytest.mark.parametrize("old,new,key,expected", [
+    # found by tests/test_fuzz.py: a denormal latency reached SimGrid's XML parser (exit 1)
+    ("link_latency_s: {value: 1.0e-5", "link_latency_s: {value: 1.0e-320", "network.link_latency_s.value",
+     "plausible quantity of seconds"),
+    ("switch_bandwidth_Bps: {value: 1.25e+9", "switch_bandwidth_Bps: {value: 1.0e-300",
+     "network.switch_bandwidth_Bps.value", "plausible quantity of bytes/s"),
+])
+def test_implausible_cluster_quantities(tmp_path, old, new, key, expected):
+    c = tmp_path / "c.yaml"
+    text = (ROOT / "platforms" / "clusters" / "chifflet-1.yaml").read_text()
+    assert old in text
+    c.write_text(text.replace(old, new))
+    with pytest.raises(InputError) as e:
+        load_cluster(c)
+    assert e.value.key == key and expected in e.value.expected, e.value.message()
+
+
+def test_cluster_node_count_bounded(tmp_path):
+    c = tmp_path / "c.yaml"
+    c.write_text((ROOT / "platforms" / "clusters" / "chifflet-1.yaml").read_text()
+                 .replace("{machine: chifflet, count: 1}", "{machine: chifflet, count: 1000000}"))
+    with pytest.raises(InputError, match="nodes: expected at most 1024 nodes"):
+        load_cluster(c)

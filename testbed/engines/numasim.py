@@ -138,7 +138,8 @@ def run_file_binary(run_file: Path, simgrid_cfg: list[str] | None = None) -> dic
     binary = paths.binary(paths.NUMASIM, "numasim")
     cfg = [f"--cfg={c}" for c in simgrid_cfg or []]
     # In the caller's directory: relative paths of SimGrid options (tracing/filename) are the user's.
-    proc = subprocess.run([str(binary), str(run_file), *cfg], capture_output=True, text=True)
+    # errors="replace": numasim's message may quote bytes of a damaged input file that are not UTF-8.
+    proc = subprocess.run([str(binary), str(run_file), *cfg], capture_output=True, text=True, errors="replace")
     if proc.returncode == 2:
         # numasim says "error: <file>: <key>: expected <what>"; the file is our temporary run
         # description, so the user is shown the key (e.g. env.STARPU_SCHED) and the expectation.
