@@ -2,7 +2,7 @@
 # `snakemake sensitivity`: the sensitivity of the predictions to the machine parameters (not in `all`).
 # Rules live in workflows/*.smk; the embedded default is config/config.yaml
 # (`snakemake --config scale=study` selects the full study size).
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
 
 min_version("9.0")
 
@@ -10,9 +10,8 @@ min_version("9.0")
 configfile: "config/config.yaml"
 
 
-validate(config, "config/config.schema.yaml")
-
-
+# Validated by workflows/common.smk (testbed.design.validate_config): one line per mistake,
+# where snakemake's validate() printed the whole schema.
 include: "workflows/common.smk"
 
 

@@ -65,7 +65,7 @@ APT_PACKAGES=(
   libopenmpi-dev openmpi-bin
   xsltproc libxml2-utils
   python3-venv python3-dev
-  libgtest-dev
+  libgtest-dev nlohmann-json3-dev
   dpkg-dev
   pajeng
 )

@@ -12,18 +12,21 @@ import argparse
 import copy
 import itertools
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from testbed import ROOT
 from testbed.atomic import atomic_file
 from testbed.errors import InputError
+from testbed.yaml_input import load_yaml
 
 CONFIG_SCHEMA = ROOT / "config" / "config.schema.yaml"
+#: numasim's size limits (simulator/src/config.hpp kMaxTiles, kMaxTileSize)
+MAX_TILES, MAX_TILE_SIZE = 4096, 65536
 
 #: columns of a design table that are not factor levels
 DESIGN_COLUMNS = [
@@ -34,8 +37,7 @@ DESIGN_COLUMNS = [
 
 # ------------------------------------------------------------------ configuration
 def _schema() -> dict:
-    with open(CONFIG_SCHEMA) as fh:
-        return yaml.safe_load(fh)
+    return load_yaml(CONFIG_SCHEMA)
 
 
 def _fill_defaults(instance: Any, schema: dict, root: dict) -> Any:
@@ -61,17 +63,73 @@ def _fill_defaults(instance: Any, schema: dict, root: dict) -> Any:
     return instance
 
 
-def validate_config(config: dict, file: str | Path) -> dict:
-    """Validate against config/config.schema.yaml and fill defaults; InputError on violation."""
+def _typed_cli_strings(instance: Any, schema: dict, root: dict) -> Any:
+    """`instance` with the strings that the schema wants as numbers, integers or booleans read as
+    YAML scalars. Snakemake parses a nested `--config 'analysis={p_max: 0.01}'` with YAML's
+    BaseLoader, which leaves every value a string; top-level values it types itself."""
+    if "$ref" in schema:
+        node: Any = root
+        for part in schema["$ref"].lstrip("#/").split("/"):
+            node = node[part]
+        schema = node
+    if isinstance(instance, dict):
+        props = schema.get("properties", {})
+        extra = schema.get("additionalProperties")
+        return {k: _typed_cli_strings(v, props.get(k, extra if isinstance(extra, dict) else {}), root)
+                for k, v in instance.items()}
+    if isinstance(instance, list):
+        items = schema.get("items")
+        return [_typed_cli_strings(v, items if isinstance(items, dict) else {}, root) for v in instance]
+    types = schema.get("type", [])
+    types = [types] if isinstance(types, str) else types
+    if isinstance(instance, str) and "string" not in types and {"number", "integer", "boolean", "null"} & set(types):
+        try:
+            typed = load_yaml("--config", instance)
+        except InputError:
+            return instance
+        if isinstance(typed, (int, float, bool)) or typed is None:
+            return typed
+    return instance
+
+
+def _check_numbers(value: Any, file: str | Path, key: str) -> None:
+    """NaN and infinities pass JSON Schema's minimum/maximum (every comparison with NaN is false);
+    snakemake reads its config files with its own YAML loader, not testbed.yaml_input."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _check_numbers(v, file, f"{key}.{k}" if key else str(k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _check_numbers(v, file, f"{key}[{i}]")
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise InputError(file, key or "(top level)", f"a finite number, got {value}")
+    elif isinstance(value, int) and not isinstance(value, bool) and not -2**63 <= value < 2**63:
+        raise InputError(file, key or "(top level)", "an integer within 64 bits")
+
+
+def _schema_error(errors: list, file: str | Path, prefix: str = "", note: str = "") -> InputError:
+    """One line for the first violation (jsonschema's own report is 15 to 800 lines)."""
+    err = sorted(errors, key=lambda e: list(e.absolute_path))[0]
+    key = ".".join([prefix] * bool(prefix) + [str(p) for p in err.absolute_path]) or "(top level)"
+    message = " ".join(err.message.split())
+    if len(message) > 200:  # jsonschema quotes whole instances
+        message = message[:200] + "..."
+    return InputError(file, key, f"{err.schema.get('description', 'a valid value')}{note} ({message})")
+
+
+def validate_config(config: dict, file: str | Path, cli_strings: bool = False) -> dict:
+    """Validate against config/config.schema.yaml and fill defaults; InputError on violation.
+    `cli_strings`: the config came through snakemake, whose nested `--config` values are strings."""
     import jsonschema
 
     schema = _schema()
+    if cli_strings:
+        config = _typed_cli_strings(config, schema, schema)
+    _check_numbers(config, file, "")
     validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
+    errors = list(validator.iter_errors(config))
     if errors:
-        err = errors[0]
-        key = ".".join(str(p) for p in err.absolute_path) or "(top level)"
-        raise InputError(file, key, f"{err.schema.get('description', 'a valid value')} ({err.message})")
+        raise _schema_error(errors, file)
     config = _fill_defaults(copy.deepcopy(config), schema, schema)
     names = [e["name"] for e in config["experiments"]]
     dupes = sorted({n for n in names if names.count(n) > 1})
@@ -85,13 +143,9 @@ def validate_config(config: dict, file: str | Path) -> dict:
 
 def load_config(path: str | Path) -> dict:
     path = Path(path)
-    try:
-        with open(path) as fh:
-            config = yaml.safe_load(fh)
-    except FileNotFoundError:
-        raise InputError(path, None, "an existing configuration file") from None
-    except yaml.YAMLError as exc:
-        raise InputError(path, None, f"valid YAML ({exc})") from None
+    if not path.is_file():
+        raise InputError(path, None, "an existing configuration file")
+    config = load_yaml(path)
     if not isinstance(config, dict):
         raise InputError(path, "(top level)", "a mapping")
     return validate_config(config, path)
@@ -123,7 +177,62 @@ def resolve_experiment(config: dict, name: str, scale: str | None = None, file: 
             raise InputError(file, f"experiments.{name}.scales", f"an entry named {scale!r} (selected by scale)")
         exp = _merge(exp, scales[scale])
     exp["scale"] = scale
+    check_experiment(exp, file)
     return exp
+
+
+def check_experiment(exp: dict, file: str | Path = "config") -> None:
+    """What can be checked in one resolved experiment (scale overrides applied) without running
+    it. The workflow calls this while the Snakefile is read, so a mistake is one line before the
+    DAG instead of a failure in every batch job."""
+    import jsonschema
+
+    from testbed.engines.numasim import ENV_VARIABLES
+    from testbed.factors import LETTERS
+    from testbed.machines import load_cluster
+
+    schema = _schema()
+    name = exp.get("name", "?")
+    where = f"experiments.{name}"
+    scale = exp.get("scale", "default")
+    note = f" (with the overrides of scale {scale})" if scale != "default" else ""
+    body = {k: v for k, v in exp.items() if k not in ("scale", "scales")}
+    validator = jsonschema.Draft202012Validator({**schema["$defs"]["experiment"], "$defs": schema["$defs"]})
+    errors = list(validator.iter_errors(body))
+    if errors:
+        raise _schema_error(errors, file, where, note)
+    n, b = exp["workload"]["n"], exp["workload"]["b"]
+    if n % b:
+        raise InputError(file, f"{where}.workload.n", f"a multiple of b={b}{note}, got {n}")
+    if b > MAX_TILE_SIZE or n // b > MAX_TILES:
+        raise InputError(file, f"{where}.workload", f"b <= {MAX_TILE_SIZE} and n/b <= {MAX_TILES} tiles{note}, "
+                                                    f"got n={n} b={b}")
+    factor_env = exp.get("factor_env", {})
+    for letter in exp["factors"]:
+        if letter not in LETTERS and letter not in factor_env:
+            raise InputError(file, f"{where}.factors.{letter}",
+                             f"a factor of config/factors.yaml ({', '.join(LETTERS)}) or of factor_env{note}")
+    for letter in factor_env:
+        if letter not in exp["factors"]:
+            raise InputError(file, f"{where}.factor_env.{letter}",
+                             f"a factor of the experiment ({', '.join(sorted(exp['factors']))}){note}")
+    runs = len(configurations(exp["factors"], exp.get("design", {}), file)) * exp.get("repetitions", 1)
+    if exp.get("batches", 1) > runs:
+        raise InputError(file, f"{where}.batches", f"at most the number of runs ({runs}){note}, got {exp['batches']}")
+    if exp["engine"] == "numasim":
+        named = [("env", exp.get("env", {}))] + [(f"factor_env.{f}.{lv}", e[lv]) for f, e in factor_env.items()
+                                                 for lv in ("low", "high")]
+        for key, variables in named:
+            for var in variables:
+                if var not in ENV_VARIABLES:
+                    raise InputError(file, f"{where}.{key}.{var}", "a variable numasim interprets (STARPU_SCHED, "
+                                     "STARPU_SCHED_BETA, ...: simulator/src/config.cpp)")
+    dist = exp["workload"].get("distribution", {"kind": "block-cyclic"})
+    if dist.get("kind") == "file":
+        if not dist.get("path") or not Path(dist["path"]).is_file():
+            raise InputError(file, f"{where}.workload.distribution.path",
+                             f"an existing tile distribution file (docs/interfaces.md §5), got {dist.get('path')!r}")
+    load_cluster(exp["cluster"])  # its own errors name the cluster file and key
 
 
 # ------------------------------------------------------------------ design
@@ -241,7 +350,10 @@ def run(args: argparse.Namespace) -> int:
             exp = json.loads(args.spec)
         except json.JSONDecodeError as exc:
             raise InputError("--spec", None, f"a JSON object ({exc})") from None
+        if not isinstance(exp, dict):
+            raise InputError("--spec", None, "a JSON object (one resolved experiment)")
         where = "--spec"
+        check_experiment(exp, where)
     else:
         if not args.experiment:
             raise InputError(args.config, "--experiment", "the name of an experiment")

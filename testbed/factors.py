@@ -25,10 +25,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from testbed import ROOT
 from testbed.errors import InputError
+from testbed.yaml_input import load_yaml
 
 FACTORS_FILE = ROOT / "config" / "factors.yaml"
 LETTERS = tuple("ABCDEFG")
@@ -78,10 +77,7 @@ class Placement:
 
 @cache
 def _load_config(path: str) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise InputError(path, None, f"a readable YAML file ({exc})") from exc
+    data = load_yaml(path)
     if not isinstance(data, dict) or not isinstance(data.get("factors"), dict):
         raise InputError(path, "factors", "a mapping of factor letters")
     for letter in LETTERS:

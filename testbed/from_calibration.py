@@ -31,6 +31,7 @@ from lxml import etree
 
 from testbed import ROOT
 from testbed.errors import InputError
+from testbed.yaml_input import load_yaml
 from testbed.hwloc_xml import hwloc_source, topology_data
 
 
@@ -93,7 +94,7 @@ def machine_from_bundle(bundle: Path, name: str | None = None) -> tuple[dict[str
     for f, what in ((hw, "the hwloc step"), (kfile, "the codelets step")):
         if not f.is_file():
             raise InputError(f, None, f"this file of the bundle (written by {what} of `testbed calibrate`)")
-    kernels = yaml.safe_load(kfile.read_text())
+    kernels = load_yaml(kfile)
     if not isinstance(kernels, dict) or not isinstance(kernels.get("kernels"), dict):
         raise InputError(kfile, "kernels", "a mapping kernel -> arch -> timing")
     bundle_machine = str(kernels.get("machine") or bundle.name)

@@ -16,6 +16,7 @@ from lxml import etree
 
 from testbed.errors import InputError
 from testbed.machines import Machine
+from testbed.yaml_input import load_yaml
 
 #: PCI vendor:device ids of known device models (cosmetic: lets lstopo print a name).
 PCI_IDS = {
@@ -357,11 +358,9 @@ def _from_bundle(data: dict, folder: Path, label: str) -> None:
     """Replace placeholders by what a calibration bundle measured (core speed, NUMA bandwidth)."""
     import csv
 
-    import yaml
-
     kernels_file = folder / "kernels.yaml"
     if kernels_file.is_file():
-        k = yaml.safe_load(kernels_file.read_text())
+        k = load_yaml(kernels_file)
         try:
             b = int(k["reference_tile"])
             t = float(k["kernels"]["dgemm"]["cpu"]["time_s"]["value"])

@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 from testbed import ROOT
 from testbed.analyze import fmt, fmt_p, markdown_table, paper_table
 from testbed.atomic import atomic_members
 from testbed.errors import InputError
+from testbed.yaml_input import load_yaml
 
 
 @dataclass
@@ -96,8 +96,7 @@ def platform_summary(cluster: str, platforms_dir: Path) -> str:
     path = Path(cluster) if cluster.endswith((".yaml", ".yml")) else ROOT / "platforms" / "clusters" / f"{cluster}.yaml"
     if not path.exists():
         return f"Cluster `{cluster}`: no description found ({path} is missing).\n"
-    with open(path) as fh:
-        desc = yaml.safe_load(fh) or {}
+    desc = load_yaml(path) or {}
     lines = [f"Cluster description `{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}`:", ""]
     for group in desc.get("nodes", desc.get("groups", [])) or []:
         if isinstance(group, dict):

@@ -9,6 +9,7 @@ is rejected with the row that is wrong.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 from pathlib import Path
@@ -39,9 +40,11 @@ def _row_error(path: Path, row: int, line: int, column: str | None, expected: st
 def _check_value(path: Path, row: int, line: int, column: str, text: str) -> None:
     if column in INT_COLUMNS:
         try:
-            int(text)
+            value = int(text)
         except ValueError:
             raise _row_error(path, row, line, column, f"an integer, got {text!r}") from None
+        if not -2**63 <= value < 2**63:  # pandas stores the column as int64
+            raise _row_error(path, row, line, column, f"an integer within 64 bits, got {text!r}")
     elif column == "makespan_s":
         try:
             value = float(text)
@@ -75,7 +78,11 @@ def read_runs(path: str | Path) -> pd.DataFrame:
     path = Path(path)
     if not path.exists():
         raise InputError(path, None, "an existing runs table (CSV)")
-    with open(path, newline="") as fh:
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(path, None, f"UTF-8 text (byte {exc.start} is not)") from None
+    with io.StringIO(text, newline="") as fh:
         reader = csv.reader(fh)
         try:
             header = next(reader)

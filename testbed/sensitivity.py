@@ -49,6 +49,7 @@ import yaml
 from testbed import ROOT
 from testbed.atomic import atomic_file, atomic_members, check_output_dir
 from testbed.errors import InputError
+from testbed.yaml_input import load_yaml
 
 #: The pseudo-parameter of the Morris screening that changes only the run seeds.
 SEEDS = "(run seeds)"
@@ -188,8 +189,7 @@ def resolve_parameters(cluster_ref: str, specs: list[dict], where: str = "config
                 raise InputError(where, at, f"a key path like gpus[*].pcie_bandwidth_Bps, got {pattern!r}") from None
             file = files[place]
             if place not in data:
-                with open(file) as fh:
-                    data[place] = yaml.safe_load(fh)
+                data[place] = load_yaml(file)
             found = match_quantities(data[place], tokens)
             if not found:
                 raise InputError(where, at, f"a key naming quantities of {_rel(file)}, {pattern!r} names none")
@@ -365,7 +365,7 @@ def write_descriptions(plan: dict, u: dict[str, float], out: Path) -> Path:
     position `u` (a missing or NaN position keeps the written value), under `out`; returns
     the cluster file (its machines are `machines/<name>.yaml`, bundles `kernels/<name>/`)."""
     files = description_files(plan["experiment"]["cluster"])
-    data = {place: yaml.safe_load(Path(f).read_text()) for place, f in files.items()}
+    data = {place: load_yaml(f) for place, f in files.items()}
     for p in plan_parameters(plan):
         pos = u.get(p.name, math.nan)
         if pos is None or math.isnan(pos):

@@ -17,9 +17,9 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
 
 from testbed.errors import InputError
+from testbed.yaml_input import load_yaml
 from testbed.machines import Cluster, Machine, check_range, quantity_range
 from testbed.perfmodel_files import ArchModel, HistoryEntry, square_tiles_footprint, write_model
 
@@ -75,7 +75,7 @@ def load_bundle(machine: Machine) -> dict[str, dict[str, KernelTiming]]:
     if machine.kernels is None:
         raise InputError(machine.path, "kernels", "a calibration bundle (directory with kernels.yaml)")
     file = machine.kernels / "kernels.yaml"
-    data = yaml.safe_load(file.read_text())
+    data = load_yaml(file)
     if not isinstance(data, dict) or not isinstance(data.get("kernels"), dict):
         raise InputError(file, "kernels", "a mapping kernel -> arch -> timing")
     ref = data.get("reference_tile")

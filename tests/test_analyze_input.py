@@ -95,3 +95,19 @@ def test_mixed_designs_are_not_pooled_silently(tmp_path: Path, column: str, othe
     assert main(["analyze", str(path), "--out", str(tmp_path / "out"), "--stage", "tables"]) == 2
     assert not (tmp_path / "out" / "effects.csv").exists()
     assert main(["analyze", str(path), "--out", str(tmp_path / "pooled"), "--stage", "tables", "--pool"]) == 0
+
+
+def test_non_utf8_and_oversized_integers_are_input_errors(runs_csv: Path):
+    """Found by tests/test_fuzz.py: a UnicodeDecodeError and an OverflowError (pandas' int64)
+    escaped as tracebacks."""
+    data = runs_csv.read_bytes()
+    runs_csv.write_bytes(data.replace(b"real", b"r\xffal", 1))
+    with pytest.raises(InputError, match="UTF-8"):
+        read_runs(runs_csv)
+    text = data.decode().splitlines(keepends=True)
+    header = text[0].rstrip("\n").split(",")
+    row = text[1].split(",")
+    row[header.index("seed")] = "99999999999999999999"
+    runs_csv.write_text(text[0] + ",".join(row) + "".join(text[2:]))
+    with pytest.raises(InputError, match="seed: expected an integer within 64 bits"):
+        read_runs(runs_csv)

@@ -73,7 +73,8 @@ def chifflet(tmp_path: Path) -> tuple[Path, dict]:
 
 @pytest.mark.parametrize("change, key, expected", [
     (lambda q: q.update(range=[5e9, 1e10]), "gpus[0].pcie_bandwidth_Bps.range", "lo <= value <= hi"),
-    (lambda q: q.update(range=[1e10, float("inf")]), "gpus[0].pcie_bandwidth_Bps.range", "finite bounds"),
+    # refused by the YAML reader (testbed/yaml_input.py) already, at the bound itself
+    (lambda q: q.update(range=[1e10, float("inf")]), "gpus[0].pcie_bandwidth_Bps.range[1]", "a finite number"),
     (lambda q: q.update(range=[0, 2e10]), "gpus[0].pcie_bandwidth_Bps.range[0]", "a bound > 0"),
     (lambda q: q.pop("range_reason"), "gpus[0].pcie_bandwidth_Bps.range_reason", "the reason of the range"),
     (lambda q: q.update(spread=0.1), "gpus[0].pcie_bandwidth_Bps.spread", "either `range` or `spread`"),

@@ -1,16 +1,34 @@
 # Shared by workflows/*.smk: the resolved experiments (scale overrides applied)
 # and the input functions that depend on them.
 import json
+import sys
 
 from testbed.design import resolve_experiment, validate_config
+from testbed.errors import InputError
 
-config = validate_config(config, "config/config.yaml")
-SCALE = config["scale"]
-#: experiment name -> resolved experiment (what `testbed design --spec` receives)
-EXPERIMENTS = {
-    e["name"]: resolve_experiment(config, e["name"], SCALE, "config/config.yaml")
-    for e in config["experiments"]
-}
+# Every config mistake is found here, while the Snakefile is read: one line naming the file
+# (config/config.yaml, or --config where the value came from the command line), the key and
+# the expectation, exit 2, before any DAG or job. Snakemake would print the exception with its
+# traceback and exit 1; a SystemExit passes through it untouched.
+def _config_source():
+    """Where the config came from, as the user wrote it: the files, then the --config values."""
+    settings = workflow.config_settings
+    files = [str(f) for f in settings.configfiles] if settings.configfiles else ["config/config.yaml"]
+    return " + ".join(files + (["--config"] if settings.config else []))
+
+
+CONFIG_SOURCE = _config_source()
+try:
+    config = validate_config(config, CONFIG_SOURCE, cli_strings=True)
+    SCALE = config["scale"]
+    #: experiment name -> resolved experiment (what `testbed design --spec` receives)
+    EXPERIMENTS = {
+        e["name"]: resolve_experiment(config, e["name"], SCALE, CONFIG_SOURCE)
+        for e in config["experiments"]
+    }
+except InputError as exc:
+    print(f"error: {exc.message()}", file=sys.stderr)
+    sys.exit(2)
 #: whether workflows/platforms.smk (generating results/platforms/CLUSTER) is there
 HAVE_PLATFORMS = Path(workflow.basedir, "workflows", "platforms.smk").exists()
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -21,6 +22,9 @@ const char* kind_name(TaskKind k)
 }
 
 namespace {
+// Largest CPU/GPU id accepted in StarPU id lists: StarPU's STARPU_NMAXWORKERS is far below it;
+// it only keeps a typo from allocating gigabytes.
+constexpr long kMaxCpuId = 65535;
 long parse_int(const std::string& s, const std::string& file, const std::string& key, const std::string& expected)
 {
   char* end = nullptr;
@@ -49,6 +53,14 @@ int count_or_default(long v, const std::string& file, const std::string& key, co
     throw InputError(file, key, "a count >= 0 (or -1: StarPU's default), got '" + text + "'");
   return static_cast<int>(v);
 }
+// -1 (StarPU's "not set") or an id; larger values would wrap when narrowed to int.
+int cpu_id(const std::string& s, const std::string& file, const std::string& key)
+{
+  long v = parse_int(s, file, key, "a CPU id");
+  if (v < -1 || v > kMaxCpuId)
+    throw InputError(file, key, "a CPU id in 0.." + std::to_string(kMaxCpuId) + " (or -1), got '" + s + "'");
+  return static_cast<int>(v);
+}
 bool parse_bool01(const std::string& s, const std::string& file, const std::string& key)
 {
   long v = parse_int(s, file, key, "0 or 1");
@@ -69,12 +81,47 @@ std::vector<int> parse_id_list(const std::string& s, const std::string& file, co
     if (dash != std::string::npos) {
       long a = parse_int(item.substr(0, dash), file, key, "integers or ranges a-b");
       long b = parse_int(item.substr(dash + 1), file, key, "integers or ranges a-b");
+      if (a < 0 || b < a || b > kMaxCpuId)
+        throw InputError(file, key, "ranges a-b with 0 <= a <= b <= " + std::to_string(kMaxCpuId) + ", got '" + item + "'");
       for (long x = a; x <= b; x++)
         out.push_back(static_cast<int>(x));
-    } else
-      out.push_back(static_cast<int>(parse_int(item, file, key, "a list of integers")));
+    } else {
+      long x = parse_int(item, file, key, "a list of integers");
+      if (x < 0 || x > kMaxCpuId)
+        throw InputError(file, key, "ids in 0.." + std::to_string(kMaxCpuId) + ", got '" + item + "'");
+      out.push_back(static_cast<int>(x));
+    }
+    // A list longer than any machine's PU count is a typo ("0-99999999" would allocate GBs).
+    if (out.size() > static_cast<size_t>(kMaxCpuId) + 1)
+      throw InputError(file, key, "at most " + std::to_string(kMaxCpuId + 1) + " ids");
   }
   return out;
+}
+
+// A typo in a key ("variabilty", "distrbution") would otherwise leave the default in force
+// silently; every object of the run description lists the keys it may hold.
+void known_keys(const Json& obj, const std::string& file, const std::string& where,
+                std::initializer_list<const char*> keys)
+{
+  for (const auto& [k, v] : obj.object) {
+    bool known = false;
+    for (const char* key : keys)
+      known = known || k == key;
+    if (known)
+      continue;
+    std::string list;
+    for (const char* key : keys)
+      list += (list.empty() ? "" : ", ") + std::string(key);
+    throw InputError(file, where + k, "a known key here (one of " + list + "; docs/interfaces.md §4)");
+  }
+}
+// An integer in [lo, hi] written as a JSON number without fraction ("seed": "abc" or 1.5 is an error,
+// not 0 or 1).
+int64_t integer_in(const Json* v, const std::string& file, const std::string& key, int64_t lo, int64_t hi)
+{
+  if (!v || v->type != Json::Type::Number || !v->integral || v->integer < lo || v->integer > hi)
+    throw InputError(file, key, "an integer in " + std::to_string(lo) + ".." + std::to_string(hi));
+  return v->integer;
 }
 } // namespace
 
@@ -112,9 +159,10 @@ StarpuEnv parse_starpu_env(const std::map<std::string, std::string>& env, const 
     else if (k == "STARPU_PREFETCH")
       e.prefetch = parse_bool01(v, file, key);
     else if (k == "STARPU_CUDA_PIPELINE") {
-      e.cuda_pipeline = static_cast<int>(parse_int(v, file, key, "a non-negative integer"));
-      if (e.cuda_pipeline < 0)
-        throw InputError(file, key, "a non-negative integer, got '" + v + "'");
+      long depth = parse_int(v, file, key, "a non-negative integer");
+      if (depth < 0 || depth > 1000000) // checked before narrowing to int
+        throw InputError(file, key, "an integer in 0..1000000, got '" + v + "'");
+      e.cuda_pipeline = static_cast<int>(depth);
     } else if (k == "STARPU_USE_NUMA")
       e.use_numa = parse_bool01(v, file, key);
     // -1 is StarPU's "as many as there are" (the default); other negative counts are errors.
@@ -129,11 +177,11 @@ StarpuEnv parse_starpu_env(const std::map<std::string, std::string>& env, const 
     else if (k == "STARPU_WORKERS_CUDAID")
       e.workers_cudaid = parse_id_list(v, file, key);
     else if (k == "STARPU_MAIN_THREAD_CPUID")
-      e.main_thread_cpuid = static_cast<int>(parse_int(v, file, key, "a CPU id"));
+      e.main_thread_cpuid = cpu_id(v, file, key);
     else if (k == "STARPU_MAIN_THREAD_BIND")
       e.main_thread_bind = parse_bool01(v, file, key);
     else if (k == "STARPU_MPI_THREAD_CPUID")
-      e.mpi_thread_cpuid = static_cast<int>(parse_int(v, file, key, "a CPU id"));
+      e.mpi_thread_cpuid = cpu_id(v, file, key);
     else if (k == "STARPU_PERF_MODEL_HOMOGENEOUS_CUDA")
       e.homogeneous_cuda = parse_bool01(v, file, key);
     else if (k == "STARPU_PERF_MODEL_HOMOGENEOUS_CPU")
@@ -171,8 +219,17 @@ RunConfig RunConfig::from_json(const Json& j, const std::string& file)
       throw InputError(file, where + key, "a number");
     return v->number;
   };
+  // Env values: strings, or numbers/booleans written for convenience; a list or object is a mistake.
+  auto env_value = [&](const Json& v, const std::string& key) -> std::string {
+    if (v.type != Json::Type::String && v.type != Json::Type::Number && v.type != Json::Type::Bool)
+      throw InputError(file, key, "a string, number or boolean");
+    return v.scalar_text();
+  };
   if (j.type != Json::Type::Object)
     throw InputError(file, "", "a JSON object (run description)");
+  known_keys(j, file, "",
+             {"platform", "perfmodels", "symbols", "dag", "getrf_on_cuda", "workload", "env", "env_per_machine",
+              "seed", "variability", "mpi", "trace", "transfers"});
   c.platform = str(j, "platform", "");
   const Json* pm = j.find("perfmodels");
   if (!pm || pm->type != Json::Type::Object || pm->object.empty())
@@ -226,6 +283,7 @@ RunConfig RunConfig::from_json(const Json& j, const std::string& file)
   const Json* w = j.find("workload");
   if (!w || w->type != Json::Type::Object)
     throw InputError(file, "workload", "an object {kind: lu, n, b, distribution}");
+  known_keys(*w, file, "workload.", {"kind", "n", "b", "distribution"});
   if (str(*w, "kind", "workload.") != "lu")
     throw InputError(file, "workload.kind", "\"lu\"");
   double n = num(*w, "n", "workload."), b = num(*w, "b", "workload.");
@@ -239,22 +297,27 @@ RunConfig RunConfig::from_json(const Json& j, const std::string& file)
   c.b = static_cast<int>(b);
   c.nt = c.n / c.b;
   if (const Json* d = w->find("distribution")) {
+    if (d->type != Json::Type::Object)
+      throw InputError(file, "workload.distribution", "an object {kind, p, q} or {kind, path}");
     c.dist_kind = str(*d, "kind", "workload.distribution.");
     if (c.dist_kind == "block-cyclic") {
+      known_keys(*d, file, "workload.distribution.", {"kind", "p", "q"});
+      // 0 (or absent): chosen from the node count; the bound keeps p*q from overflowing.
       if (d->has("p"))
-        c.p = static_cast<int>(num(*d, "p", "workload.distribution."));
+        c.p = static_cast<int>(integer_in(d->find("p"), file, "workload.distribution.p", 0, 1 << 20));
       if (d->has("q"))
-        c.q = static_cast<int>(num(*d, "q", "workload.distribution."));
-    } else if (c.dist_kind == "file" || c.dist_kind == "heterogeneous")
+        c.q = static_cast<int>(integer_in(d->find("q"), file, "workload.distribution.q", 0, 1 << 20));
+    } else if (c.dist_kind == "file" || c.dist_kind == "heterogeneous") {
+      known_keys(*d, file, "workload.distribution.", {"kind", "path"});
       c.dist_path = str(*d, "path", "workload.distribution.");
-    else
+    } else
       throw InputError(file, "workload.distribution.kind", "block-cyclic, file or heterogeneous");
   }
   if (const Json* e = j.find("env")) {
     if (e->type != Json::Type::Object)
       throw InputError(file, "env", "an object of STARPU_* variables");
     for (const auto& [k, v] : e->object)
-      c.env_raw[k] = v.scalar_text();
+      c.env_raw[k] = env_value(v, "env." + k);
   }
   c.env = parse_starpu_env(c.env_raw, file);
   if (const Json* pm = j.find("env_per_machine")) {
@@ -265,19 +328,28 @@ RunConfig RunConfig::from_json(const Json& j, const std::string& file)
         throw InputError(file, "env_per_machine." + machine, "an object of STARPU_* variables");
       std::map<std::string, std::string> merged = c.env_raw;
       for (const auto& [k, v] : vars.object) {
-        c.env_machine_raw[machine][k] = v.scalar_text();
-        merged[k] = v.scalar_text();
+        c.env_machine_raw[machine][k] = env_value(v, "env_per_machine." + machine + "." + k);
+        merged[k] = c.env_machine_raw[machine][k];
       }
       c.env_machine[machine] = parse_starpu_env(merged, file);
     }
   }
   if (const Json* s = j.find("seed"))
-    c.seed = static_cast<uint64_t>(s->number);
-  if (const Json* v = j.find("variability"))
+    c.seed = static_cast<uint64_t>(integer_in(s, file, "seed", 0, std::numeric_limits<int64_t>::max()));
+  if (const Json* v = j.find("variability")) {
+    if (v->type != Json::Type::Bool)
+      throw InputError(file, "variability", "true or false");
     c.variability = v->boolean;
+  }
   if (const Json* m = j.find("mpi")) {
-    if (m->has("overhead_s"))
+    if (m->type != Json::Type::Object)
+      throw InputError(file, "mpi", "an object {overhead_s}");
+    known_keys(*m, file, "mpi.", {"overhead_s"});
+    if (m->has("overhead_s")) {
       c.mpi_overhead_s = num(*m, "overhead_s", "mpi.");
+      if (c.mpi_overhead_s < 0)
+        throw InputError(file, "mpi.overhead_s", "a duration >= 0 s");
+    }
   }
   // Relative paths are relative to the run description's directory.
   std::string base = file.find('/') == std::string::npos ? "" : file.substr(0, file.rfind('/') + 1);
@@ -290,9 +362,9 @@ RunConfig RunConfig::from_json(const Json& j, const std::string& file)
     rel(dir);
   rel(c.dist_path);
   if (const Json* t = j.find("trace"); t && !t->is_null())
-    c.trace = t->string;
+    c.trace = str(j, "trace", "");
   if (const Json* t = j.find("transfers"); t && !t->is_null())
-    c.transfers = t->string;
+    c.transfers = str(j, "transfers", "");
   rel(c.trace);
   rel(c.transfers);
   return c;
@@ -312,7 +384,7 @@ void RunConfig::resolve_distribution(int nranks)
       p = nranks / std::max(q, 1);
     else if (q <= 0)
       q = nranks / p;
-    if (p * q != nranks)
+    if (static_cast<long long>(p) * q != nranks) // p, q <= 2^20 each: the product fits in 64 bits
       throw InputError(file, "workload.distribution.p/q",
                        "p*q equal to the number of nodes (" + std::to_string(nranks) + "), got " +
                            std::to_string(p) + "x" + std::to_string(q));

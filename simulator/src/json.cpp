@@ -1,178 +1,150 @@
 #include "json.hpp"
 #include "error.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
+#include <limits>
 
 namespace numasim {
 
 namespace {
-class Parser {
-public:
-  Parser(const std::string& text, const std::string& file) : s_(text), file_(file) {}
+using njson = nlohmann::json;
 
-  Json parse_document()
+// Builds a Json tree from nlohmann's SAX events. nlohmann's own DOM would keep the last of two
+// duplicate keys silently and store 1e400 as inf; a run description with either is a mistake the
+// user must hear about, so the events are checked here. The SAX parser itself is iterative, so
+// deep nesting reaches start_object/start_array and is refused there, never on the C++ stack.
+class TreeBuilder final : public njson::json_sax_t {
+public:
+  explicit TreeBuilder(Json& root) : root_(root) {}
+
+  std::string error_key, error_expected; // set when a callback returns false
+
+  bool null() override { return place() != nullptr; }
+  bool boolean(bool v) override
   {
-    Json v = value();
-    skip_ws();
-    if (pos_ != s_.size())
-      fail("end of document");
-    return v;
+    Json* j = place();
+    j->type = Json::Type::Bool;
+    j->boolean = v;
+    return true;
+  }
+  bool number_integer(number_integer_t v) override
+  {
+    Json* j = place();
+    j->type = Json::Type::Number;
+    j->number = static_cast<double>(v);
+    j->integral = true;
+    j->integer = v;
+    return true;
+  }
+  bool number_unsigned(number_unsigned_t v) override
+  {
+    Json* j = place();
+    j->type = Json::Type::Number;
+    j->number = static_cast<double>(v);
+    // Above int64: still a number, but no exact integer (config.cpp refuses it where one is needed).
+    j->integral = v <= static_cast<number_unsigned_t>(std::numeric_limits<int64_t>::max());
+    j->integer = j->integral ? static_cast<int64_t>(v) : 0;
+    return true;
+  }
+  bool number_float(number_float_t v, const string_t& text) override
+  {
+    Json* j = place();
+    if (!std::isfinite(v)) // 1e400 parses as inf
+      return fail(path(), "a number within double range, got " + text);
+    j->type = Json::Type::Number;
+    j->number = v;
+    return true;
+  }
+  bool string(string_t& v) override
+  {
+    Json* j = place();
+    j->type = Json::Type::String;
+    j->string = std::move(v);
+    return true;
+  }
+  bool binary(binary_t&) override { return fail(path(), "JSON text (no binary values)"); }
+  bool start_object(std::size_t) override { return open(Json::Type::Object); }
+  bool key(string_t& k) override
+  {
+    Level& l = open_.back();
+    l.key = k;
+    if (l.node->object.count(k))
+      return fail(path(), "each key once per object (a second '" + k + "' would silently replace the first)");
+    return true;
+  }
+  bool end_object() override
+  {
+    open_.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) override { return open(Json::Type::Array); }
+  bool end_array() override
+  {
+    open_.pop_back();
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& ex) override
+  {
+    // what() = "[json.exception.parse_error.101] parse error at line 1, column 9: syntax error
+    // while parsing value - invalid literal; last read: 'NaN'": the id is noise for the user.
+    std::string what = ex.what();
+    if (auto close = what.find("] "); what.rfind("[json.exception.", 0) == 0 && close != std::string::npos)
+      what.erase(0, close + 2);
+    // The key being read helps find the spot in a long description ("near workload.n").
+    return fail(open_.empty() ? "JSON" : "JSON near " + path(), "valid JSON (RFC 8259; " + what + ")");
   }
 
 private:
-  const std::string& s_;
-  const std::string& file_;
-  size_t pos_ = 0;
+  struct Level {
+    Json* node;      // the open array or object
+    std::string key; // objects: the key whose value comes next
+  };
+  Json& root_;
+  std::vector<Level> open_;
 
-  [[noreturn]] void fail(const std::string& what) const
+  bool fail(const std::string& key, const std::string& expected)
   {
-    throw InputError(file_, "JSON at byte " + std::to_string(pos_), what);
-  }
-  void skip_ws()
-  {
-    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\n' || s_[pos_] == '\t' || s_[pos_] == '\r'))
-      pos_++;
-  }
-  bool consume(const char* word)
-  {
-    size_t n = std::char_traits<char>::length(word);
-    if (s_.compare(pos_, n, word) == 0) {
-      pos_ += n;
-      return true;
-    }
+    error_key = key;
+    error_expected = expected;
     return false;
   }
-  Json value()
+  // The slot of the value being read. Pointers stay valid: a map never moves its nodes, and an
+  // array only grows while none of its elements is open.
+  Json* place()
   {
-    skip_ws();
-    if (pos_ >= s_.size())
-      fail("a value");
-    Json v;
-    char c = s_[pos_];
-    if (c == '{') {
-      v.type = Json::Type::Object;
-      pos_++;
-      skip_ws();
-      if (pos_ < s_.size() && s_[pos_] == '}') {
-        pos_++;
-        return v;
-      }
-      while (true) {
-        skip_ws();
-        if (pos_ >= s_.size() || s_[pos_] != '"')
-          fail("a string key");
-        std::string key = string_literal();
-        skip_ws();
-        if (pos_ >= s_.size() || s_[pos_] != ':')
-          fail("':'");
-        pos_++;
-        v.object[key] = value();
-        skip_ws();
-        if (pos_ < s_.size() && s_[pos_] == ',') {
-          pos_++;
-          continue;
-        }
-        if (pos_ < s_.size() && s_[pos_] == '}') {
-          pos_++;
-          return v;
-        }
-        fail("',' or '}'");
-      }
+    if (open_.empty())
+      return &root_;
+    Json* c = open_.back().node;
+    if (c->type == Json::Type::Array) {
+      c->array.emplace_back();
+      return &c->array.back();
     }
-    if (c == '[') {
-      v.type = Json::Type::Array;
-      pos_++;
-      skip_ws();
-      if (pos_ < s_.size() && s_[pos_] == ']') {
-        pos_++;
-        return v;
-      }
-      while (true) {
-        v.array.push_back(value());
-        skip_ws();
-        if (pos_ < s_.size() && s_[pos_] == ',') {
-          pos_++;
-          continue;
-        }
-        if (pos_ < s_.size() && s_[pos_] == ']') {
-          pos_++;
-          return v;
-        }
-        fail("',' or ']'");
-      }
-    }
-    if (c == '"') {
-      v.type = Json::Type::String;
-      v.string = string_literal();
-      return v;
-    }
-    if (consume("true")) {
-      v.type = Json::Type::Bool;
-      v.boolean = true;
-      return v;
-    }
-    if (consume("false")) {
-      v.type = Json::Type::Bool;
-      return v;
-    }
-    if (consume("null"))
-      return v;
-    // number
-    const char* start = s_.c_str() + pos_;
-    char* end = nullptr;
-    double d = std::strtod(start, &end);
-    if (end == start)
-      fail("a value");
-    v.type = Json::Type::Number;
-    v.number = d;
-    pos_ += end - start;
-    return v;
+    return &c->object[open_.back().key];
   }
-  std::string string_literal()
+  bool open(Json::Type t)
   {
-    pos_++; // opening quote
-    std::string out;
-    while (pos_ < s_.size() && s_[pos_] != '"') {
-      char c = s_[pos_++];
-      if (c == '\\') {
-        if (pos_ >= s_.size())
-          fail("an escape");
-        char e = s_[pos_++];
-        switch (e) {
-          case 'n': out += '\n'; break;
-          case 't': out += '\t'; break;
-          case 'r': out += '\r'; break;
-          case 'b': out += '\b'; break;
-          case 'f': out += '\f'; break;
-          case 'u': {
-            if (pos_ + 4 > s_.size())
-              fail("4 hex digits");
-            unsigned code = std::stoul(s_.substr(pos_, 4), nullptr, 16);
-            pos_ += 4;
-            if (code < 0x80)
-              out += char(code);
-            else if (code < 0x800) {
-              out += char(0xC0 | (code >> 6));
-              out += char(0x80 | (code & 0x3F));
-            } else {
-              out += char(0xE0 | (code >> 12));
-              out += char(0x80 | ((code >> 6) & 0x3F));
-              out += char(0x80 | (code & 0x3F));
-            }
-            break;
-          }
-          default: out += e;
-        }
-      } else
-        out += c;
+    Json* j = place();
+    j->type = t;
+    open_.push_back({j, ""});
+    if (open_.size() > kMaxJsonDepth)
+      return fail(path(), "at most " + std::to_string(kMaxJsonDepth) + " nested arrays/objects");
+    return true;
+  }
+  // Where the value being read sits, as config.cpp names keys: "workload.distribution.p", "x[2]".
+  std::string path() const
+  {
+    std::string p;
+    for (const Level& l : open_) {
+      if (l.node->type == Json::Type::Array)
+        p += "[" + std::to_string(l.node->array.empty() ? 0 : l.node->array.size() - 1) + "]";
+      else
+        p += (p.empty() ? "" : ".") + l.key;
     }
-    if (pos_ >= s_.size())
-      fail("closing '\"'");
-    pos_++;
-    return out;
+    return p.empty() ? "JSON" : p;
   }
 };
 } // namespace
@@ -183,6 +155,8 @@ std::string Json::scalar_text() const
     case Type::String: return string;
     case Type::Bool: return boolean ? "1" : "0";
     case Type::Number: {
+      if (integral)
+        return std::to_string(integer);
       if (std::floor(number) == number && std::fabs(number) < 1e15)
         return std::to_string(static_cast<long long>(number));
       char buf[64];
@@ -193,16 +167,31 @@ std::string Json::scalar_text() const
   }
 }
 
-Json parse_json(const std::string& text, const std::string& file) { return Parser(text, file).parse_document(); }
+Json parse_json(const std::string& text, const std::string& file)
+{
+  Json root;
+  TreeBuilder builder(root);
+  // strict: the whole text is one value (trailing text is an error); no comments.
+  if (!njson::sax_parse(text, &builder, njson::input_format_t::json, /*strict=*/true, /*ignore_comments=*/false))
+    throw InputError(file, builder.error_key, builder.error_expected);
+  return root;
+}
 
 Json load_json_file(const std::string& path)
 {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in)
     throw InputError(path, "", "a readable JSON file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_json(ss.str(), path);
+  std::string text;
+  char buf[65536];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    text.append(buf, static_cast<size_t>(in.gcount()));
+    if (text.size() > kMaxJsonBytes)
+      throw InputError(path, "", "a run description of at most " + std::to_string(kMaxJsonBytes >> 20) + " MiB");
+  }
+  if (in.bad()) // a directory opens, then fails to read
+    throw InputError(path, "", "a readable JSON file");
+  return parse_json(text, path);
 }
 
 std::string json_escape(const std::string& s)

@@ -1,7 +1,10 @@
-// A small JSON reader (run descriptions only; no external dependency needed).
+// Run descriptions (docs/interfaces.md §4) as a small tree. The text is parsed by Debian's
+// nlohmann-json3 (RFC 8259, strict: no NaN/Infinity, no hex, no trailing text, UTF-8 checked);
+// this file only builds the tree config.cpp reads and adds what that parser lets through:
+// duplicate keys, numbers out of double range, unbounded nesting.
 #pragma once
+#include <cstdint>
 #include <map>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,6 +15,10 @@ struct Json {
   Type type = Type::Null;
   bool boolean = false;
   double number = 0;
+  // Numbers written without fraction or exponent that fit in int64: `integer` holds them exactly
+  // (a seed above 2^53 would not survive the double).
+  bool integral = false;
+  int64_t integer = 0;
   std::string string;
   std::vector<Json> array;
   std::map<std::string, Json> object; // ordered: iteration is deterministic
@@ -29,7 +36,13 @@ struct Json {
   std::string scalar_text() const;
 };
 
-// Parses `text`; on syntax error throws InputError(file, "JSON", ...).
+// Deepest nesting accepted: a run description nests 3 levels; the bound keeps the tree (and its
+// recursive destructor) small whatever the input.
+constexpr size_t kMaxJsonDepth = 64;
+// Largest run description read: they are a few KB; this stops /dev/zero or a wrong file early.
+constexpr size_t kMaxJsonBytes = 16 << 20;
+
+// Parses `text`; on any error throws InputError(file, <where>, <what was expected>).
 Json parse_json(const std::string& text, const std::string& file);
 Json load_json_file(const std::string& path);
 std::string json_escape(const std::string& s);

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 
 XBT_LOG_NEW_DEFAULT_CATEGORY(numasim_runtime, "numasim StarPU runtime model");
@@ -16,6 +18,10 @@ Simulation::Simulation(sg4::Engine& engine, RunConfig cfg) : engine_(engine), cf
 {
   // CM02 with LV08's factors on Ethernet routes only, unless --cfg chose a model (network.hpp).
   const bool own_network_model = configure_network_model();
+  // SimGrid reports a missing file as a runtime error (exit 1, an environment fault); here it is the
+  // run description's `platform` key that is wrong.
+  if (std::error_code ec; !std::filesystem::is_regular_file(cfg_.platform, ec) || !std::ifstream(cfg_.platform))
+    throw InputError(cfg_.file, "platform", "a readable SimGrid platform file, got '" + cfg_.platform + "'");
   engine_.load_platform(cfg_.platform);
   if (own_network_model)
     install_ethernet_factors(engine_);

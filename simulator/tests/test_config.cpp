@@ -1,6 +1,7 @@
 // Thread placement and StarPU variables (src/core/topology.c, mpi/src/starpu_mpi_init.c).
 #include "config.hpp"
 #include "error.hpp"
+#include "json.hpp"
 
 #include <gtest/gtest.h>
 
@@ -79,4 +80,62 @@ TEST(Distribution, BlockCyclicChameleonRule)
   bad.p = 4;
   bad.q = 4;
   EXPECT_THROW(bad.resolve_distribution(6), InputError);
+}
+
+// The run description's JSON is read strictly (issue 19): the parser must not take a mistake for a
+// default or a last-wins value.
+static std::string input_error(const std::string& text)
+{
+  try {
+    RunConfig::from_json(parse_json(text, "run.json"), "run.json");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+static const char* kMinimal = R"({"platform": "x.xml", "perfmodels": {"t": "s"}, "workload": {"kind": "lu", "n": 96, "b": 96}})";
+
+TEST(Json, StrictSyntax)
+{
+  EXPECT_THROW(parse_json(R"({"a": 1, "a": 2})", "f"), InputError);
+  EXPECT_THROW(parse_json(R"({"a": NaN})", "f"), InputError);
+  EXPECT_THROW(parse_json(R"({"a": -Infinity})", "f"), InputError);
+  EXPECT_THROW(parse_json(R"({"a": 0x10})", "f"), InputError);
+  EXPECT_THROW(parse_json(R"({"a": 1e400})", "f"), InputError);
+  EXPECT_THROW(parse_json(R"({"a": 1} trailing)", "f"), InputError);
+  EXPECT_THROW(parse_json("\"\xff\"", "f"), InputError);
+  EXPECT_THROW(parse_json(std::string(100000, '[') + std::string(100000, ']'), "f"), InputError);
+  EXPECT_NO_THROW(parse_json(std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']'), "f"));
+  Json j = parse_json(R"({"seed": 9007199254740993, "x": [1, {"y": "\u00e9"}]})", "f");
+  EXPECT_EQ(j.find("seed")->integer, 9007199254740993LL); // above 2^53: kept exactly
+  EXPECT_EQ(j.find("x")->array[1].find("y")->string, "\xc3\xa9");
+}
+
+TEST(Json, DuplicateKeyNamesItsPath)
+{
+  std::string e;
+  try {
+    parse_json(R"({"workload": {"n": 1, "n": 2}})", "run.json");
+  } catch (const InputError& x) {
+    e = x.what();
+  }
+  EXPECT_NE(e.find("run.json: workload.n: expected each key once"), std::string::npos) << e;
+}
+
+TEST(RunDescription, UnknownKeysAndWrongTypesAreNamed)
+{
+  std::string base = kMinimal;
+  auto with = [&](const std::string& extra) { return base.substr(0, base.size() - 1) + ", " + extra + "}"; };
+  EXPECT_EQ(input_error(base), "");
+  EXPECT_NE(input_error(with(R"("variabilty": false)")).find("run.json: variabilty: expected a known key"),
+            std::string::npos);
+  EXPECT_NE(input_error(with(R"("seed": "abc")")).find("seed"), std::string::npos);
+  EXPECT_NE(input_error(with(R"("seed": 1.5)")).find("seed"), std::string::npos);
+  EXPECT_NE(input_error(with(R"("variability": "yes")")).find("variability"), std::string::npos);
+  EXPECT_NE(input_error(with(R"("mpi": {"overhead": 1})")).find("mpi.overhead"), std::string::npos);
+  EXPECT_NE(input_error(with(R"("env": {"STARPU_WORKERS_CPUID": "0-99999999999"})")).find("STARPU_WORKERS_CPUID"),
+            std::string::npos);
+  RunConfig c = RunConfig::from_json(parse_json(with(R"("seed": 9007199254740993, "variability": false)"), "f"), "f");
+  EXPECT_EQ(c.seed, 9007199254740993ULL);
+  EXPECT_FALSE(c.variability);
 }

@@ -13,6 +13,22 @@ from testbed import paths
 from testbed.engines import RunSpec, platform_dir_for
 from testbed.errors import InputError
 
+#: Variables numasim interprets or knows to be inert (simulator/src/config.cpp parse_starpu_env;
+#: tests/test_config_early.py checks both lists agree). Any other name stops numasim (exit 2), so
+#: the workflow checks experiments against it before submitting a single batch.
+ENV_VARIABLES = frozenset({
+    "STARPU_SCHED", "STARPU_SCHED_ALPHA", "STARPU_SCHED_BETA", "STARPU_SCHED_GAMMA", "STARPU_PREFETCH",
+    "STARPU_CUDA_PIPELINE", "STARPU_USE_NUMA", "STARPU_NCPU", "STARPU_NCPUS", "STARPU_NCUDA", "STARPU_RESERVE_NCPU",
+    "STARPU_WORKERS_CPUID", "STARPU_WORKERS_CUDAID", "STARPU_MAIN_THREAD_CPUID", "STARPU_MAIN_THREAD_BIND",
+    "STARPU_MPI_THREAD_CPUID", "STARPU_PERF_MODEL_HOMOGENEOUS_CUDA", "STARPU_PERF_MODEL_HOMOGENEOUS_CPU",
+    "TESTBED_NUMA_BALANCING",
+    # inert in a simulated run (output, calibration, tracing)
+    "STARPU_SILENT", "STARPU_HOSTNAME", "STARPU_CALIBRATE", "STARPU_FXT_PREFIX", "STARPU_FXT_TRACE",
+    "STARPU_GENERATE_TRACE", "STARPU_WORKER_STATS", "STARPU_BUS_STATS", "STARPU_MEMORY_STATS", "STARPU_PROFILING",
+    "STARPU_MALLOC_SIMULATION_FOLD", "STARPU_SIMGRID_CUDA_MALLOC_COST", "STARPU_PERF_MODEL_DIR", "STARPU_HOME",
+    "STARPU_LOGFILENAME", "STARPU_MPI_STATS", "STARPU_COMM_STATS", "STARPU_DISPLAY_BINDINGS", "STARPU_ENABLE_STATS",
+})
+
 
 def _stamp(path: Path) -> tuple:
     st = Path(path).stat()
@@ -122,7 +138,8 @@ def run_file_binary(run_file: Path, simgrid_cfg: list[str] | None = None) -> dic
     binary = paths.binary(paths.NUMASIM, "numasim")
     cfg = [f"--cfg={c}" for c in simgrid_cfg or []]
     # In the caller's directory: relative paths of SimGrid options (tracing/filename) are the user's.
-    proc = subprocess.run([str(binary), str(run_file), *cfg], capture_output=True, text=True)
+    # errors="replace": numasim's message may quote bytes of a damaged input file that are not UTF-8.
+    proc = subprocess.run([str(binary), str(run_file), *cfg], capture_output=True, text=True, errors="replace")
     if proc.returncode == 2:
         # numasim says "error: <file>: <key>: expected <what>"; the file is our temporary run
         # description, so the user is shown the key (e.g. env.STARPU_SCHED) and the expectation.
