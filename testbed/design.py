@@ -40,13 +40,19 @@ def _schema() -> dict:
     return load_yaml(CONFIG_SCHEMA)
 
 
+def _deref(schema: dict, root: dict) -> dict:
+    """The schema a local `$ref` ("#/$defs/x") points to, or `schema` itself."""
+    if "$ref" not in schema:
+        return schema
+    node: Any = root
+    for part in schema["$ref"].lstrip("#/").split("/"):
+        node = node[part]
+    return node
+
+
 def _fill_defaults(instance: Any, schema: dict, root: dict) -> Any:
     """Fill `default` values of the schema into `instance` (jsonschema does not)."""
-    if "$ref" in schema:
-        node: Any = root
-        for part in schema["$ref"].lstrip("#/").split("/"):
-            node = node[part]
-        schema = node
+    schema = _deref(schema, root)
     if isinstance(instance, dict):
         for key, sub in schema.get("properties", {}).items():
             if key not in instance and "default" in sub:
@@ -67,11 +73,7 @@ def _typed_cli_strings(instance: Any, schema: dict, root: dict) -> Any:
     """`instance` with the strings that the schema wants as numbers, integers or booleans read as
     YAML scalars. Snakemake parses a nested `--config 'analysis={p_max: 0.01}'` with YAML's
     BaseLoader, which leaves every value a string; top-level values it types itself."""
-    if "$ref" in schema:
-        node: Any = root
-        for part in schema["$ref"].lstrip("#/").split("/"):
-            node = node[part]
-        schema = node
+    schema = _deref(schema, root)
     if isinstance(instance, dict):
         props = schema.get("properties", {})
         extra = schema.get("additionalProperties")
