@@ -43,9 +43,12 @@ test-cpp-asan:
 	@cmake -S simulator -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" \
 	  -DNUMASIM_TCMALLOC=OFF "-DCMAKE_CXX_FLAGS=-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
 	  -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined >/dev/null
-	@ASAN_OPTIONS=detect_stack_use_after_return=0 cmake --build $(ASAN_BUILD) --target numasim_tests
+	@ASAN_OPTIONS=detect_stack_use_after_return=0 cmake --build $(ASAN_BUILD) --target numasim_tests numasim
 	@cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_stack_use_after_return=0 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure
+	@# the fuzz corpus of run descriptions on the sanitized numasim (200 of tests/test_fuzz.py's 500 cases, ~30 s)
+	ASAN_OPTIONS=detect_stack_use_after_return=0 UBSAN_OPTIONS=print_stacktrace=1 \
+	  FUZZ_NUMASIM=$(ASAN_BUILD)/numasim FUZZ_SCALE=0.4 $(PY) -m pytest -q tests/test_fuzz.py -k numasim_run_json
 
 # -rs: the reason of every skipped test (e.g. no SLURM or OAR cluster can start here)
 test-python:
