@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "trace-paje": ("testbed.paje", "a numasim trace (task + transfer CSVs) as a Paje file (pj_dump, ViTE)"),
     "trace-starvz": ("testbed.starvz", "a numasim task trace as StarVZ phase-1 input (worker states, entities)"),
     "compare-traces": ("testbed.compare_traces", "two task traces side by side: kernel durations, idle time, plots"),
+    "trace-pair": ("testbed.trace_pair", "traced reruns of an experiment's all-default and best configurations, compared"),
 }
 
 

@@ -252,18 +252,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="directory for compare.md, compare.json and the two plots (other files left alone)")
 
 
+def write_comparison(a, b, name_a: str, name_b: str, out: str | Path, labels: tuple[str, str] = ("A", "B")) -> str:
+    """compare.md, compare.json and the two plots of traces `a` and `b` into `out`; returns the table."""
+    from testbed.atomic import atomic_members
+
+    result = compare(a, b)
+    text = markdown(result, name_a, name_b)
+    with atomic_members(out, OUT_FILES) as tmp:
+        (tmp / "compare.md").write_text(text)
+        (tmp / "compare.json").write_text(json.dumps({"a": name_a, "b": name_b, **result}, indent=1) + "\n")
+        traces = {labels[0]: a, labels[1]: b}
+        plot_durations(traces, tmp / "durations-by-worker.png")
+        plot_space_time(traces, tmp / "space-time.png")
+    return text
+
+
 def run(args: argparse.Namespace) -> int:
     a, b = read_tasks(args.a), read_tasks(args.b)
-    result = compare(a, b)
-    text = markdown(result, args.a, args.b)
-    print(text, end="")
     if args.out:
-        from testbed.atomic import atomic_members
-
-        with atomic_members(args.out, OUT_FILES) as tmp:
-            (tmp / "compare.md").write_text(text)
-            (tmp / "compare.json").write_text(json.dumps({"a": args.a, "b": args.b, **result}, indent=1) + "\n")
-            traces = {"A": a, "B": b}
-            plot_durations(traces, tmp / "durations-by-worker.png")
-            plot_space_time(traces, tmp / "space-time.png")
+        print(write_comparison(a, b, args.a, args.b, args.out), end="")
+    else:
+        print(markdown(compare(a, b), args.a, args.b), end="")
     return 0

@@ -280,7 +280,37 @@ def experiment_sections(name: str, exp_dir: Path, platforms_dir: Path, report_di
                          f"<figcaption>{html.escape(fig.stem.replace('_', ' '))}</figcaption></figure>")
     if figures:
         sections.append(Section(f"{name}: figures", "\n\n".join(md_figs) + "\n", "\n".join(html_figs)))
+    traces = exp_dir / "traces"
+    if (traces / "compare.md").is_file():
+        sections.append(trace_section(name, traces, report_dir))
     return sections
+
+
+TRACE_CAPTIONS = {
+    "durations-by-worker": "per-worker kernel durations (the most frequent kind), workers grouped by NUMA node and "
+                           "coloured by it; red points: durations above Q3 + 1.5 IQR of their worker (StarVZ's "
+                           "outlier rule). Top: the all-default configuration; bottom: the best one.",
+    "space-time": "tasks per worker over time, coloured by kind (StarVZ's application-workers panel): idle gaps "
+                  "and the critical path's pace, default above and best below.",
+}
+
+
+def trace_section(name: str, traces: Path, report_dir: Path) -> Section:
+    """`testbed trace-pair`'s output: the all-default and best configurations rerun with a trace."""
+    table = (traces / "compare.md").read_text()
+    intro = ("One run of the all-default configuration and one of the best configuration (design rows, their "
+             "seeds), rerun with a task trace (`testbed trace-pair`): kernel durations per kind, worker type and "
+             "NUMA node, idle fraction per node, makespan.")
+    md, page = [intro, "", table], [f"<p>{html.escape(intro)}</p><pre>{html.escape(table)}</pre>"]
+    for stem, caption in TRACE_CAPTIONS.items():
+        fig = traces / f"{stem}.png"
+        if not fig.is_file():
+            continue
+        md.append(f"![{stem}]({os.path.relpath(fig, report_dir)})\n\n{caption}\n")
+        data = base64.b64encode(fig.read_bytes()).decode("ascii")
+        page.append(f"<figure><img alt=\"{html.escape(stem)}\" src=\"data:image/png;base64,{data}\"/>"
+                    f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+    return Section(f"{name}: traces, default vs best", "\n".join(md) + "\n", "\n".join(page))
 
 
 CSS = """body{font-family:system-ui,sans-serif;max-width:70em;margin:2em auto;padding:0 1em;color:#222}

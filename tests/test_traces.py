@@ -287,3 +287,37 @@ def test_outliers_as_starvz_defines_them():
     assert not upper_outliers(d).any()
     d = np.array([1.0, 2.0, 3.0, 4.0, 100.0])  # Q1 = 2, Q3 = 4: threshold 7
     assert upper_outliers(d).tolist() == [False, False, False, False, True]
+
+
+def test_trace_pair_bad_best_is_one_line(tmp_path: Path) -> None:
+    design = tmp_path / "design.csv"
+    run = subprocess.run([sys.executable, "-m", "testbed", "design", "--config", str(ROOT / "config" / "config.yaml"),
+                          "--experiment", "lille21", "--out", str(design)], cwd=ROOT, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    best = tmp_path / "best.json"
+    best.write_text('{"best": {}}')
+    out = subprocess.run([sys.executable, "-m", "testbed", "trace-pair", "--design", str(design), "--best", str(best),
+                          "--out", str(tmp_path / "traces")], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert "best.levels" in out.stderr and not (tmp_path / "traces").exists()
+
+
+def test_trace_pair_reruns_default_and_best_from_the_design(tmp_path: Path) -> None:
+    """The design's first all-default row and first best row, rerun with traces and compared."""
+    spec = {"name": "mini", "cluster": "chifflet-1", "engine": "numasim",
+            "workload": {"n": 9600, "b": 960, "distribution": {"kind": "block-cyclic"}},
+            "factors": {"A": [-1, 1], "E": [-1, 1]}, "design": {"type": "full", "generators": []},
+            "repetitions": 2, "seed": 5, "randomize": True, "batches": 1, "env": {}, "variability": True}
+    design = tmp_path / "design.csv"
+    assert subprocess.run([sys.executable, "-m", "testbed", "design", "--spec", json.dumps(spec), "--out",
+                           str(design)], cwd=ROOT, capture_output=True).returncode == 0
+    best = tmp_path / "best.json"
+    best.write_text(json.dumps({"best": {"levels": {"A": 1, "E": -1}}}))
+    out = subprocess.run([sys.executable, "-m", "testbed", "trace-pair", "--design", str(design), "--best", str(best),
+                          "--out", str(tmp_path / "traces")], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "default (A- E-" in out.stderr and "best (A+ E-" in out.stderr
+    assert {p.name for p in (tmp_path / "traces").iterdir()} == {
+        "compare.md", "compare.json", "durations-by-worker.png", "space-time.png"}
+    doc = json.loads((tmp_path / "traces" / "compare.json").read_text())
+    assert doc["a"].startswith("all default (seed ") and doc["b"].startswith("best: A+ E- (seed ")

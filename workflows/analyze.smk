@@ -47,3 +47,28 @@ rule analyze_plots:
     shell:
         "testbed analyze {input.runs} --out {params.out} --stage plots "
         "{params.boxplots} --figures {output} > {log} 2>&1"
+
+
+rule trace_pair:
+    input:
+        design="results/{experiment}/design.csv",
+        best="results/{experiment}/best.json",
+        platform=platform_dirs,
+    output:
+        report(
+            directory("results/{experiment}/traces"),
+            patterns=["{name}.png"],
+            category="{experiment}",
+            labels={"figure": "traces: {name}"},
+        ),
+    params:
+        platform=lambda wildcards, input: (
+            f"--platform-dir {input.platform}" if input.platform else ""
+        ),
+    conda:
+        "envs/testbed.yaml"
+    log:
+        "results/{experiment}/logs/trace_pair.log",
+    shell:
+        "testbed trace-pair --design {input.design} --best {input.best} {params.platform} "
+        "--out {output} > {log} 2>&1"

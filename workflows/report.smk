@@ -14,6 +14,8 @@ rule report:
         platforms=all_platform_dirs,
         reference=[config["report"]["reference"]] if config["report"]["reference"] else [],
         sensitivity=sensitivity_summaries,
+        # traced default-vs-best reruns (rule trace_pair): numasim is the only engine writing traces
+        traces=[f"results/{e}/traces" for e, spec in EXPERIMENTS.items() if spec["engine"] == "numasim"],
     output:
         html=report("results/report/report.html", category="Report"),
         markdown="results/report/report.md",
