@@ -10,7 +10,7 @@ min_version("9.0")
 configfile: "config/config.yaml"
 
 
-# Validated by workflows/common.smk (testbed.design.validate_config): one line per mistake,
+# Validated by workflows/common.smk (testbed.study.design.validate_config): one line per mistake,
 # where snakemake's validate() printed the whole schema.
 include: "workflows/common.smk"
 

@@ -26,9 +26,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from testbed.engines import RunSpec  # noqa: E402
-from testbed.paths import FLOW_TIMES  # noqa: E402
-from testbed.simulate import parse_assignments, resolve_env, simulate  # noqa: E402
+from testbed.common.paths import FLOW_TIMES  # noqa: E402
+from testbed.run.engines import RunSpec  # noqa: E402
+from testbed.run.simulate import parse_assignments, resolve_env, simulate  # noqa: E402
 
 
 def idle_copy_s(xml: Path, src: str, dst: str, nbytes: int) -> float:
@@ -43,9 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nt", type=int, default=30)
     ap.add_argument("--factors", default="")
     args = ap.parse_args(argv)
-    from testbed.factors import check_factors
-    from testbed.machines import load_cluster
-    from testbed.platform_cmd import generate
+    from testbed.describe.machines import load_cluster
+    from testbed.platform.platform_cmd import generate
+    from testbed.run.factors import check_factors
 
     factors = check_factors({k: int(v) for k, v in parse_assignments([args.factors], "--factors").items()})
     with tempfile.TemporaryDirectory(prefix="bus-contention-") as tmp:

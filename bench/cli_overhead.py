@@ -46,9 +46,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--starpu-reps", type=int, default=1)
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "cli_overhead.json")
     args = p.parse_args(argv)
-    from testbed import paths, run_cache
-    from testbed.atomic import atomic_file
     from testbed.cli import build_parser
+    from testbed.common import paths
+    from testbed.common.atomic import atomic_file
+    from testbed.run import run_cache
 
     testbed = [sys.executable, "-m", "testbed"]
     rows = []
@@ -73,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         row = {
             "tiles": nt, "testbed_numasim_wall_s": w_cli, "numasim_alone_wall_s": w_alone,
             "testbed_starpu_simgrid_wall_s": w_starpu,
-            "overhead_s": statistics.median(a - b for a, b in zip(w_cli, w_alone)),
+            "overhead_s": statistics.median(a - b for a, b in zip(w_cli, w_alone, strict=False)),
             "speedup_vs_starpu_simgrid": statistics.median(w_starpu) / statistics.median(w_cli),
             "makespan_numasim_s": numasim_makespan, "makespan_starpu_simgrid_s": starpu_makespan,
             "loadavg": os.getloadavg()[0],

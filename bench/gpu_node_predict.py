@@ -31,9 +31,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from testbed.engines import RunSpec  # noqa: E402
-from testbed.platform_from_starpu import write_platform_dir  # noqa: E402
-from testbed.simulate import simulate  # noqa: E402
+from testbed.platform.platform_from_starpu import write_platform_dir  # noqa: E402
+from testbed.run.engines import RunSpec  # noqa: E402
+from testbed.run.simulate import simulate  # noqa: E402
 
 
 def real_cases(data: Path) -> dict[tuple[int, int, str], dict[str, list[float]]]:
@@ -96,8 +96,8 @@ def main(argv: list[str] | None = None) -> int:
         write_platform_dir(args.data / "sampling", args.host, pdir)
         described = None
         if args.cluster:  # the machine description derived from the node's calibration bundle
-            from testbed.machines import load_cluster
-            from testbed.platform_cmd import generate
+            from testbed.describe.machines import load_cluster
+            from testbed.platform.platform_cmd import generate
 
             described = Path(tmp) / "described"
             generate(load_cluster(args.cluster), described)

@@ -25,8 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from testbed.machines import load_machine  # noqa: E402
-from testbed.memory_microbench import TOLERANCE, bytes_per_call, kernel_cell, run  # noqa: E402
+from testbed.calibrate.memory_microbench import TOLERANCE, bytes_per_call, kernel_cell, run  # noqa: E402
+from testbed.describe.machines import load_machine  # noqa: E402
 
 B = 960  # the study's tile size
 

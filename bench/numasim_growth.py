@@ -22,8 +22,6 @@ import json
 import math
 import os
 import platform
-import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -55,7 +53,7 @@ def scaled_cluster(name: str, scale: int, where: Path) -> str:
     """The cluster YAML with every node group's count multiplied by `scale` (same machines)."""
     import yaml
 
-    from testbed.machines import load_cluster
+    from testbed.describe.machines import load_cluster
 
     if scale == 1:
         return name
@@ -76,7 +74,7 @@ def fit(xs: list[float], ys: list[float]) -> float | None:
         return None
     lx, ly = [math.log(x) for x in xs], [math.log(y) for y in ys]
     mx, my = sum(lx) / len(lx), sum(ly) / len(ly)
-    return sum((a - mx) * (b - my) for a, b in zip(lx, ly)) / sum((a - mx) ** 2 for a in lx)
+    return sum((a - mx) * (b - my) for a, b in zip(lx, ly, strict=False)) / sum((a - mx) ** 2 for a in lx)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,12 +88,12 @@ def main(argv: list[str] | None = None) -> int:
     if not NUMASIM.exists():
         print(f"error: {NUMASIM} is missing (run `make build`)", file=sys.stderr)
         return 2
-    from testbed.atomic import atomic_file
-    from testbed.engines import RunSpec
-    from testbed.engines.numasim import run_description
-    from testbed.machines import load_cluster
-    from testbed.platform_cache import cached_platform
-    from testbed.simulate import resolve_env
+    from testbed.common.atomic import atomic_file
+    from testbed.describe.machines import load_cluster
+    from testbed.platform.platform_cache import cached_platform
+    from testbed.run.engines import RunSpec
+    from testbed.run.engines.numasim import run_description
+    from testbed.run.simulate import resolve_env
 
     cases = [(1, nt) for nt in args.tiles] + [(s, 100) for s in args.scales if s != 1]
     rows = []

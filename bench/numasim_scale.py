@@ -66,13 +66,13 @@ def main(argv: list[str] | None = None) -> int:
     if not NUMASIM.exists():
         print(f"error: {NUMASIM} is missing (run `make build`)", file=sys.stderr)
         return 2
-    from testbed.atomic import atomic_file
-    from testbed.engines import RunSpec
-    from testbed.engines.numasim import run_description
-    from testbed.factors import check_factors
-    from testbed.machines import load_cluster
-    from testbed.platform_cmd import generate
-    from testbed.simulate import parse_assignments, resolve_env
+    from testbed.common.atomic import atomic_file
+    from testbed.describe.machines import load_cluster
+    from testbed.platform.platform_cmd import generate
+    from testbed.run.engines import RunSpec
+    from testbed.run.engines.numasim import run_description
+    from testbed.run.factors import check_factors
+    from testbed.run.simulate import parse_assignments, resolve_env
 
     configs = args.factors if args.factors is not None else [""]
     results = []

@@ -7,7 +7,7 @@ Both engines simulate the same machine, from the same files:
   machine's StarPU sampling directory (bus platform + codelet models); StarPU's defaults
   otherwise (dmdas, one RAM node, model means, STARPU_SIMGRID_* costs at their defaults).
 * numasim: the platform converted from the same bus platform(s) by
-  testbed/starpu_bus_platform.py, the same models, variability off, and the SimGrid network
+  testbed/platform/starpu_bus_platform.py, the same models, variability off, and the SimGrid network
   configuration starpu_smpirun runs StarPU under (`--cfg=network/model:SMPI
   --cfg=surf/precision:1e-9`, /usr/bin/smpirun; starpu_smpirun drops the bus files'
   network/* settings).
@@ -43,7 +43,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from testbed.starpu_bus_platform import NodeSource, build_platform, nodes_of_starpu_dir, write_platform  # noqa: E402
+from testbed.platform.starpu_bus_platform import NodeSource, build_platform, nodes_of_starpu_dir, write_platform  # noqa: E402
 
 SHIPPED = ROOT / ".deps" / "src" / "starpu-1.4.10" / "tools" / "perfmodels" / "sampling"
 SMPIRUN = ROOT / ".deps" / "starpu-simgrid" / "bin" / "starpu_smpirun"
@@ -159,7 +159,7 @@ def run_starpu(sampling: Path, hostname: str, cluster_xml: Path, hostfile: Path,
     run = Run(res["makespan_s"], wall, cpu, res["tasks"])
     if not USE_CACHE:
         return run
-    from testbed.atomic import atomic_file
+    from testbed.common.atomic import atomic_file
 
     with atomic_file(cache) as fh:
         json.dump({"key": key, "date": datetime.datetime.now().isoformat(timespec="seconds"),
@@ -252,9 +252,9 @@ def shipped_case(host: str, nt: int, work: Path) -> Case:
 
 
 def cluster_case(cluster: str, nt: int, work: Path) -> Case:
-    from testbed.engines.starpu_simgrid import merged_sampling, read_hostfile
-    from testbed.machines import load_cluster
-    from testbed.platform_cmd import generate
+    from testbed.describe.machines import load_cluster
+    from testbed.platform.platform_cmd import generate
+    from testbed.run.engines.starpu_simgrid import merged_sampling, read_hostfile
 
     d = work / cluster
     pdir = d / "platform"
@@ -341,10 +341,10 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tmp)
         for host in args.hosts:
             for nt in args.tiles:
-                cases.append(run_case(host, nt, lambda: shipped_case(host, nt, work)))
+                cases.append(run_case(host, nt, lambda host=host, nt=nt: shipped_case(host, nt, work)))
         for cluster in args.clusters:
             for nt in args.cluster_tiles:
-                cases.append(run_case(cluster, nt, lambda: cluster_case(cluster, nt, work)))
+                cases.append(run_case(cluster, nt, lambda cluster=cluster, nt=nt: cluster_case(cluster, nt, work)))
     if STARPU_ONLY:
         return 0
     table = markdown(cases)
@@ -354,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
               "cases": [dict(asdict(c), diff_pct=c.diff_pct if c.starpu and c.numasim else None) for c in cases],
               "table": table}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    from testbed.atomic import atomic_file
+    from testbed.common.atomic import atomic_file
 
     with atomic_file(args.out) as fh:
         json.dump(record, fh, indent=1)

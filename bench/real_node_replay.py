@@ -31,8 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from testbed.engines import RunSpec  # noqa: E402
-from testbed.simulate import resolve_env, simulate  # noqa: E402
+from testbed.run.engines import RunSpec  # noqa: E402
+from testbed.run.simulate import resolve_env, simulate  # noqa: E402
 
 DATA = ROOT / "bench" / "data" / "real-node-16c-h100"
 CLUSTER = "h100cpu-1"
@@ -87,9 +87,9 @@ def spec_for(case: Case, seed: int, gpu_platform: Path) -> RunSpec:
 
 
 def replay(seeds: int = 5) -> list[Case]:
-    from testbed.machines import load_cluster
-    from testbed.platform_cmd import generate
-    from testbed.platform_from_starpu import write_platform_dir
+    from testbed.describe.machines import load_cluster
+    from testbed.platform.platform_cmd import generate
+    from testbed.platform.platform_from_starpu import write_platform_dir
 
     all_cases = cases()
     with tempfile.TemporaryDirectory(prefix="real-node-replay-") as tmp:

@@ -27,8 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from testbed.engines import RunSpec  # noqa: E402
-from testbed.simulate import resolve_env, simulate  # noqa: E402
+from testbed.run.engines import RunSpec  # noqa: E402
+from testbed.run.simulate import resolve_env, simulate  # noqa: E402
 
 CLUSTER = "g5k-lille-21"
 CONFIGS = {"all default": {}, **{f"{x}=+1": {x: 1} for x in "ABCDEFG"}, "A,B,C,E=+1": dict.fromkeys("ABCE", 1)}
@@ -74,8 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nt", type=int, default=100)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
-    from testbed.machines import load_cluster
-    from testbed.platform_cmd import generate
+    from testbed.describe.machines import load_cluster
+    from testbed.platform.platform_cmd import generate
 
     results: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="study-factors-") as tmp:

@@ -10,22 +10,22 @@ import argparse
 import importlib
 import sys
 
-from testbed.errors import InputError
+from testbed.common.errors import InputError
 
 #: subcommand -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "platform": ("testbed.platform_cmd", "describe machines, generate SimGrid/hwloc/StarPU platforms"),
-    "simulate": ("testbed.simulate", "run the LU once with an engine (numasim, starpu-simgrid, real)"),
-    "design": ("testbed.design", "write the design table of an experiment"),
-    "campaign": ("testbed.campaign", "run a batch of design rows, append to runs"),
-    "analyze": ("testbed.analyze", "linear model, ANOVA and plots of a runs.csv"),
-    "report": ("testbed.report", "assemble the HTML/Markdown report"),
-    "calibrate": ("testbed.calibrate", "calibrate a machine into a calibration bundle"),
-    "sensitivity": ("testbed.sensitivity", "sensitivity of makespans and factor effects to the machine parameters"),
-    "trace-paje": ("testbed.paje", "a numasim trace (task + transfer CSVs) as a Paje file (pj_dump, ViTE)"),
-    "trace-starvz": ("testbed.starvz", "a numasim task trace as StarVZ phase-1 input (worker states, entities)"),
-    "compare-traces": ("testbed.compare_traces", "two task traces side by side: kernel durations, idle time, plots"),
-    "trace-pair": ("testbed.trace_pair", "traced reruns of an experiment's all-default and best configurations, compared"),
+    "platform": ("testbed.platform.platform_cmd", "describe machines, generate SimGrid/hwloc/StarPU platforms"),
+    "simulate": ("testbed.run.simulate", "run the LU once with an engine (numasim, starpu-simgrid, real)"),
+    "design": ("testbed.study.design", "write the design table of an experiment"),
+    "campaign": ("testbed.run.campaign", "run a batch of design rows, append to runs"),
+    "analyze": ("testbed.analyze.analyze", "linear model, ANOVA and plots of a runs.csv"),
+    "report": ("testbed.report.report", "assemble the HTML/Markdown report"),
+    "calibrate": ("testbed.calibrate.calibrate", "calibrate a machine into a calibration bundle"),
+    "sensitivity": ("testbed.study.sensitivity", "sensitivity of makespans and factor effects to the machine parameters"),
+    "trace-paje": ("testbed.traces.paje", "a numasim trace (task + transfer CSVs) as a Paje file (pj_dump, ViTE)"),
+    "trace-starvz": ("testbed.traces.starvz", "a numasim task trace as StarVZ phase-1 input (worker states, entities)"),
+    "compare-traces": ("testbed.traces.compare_traces", "two task traces side by side: kernel durations, idle time, plots"),
+    "trace-pair": ("testbed.traces.trace_pair", "traced reruns of an experiment's all-default and best configurations, compared"),
 }
 
 

@@ -12,9 +12,17 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from testbed.analyze import all_terms, anova_table, best_configuration, fit_model, summary_table, write_plots, write_tables
+from testbed.analyze.analyze import (
+    all_terms,
+    anova_table,
+    best_configuration,
+    fit_model,
+    summary_table,
+    write_plots,
+    write_tables,
+)
+from testbed.analyze.runs_table import RUN_COLUMNS
 from testbed.cli import main
-from testbed.runs_table import RUN_COLUMNS
 
 #: true model: intercept 100, main effects, 2- and 3-factor interactions (coded -1/+1)
 TRUE = {"A": 5.0, "C": -3.0, "A:B": 2.0, "B:D": -1.2, "A:B:C": 1.5, "B:C:D": -0.8}
@@ -26,7 +34,7 @@ def synthetic_runs(factors: str = "ABCD", reps: int = 3, sigma: float = 1.0, see
     rng = np.random.default_rng(seed)
     rows = []
     for levels in itertools.product([-1, 1], repeat=len(factors)):
-        lv = dict(zip(factors, levels))
+        lv = dict(zip(factors, levels, strict=False))
         mean = intercept + sum(c * math.prod(lv[f] for f in t.split(":"))
                                for t, c in coefficients.items() if set(t.split(":")) <= set(factors))
         for rep in range(1, reps + 1):

@@ -5,12 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from testbed.cli import main
-from testbed.errors import InputError
-from testbed.runs_table import read_runs
-
 from test_analyze import synthetic_runs
+
+from testbed.analyze.runs_table import read_runs
+from testbed.cli import main
+from testbed.common.errors import InputError
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from testbed import ROOT
-from testbed.errors import InputError
-from testbed.starpu_bus_platform import NodeSource, build_platform, main, write_platform
+from testbed.common.errors import InputError
+from testbed.platform.starpu_bus_platform import NodeSource, build_platform, main, write_platform
 
 SHIPPED = ROOT / ".deps" / "src" / "starpu-1.4.10" / "tools" / "perfmodels" / "sampling"
 NUMASIM = ROOT / "build" / "simulator" / "numasim"

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from testbed import calibrate as cal
-from testbed.errors import InputError
-from testbed.paths import NUMASIM
+from testbed.calibrate import calibrate as cal
+from testbed.common.errors import InputError
+from testbed.common.paths import NUMASIM
 
 # paired_runs=0: the validation's paired real runs are tested in test_calibration_validation.py.
 # b=64 kernels take ~20 us and StarPU drops samples >50% off the mean (and flushes an entry
@@ -183,8 +183,8 @@ def test_another_machines_bundle_is_not_resumed(tmp_path: Path) -> None:
     import subprocess
 
     from testbed import ROOT
-    from testbed.calibrate import check_same_machine
-    from testbed.errors import InputError
+    from testbed.calibrate.calibrate import check_same_machine
+    from testbed.common.errors import InputError
 
     other = tmp_path / "other"
     other.mkdir()

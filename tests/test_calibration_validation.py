@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from testbed.calibration_validation import TOLERANCE, validate, worker_stats
-from testbed.paths import CALIBRATION, LU_REAL, NUMASIM
+from testbed.calibrate.validation import TOLERANCE, validate, worker_stats
+from testbed.common.paths import CALIBRATION, LU_REAL, NUMASIM
 
 LOCAL = CALIBRATION / "local"
 
@@ -76,7 +76,7 @@ def test_compares_the_bundle_reference_with_numasim(committed: dict) -> None:
 
 def test_memory_microbenchmarks_of_the_bundle_are_simulated(committed: dict) -> None:
     """Every numa_bench cell of the bundle (alone and all) is simulated with numasim's memory model
-    on the machine derived from it, beside the measurement (testbed/memory_microbench.py)."""
+    on the machine derived from it, beside the measurement (testbed/calibrate/memory_microbench.py)."""
     m = committed["memory_microbenchmarks"]
     raw = sorted((LOCAL / "numa" / "raw").glob("*-all.csv"))
     assert m["total"] == len(m["cells"]) >= len(raw) > 0

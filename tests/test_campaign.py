@@ -1,4 +1,4 @@
-"""Campaign batches through testbed.simulate with the real engine (apps/lu on this machine)."""
+"""Campaign batches through testbed.run.simulate with the real engine (apps/lu on this machine)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from testbed.campaign import read_design, run_batch
+from testbed.analyze.runs_table import read_runs
 from testbed.cli import main
-from testbed.design import design_table
-from testbed.errors import InputError
-from testbed.paths import LU_REAL, NUMASIM
-from testbed.runs_table import read_runs
+from testbed.common.errors import InputError
+from testbed.common.paths import LU_REAL, NUMASIM
+from testbed.run.campaign import read_design, run_batch
+from testbed.study.design import design_table
 
 #: two factors given as raw StarPU variables (config/factors.yaml targets the study's nodes)
 TINY = {

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from testbed import ROOT, paths
-from testbed.design import check_experiment, resolve_experiment, validate_config
-from testbed.engines.numasim import ENV_VARIABLES
-from testbed.errors import InputError
-
 from test_workflow import snakemake, workflow_copy
+
+from testbed import ROOT
+from testbed.common import paths
+from testbed.common.errors import InputError
+from testbed.run.engines.numasim import ENV_VARIABLES
+from testbed.study.design import resolve_experiment, validate_config
 
 BASE = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
 

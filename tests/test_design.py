@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from testbed import ROOT
-from testbed.design import configurations, design_table, load_config, resolve_experiment, run_seed
-from testbed.errors import InputError
+from testbed.common.errors import InputError
+from testbed.study.design import configurations, design_table, load_config, resolve_experiment, run_seed
 
 
 def experiment(**over) -> dict:

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from testbed.distribution import (
+from testbed.common.errors import InputError
+from testbed.run.distribution import (
     block_cyclic,
     heterogeneous,
     history_means,
@@ -16,7 +17,6 @@ from testbed.distribution import (
     tile_shares,
     write_distribution,
 )
-from testbed.errors import InputError
 
 
 @pytest.mark.parametrize("nodes,grid", [(1, (1, 1)), (2, (1, 2)), (4, (2, 2)), (7, (1, 7)), (12, (3, 4)), (21, (3, 7))])
@@ -64,7 +64,7 @@ def test_heterogeneous_shares_follow_speeds(speeds: list[float]) -> None:
     nt = 60
     owners = heterogeneous(nt, speeds)
     total = sum(speeds)
-    for share, speed in zip(tile_shares(owners, len(speeds)), speeds):
+    for share, speed in zip(tile_shares(owners, len(speeds)), speeds, strict=False):
         assert share == pytest.approx(speed / total, abs=0.03)
     # a 2D-cyclic-like pattern: no node is confined to a few rows or columns
     for node in range(len(speeds)):
@@ -125,8 +125,8 @@ def test_heterogeneous_slow_nodes_do_not_own_whole_columns() -> None:
 
 
 def test_described_node_speed_counts_gpus_and_driver_cores() -> None:
-    from testbed.distribution import described_node_speed
-    from testbed.machines import load_machine
+    from testbed.describe.machines import load_machine
+    from testbed.run.distribution import described_node_speed
 
     chifflet, chetemi = load_machine("chifflet"), load_machine("chetemi")
     assert chifflet.gpus and not chetemi.gpus

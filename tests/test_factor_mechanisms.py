@@ -6,11 +6,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from lxml import etree
 
-from testbed.errors import InputError
-from testbed.machines import load_cluster, load_machine, parse_machine
-from testbed.platform_xml import platform_tree
+from testbed.common.errors import InputError
+from testbed.describe.machines import load_cluster, load_machine, parse_machine
+from testbed.platform.platform_xml import platform_tree
 
 KEYS = {
     "gemm_block_k", "control_message_bytes", "page_bytes", "hinting_fault_cost_s", "balancing_scan_delay_s",

@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from testbed.errors import InputError
-from testbed.factors import (
+from testbed.common.errors import InputError
+from testbed.run.factors import (
     LETTERS,
     Layout,
     check_factors,
@@ -116,7 +116,7 @@ def test_chetemi_ignores_gpu_factors(chetemi: Layout) -> None:
 @pytest.mark.parametrize("levels", list(itertools.product((-1, 1), repeat=3)))
 def test_rules_agree_with_starpu_binding(chifflet: Layout, chetemi: Layout, levels: tuple[int, ...]) -> None:
     """The placement the rules intend is the one StarPU derives from the variables."""
-    factors = dict(zip("BCD", levels))
+    factors = dict(zip("BCD", levels, strict=False))
     for m in (chifflet, chetemi):
         want = place(m, check_factors(factors))
         got = starpu(m, factors)

@@ -10,10 +10,11 @@ import pytest
 import yaml
 
 from testbed.cli import main
-from testbed.from_calibration import bus_matrix, machine_from_bundle, render
-from testbed.hwloc_xml import write_topology
-from testbed.machines import load_machine
-from testbed.paths import CALIBRATION, MACHINES
+from testbed.common.paths import CALIBRATION, MACHINES
+from testbed.describe.from_calibration import machine_from_bundle, render
+from testbed.describe.hwloc_xml import write_topology
+from testbed.describe.machines import load_machine
+from testbed.starpu.bus_files import read_bus_matrix as bus_matrix
 
 LOCAL = CALIBRATION / "local"
 

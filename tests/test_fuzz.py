@@ -1,6 +1,6 @@
 """Bounded, deterministic fuzzing of the input boundaries (issue 19): machine and cluster YAML
 (`testbed platform`, then a run on what it wrote), StarPU perf-model files (both readers:
-testbed.perfmodel_files and numasim through `testbed simulate`), numasim's run JSON, and
+testbed.starpu.perfmodel_files and numasim through `testbed simulate`), numasim's run JSON, and
 runs.csv (`testbed analyze`).
 
 Each mutated input must give exit 0 with valid output, or exit 2 with at most 3 lines on stderr
@@ -32,12 +32,12 @@ from typing import Any, Callable
 
 import pytest
 import yaml
-
-from testbed import ROOT, paths
-from testbed.cli import main
-from testbed.errors import InputError
-
 from test_analyze import synthetic_runs
+
+from testbed import ROOT
+from testbed.cli import main
+from testbed.common import paths
+from testbed.common.errors import InputError
 
 SEED = 19
 SCALE = float(os.environ.get("FUZZ_SCALE", "1"))
@@ -273,7 +273,7 @@ def platform_dir(tmp_path_factory) -> Path:
 
 
 def test_perf_models(tmp_path, platform_dir):
-    from testbed.perfmodel_files import read_model
+    from testbed.starpu.perfmodel_files import read_model
 
     codelets = Path("starpu") / "chifflet" / "sampling" / "codelets" / "45"
     models = sorted(p.name for p in (platform_dir / codelets).iterdir())

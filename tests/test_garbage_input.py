@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from testbed.errors import InputError
-from testbed.perfmodel_files import read_model
+from testbed.common.errors import InputError
+from testbed.starpu.perfmodel_files import read_model
 
 GOOD = "24c84a50\t22118400       \t0.000000e+00   \t3.937073e+04   \t5.865581e+03   \t4.724488e+05   \t1.901352e+10   \t12"
 

@@ -15,13 +15,13 @@ import pytest
 import yaml
 
 from testbed import ROOT
-from testbed.calibrate import codelet_table, lu_has_cuda, repo_relative, shell_line, write_kernels_yaml
-from testbed.engines import RunSpec
-from testbed.errors import InputError
-from testbed.gpu_discovery import parse_nvidia_smi, sysfs_bus_id
-from testbed.hwloc_xml import topology_data
-from testbed.paths import LU_REAL, LU_SIMGRID
-from testbed.simulate import simulate
+from testbed.calibrate.calibrate import codelet_table, lu_has_cuda, repo_relative, shell_line, write_kernels_yaml
+from testbed.common.errors import InputError
+from testbed.common.paths import LU_REAL, LU_SIMGRID
+from testbed.describe.gpu_discovery import parse_nvidia_smi, sysfs_bus_id
+from testbed.describe.hwloc_xml import topology_data
+from testbed.run.engines import RunSpec
+from testbed.run.simulate import simulate
 
 BUNDLE = ROOT / "calibration" / "gpunode"
 SAMPLING = ROOT / "bench" / "data" / "gpu-node-h100" / "sampling"
@@ -71,7 +71,7 @@ def test_from_calibration_describes_the_gpu_and_writes_its_one_node_cluster(tmp_
     (gpu,) = yaml.safe_load(machine.read_text())["gpus"]
     assert gpu["pcie_bandwidth_Bps"]["value"] == pytest.approx(52.93e9, rel=1e-3)
     assert "kernels.dgemm.cuda" in gpu["flops"]["derived"]
-    from testbed.machines import load_cluster
+    from testbed.describe.machines import load_cluster
 
     loaded = load_cluster(cluster)
     assert [n.machine.name for n in loaded.nodes] == ["gpunode"]
@@ -150,8 +150,8 @@ def test_recorded_commands_are_repository_relative():
 
 
 def _simulate_cluster(cluster: Path | str, pipeline: str, tmp_path: Path) -> float:
-    from testbed.machines import load_cluster
-    from testbed.platform_cmd import generate
+    from testbed.describe.machines import load_cluster
+    from testbed.platform.platform_cmd import generate
 
     pdir = tmp_path / f"p-{Path(str(cluster)).stem}"
     if not pdir.exists():
@@ -204,7 +204,7 @@ def test_real_lu_in_the_example_order_is_correct(tmp_path):
 
 
 def test_hwloc_memory_cross_checked_with_memtotal():
-    from testbed.hwloc_xml import check_memory, mem_total_bytes
+    from testbed.describe.hwloc_xml import check_memory, mem_total_bytes
 
     vm = {"numa_nodes": [{"memory_bytes": {"value": 7075250176, "source": "hwloc"}}]}  # the validation VM
     check_memory(vm, mem_total_bytes("MemTotal:       131072000 kB\n"), "host.json")

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from testbed.machines import load_cluster
-from testbed.paths import FLOW_TIMES, ROOT
-from testbed.platform_xml import write_platform
+from testbed.common.paths import FLOW_TIMES, ROOT
+from testbed.describe.machines import load_cluster
+from testbed.platform.platform_xml import write_platform
 
 SIZE = 1e9  # bytes per flow: latencies are negligible but counted exactly
 LV08_BW, LV08_LAT = 0.97, 13.01  # SimGrid 3.32 surf_network_model_init_LegrandVelho
@@ -71,7 +71,7 @@ def test_opposite_flows_take_the_time_of_one(flow_times: Path, platforms: dict[s
     # They cross the link in opposite directions: its two SimGrid links (<id>_UP, <id>_DOWN), one each.
     dirs = [{lk for lk in f["links"] if lk in (f"{link}_UP", f"{link}_DOWN")} for f in both]
     assert len(dirs[0]) == len(dirs[1]) == 1 and dirs[0] != dirs[1], dirs
-    for a, b in zip(alone, both):
+    for a, b in zip(alone, both, strict=False):
         assert b["end"] == pytest.approx(a["end"], rel=1e-9), (a, b)
 
 

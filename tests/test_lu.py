@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from testbed.distribution import heterogeneous, write_distribution
-from testbed.engines import RunSpec
-from testbed.errors import InputError
-from testbed.paths import BUILD, DEPS, LU_REAL, LU_SIMGRID
+from testbed.common.errors import InputError
+from testbed.common.paths import BUILD, DEPS, LU_REAL, LU_SIMGRID
+from testbed.run.distribution import heterogeneous, write_distribution
+from testbed.run.engines import RunSpec
 
 SHIPPED = DEPS / "src" / "starpu-1.4.10" / "tools" / "perfmodels" / "sampling"
 
@@ -66,7 +66,7 @@ def test_real_residual_and_task_counts(starpu_home: Path) -> None:
 @needs_real
 def test_real_two_ranks_with_distribution_file(tmp_path: Path, starpu_home: Path) -> None:
     """Owner-computes across 2 MPI ranks on a generated heterogeneous distribution."""
-    from testbed.engines.real import mpirun_prefix
+    from testbed.run.engines.real import mpirun_prefix
 
     dist = write_distribution(tmp_path / "d.txt", heterogeneous(6, [1.0, 2.0]))
     cmd = mpirun_prefix(2) + ["-x", "STARPU_HOME", "-x", "STARPU_NCPU", "-x", "STARPU_SILENT", str(LU_REAL),
@@ -94,7 +94,7 @@ def test_real_bad_input_exits_2(tmp_path: Path, starpu_home: Path, args: list[st
 
 @needs_real
 def test_real_engine(tmp_path: Path, starpu_home: Path) -> None:
-    from testbed.engines import real
+    from testbed.run.engines import real
 
     spec = RunSpec(engine="real", cluster="local-1", n=960, b=192, env={"STARPU_HOME": str(starpu_home)},
                    workdir=tmp_path)
@@ -133,7 +133,7 @@ def simgrid_spec(tmp_path: Path, platform: Path, n: int = 9600, b: int = 960, **
 
 @needs_simgrid
 def test_simgrid_one_node_counts_and_determinism(tmp_path: Path) -> None:
-    from testbed.engines import starpu_simgrid
+    from testbed.run.engines import starpu_simgrid
 
     platform = make_platform(tmp_path / "p", ["sirocco-1"])
     first = starpu_simgrid.run(simgrid_spec(tmp_path, platform))
@@ -145,7 +145,7 @@ def test_simgrid_one_node_counts_and_determinism(tmp_path: Path) -> None:
 
 @needs_simgrid
 def test_simgrid_heterogeneous_two_nodes(tmp_path: Path) -> None:
-    from testbed.engines import starpu_simgrid
+    from testbed.run.engines import starpu_simgrid
 
     platform = make_platform(tmp_path / "p", ["sirocco-1", "mirage-1"])
     cyclic = starpu_simgrid.run(simgrid_spec(tmp_path, platform))
@@ -157,7 +157,7 @@ def test_simgrid_heterogeneous_two_nodes(tmp_path: Path) -> None:
 
 @needs_simgrid
 def test_simgrid_uncalibrated_tile_size(tmp_path: Path) -> None:
-    from testbed.engines import starpu_simgrid
+    from testbed.run.engines import starpu_simgrid
 
     platform = make_platform(tmp_path / "p", ["sirocco-1"])
     with pytest.raises(InputError) as err:
@@ -169,7 +169,7 @@ def test_simgrid_uncalibrated_tile_size(tmp_path: Path) -> None:
 @needs_simgrid
 def test_simgrid_uncalibrated_caught_from_starpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without the pre-check, StarPU's own abort is turned into the same kind of error."""
-    from testbed.engines import starpu_simgrid
+    from testbed.run.engines import starpu_simgrid
 
     monkeypatch.setattr(starpu_simgrid, "check_models", lambda *a, **k: None)
     platform = make_platform(tmp_path / "p", ["sirocco-1"])
@@ -181,7 +181,7 @@ def test_simgrid_uncalibrated_caught_from_starpu(tmp_path: Path, monkeypatch: py
 
 @needs_simgrid
 def test_simgrid_missing_sampling_dir(tmp_path: Path) -> None:
-    from testbed.engines import starpu_simgrid
+    from testbed.run.engines import starpu_simgrid
 
     platform = make_platform(tmp_path / "p", ["sirocco-1"])
     (platform / "starpu" / "hostfile").write_text("sirocco-1\nchifflet-1\n")
@@ -191,7 +191,7 @@ def test_simgrid_missing_sampling_dir(tmp_path: Path) -> None:
 
 
 def test_simgrid_n_not_multiple_of_b(tmp_path: Path) -> None:
-    from testbed.engines import starpu_simgrid
+    from testbed.run.engines import starpu_simgrid
 
     with pytest.raises(InputError, match="multiple of b"):
         starpu_simgrid.run(simgrid_spec(tmp_path, tmp_path, n=1000, b=960))
@@ -200,7 +200,7 @@ def test_simgrid_n_not_multiple_of_b(tmp_path: Path) -> None:
 @needs_simgrid
 def test_simgrid_generated_platform_three_nodes(tmp_path: Path) -> None:
     """hetero-3 (2 chetemi + 1 chifflet) end to end from `testbed platform`'s generator."""
-    from testbed.engines import starpu_simgrid
+    from testbed.run.engines import starpu_simgrid
 
     spec = RunSpec(engine="starpu-simgrid", cluster="hetero-3", n=4800, b=480, workdir=tmp_path,
                    distribution={"kind": "heterogeneous"})
@@ -213,8 +213,8 @@ def test_simgrid_generated_platform_three_nodes(tmp_path: Path) -> None:
 @needs_simgrid
 def test_simgrid_app_error_becomes_input_error(tmp_path: Path) -> None:
     """SMPI returns 0 whatever main returns: the app's `error:` line is what tells."""
-    from testbed.engines.lu_app import parse_output
-    from testbed.paths import STARPU_SIMGRID
+    from testbed.common.paths import STARPU_SIMGRID
+    from testbed.run.engines.lu_app import parse_output
 
     starpu = make_platform(tmp_path / "p", ["sirocco"]) / "starpu"
     env = {**os.environ, "STARPU_PERF_MODEL_DIR": str(SHIPPED), "STARPU_HOSTNAME": "sirocco",

@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from testbed import ROOT
-from testbed.errors import InputError
-from testbed.machines import load_machine, parse_machine
-from testbed.memory_microbench import MEMORY_BENCH, bytes_per_call, kernel_cell, run
+from testbed.calibrate.memory_microbench import MEMORY_BENCH, bytes_per_call, kernel_cell, run
+from testbed.common.errors import InputError
+from testbed.describe.machines import load_machine, parse_machine
 
 B = 960
 
@@ -71,7 +71,7 @@ def test_latency_follows_the_loaded_latency_curve(chifflet: Path) -> None:
         r = run(chifflet, "chifflet-1", "latency", 0, 0, k)
         u = k * node.core_bandwidth_Bps / node.memory_bandwidth_Bps
         assert r["utilisation"] == pytest.approx(u, rel=1e-4)
-        us, ratios = zip(*curve)
+        us, ratios = zip(*curve, strict=False)
         expected = float(__import__("numpy").interp(u, us, ratios))
         assert r["latency_s"] == pytest.approx(node.memory_latency_s * expected, rel=1e-4)
 
@@ -148,7 +148,7 @@ def test_bench_reproduces_every_figure_the_descriptions_were_derived_from(tmp_pa
 
 
 def test_remote_spread_is_derived_from_a_two_node_bundle(tmp_path: Path) -> None:
-    from testbed.from_calibration import _remote_spread
+    from testbed.describe.from_calibration import _remote_spread
 
     raw = tmp_path / "numa" / "raw"
     raw.mkdir(parents=True)

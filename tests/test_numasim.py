@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from testbed import ROOT, paths
-from testbed.engines.numasim import run_binary
-from testbed.errors import InputError
+from testbed import ROOT
+from testbed.common import paths
+from testbed.common.errors import InputError
+from testbed.run.engines.numasim import run_binary
 
 DATA = ROOT / "simulator" / "tests" / "data"
 

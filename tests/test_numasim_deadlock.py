@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from testbed import paths
-from testbed.engines import RunSpec
-from testbed.machines import load_cluster
-from testbed.platform_cmd import generate
-from testbed.simulate import resolve_env, simulate
+from testbed.common import paths
+from testbed.describe.machines import load_cluster
+from testbed.platform.platform_cmd import generate
+from testbed.run.engines import RunSpec
+from testbed.run.simulate import resolve_env, simulate
 
 pytestmark = pytest.mark.skipif(not paths.NUMASIM.exists(), reason="numasim not built (make build)")
 

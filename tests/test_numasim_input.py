@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from testbed import ROOT, paths
+from testbed import ROOT
+from testbed.common import paths
 
 DATA = ROOT / "simulator" / "tests" / "data"
 

@@ -25,12 +25,19 @@ from pathlib import Path
 
 import psutil
 import pytest
+from test_slurm import (
+    BATCHES,
+    CONFIG,
+    campaign_processes,
+    cancel_a_running_batch,
+    check_resume,
+    processes_in,
+    wait_for,
+    without_wall_time,
+)
+from test_workflow import SNAKEMAKE, workflow_copy
 
 from testbed import ROOT
-
-from test_slurm import (BATCHES, CONFIG, campaign_processes, cancel_a_running_batch,
-                        check_resume, processes_in, wait_for, without_wall_time)
-from test_workflow import SNAKEMAKE, workflow_copy
 
 SCRIPT = ROOT / "envs" / "oar-local.sh"
 USER = "testbed-oar"
@@ -202,6 +209,6 @@ def test_calibration_profile_submits_one_job_per_machine_type_on_oar(cluster, us
         ids += submitted(run.stdout + run.stderr)
     jobs = [oar_job(j) for j in ids]
     assert [j["name"] for j in jobs] == [f"calibrate-{m}" for m in MACHINE_TYPES]
-    for j, machine in zip(jobs, MACHINE_TYPES):
+    for j, machine in zip(jobs, MACHINE_TYPES, strict=False):
         assert j["state"] == "Terminated" and j["exit_code"].startswith("0 "), j
         assert f"cluster='{machine}'" in j["properties"] and "network_address=1," in j["wanted_resources"], j

@@ -19,13 +19,13 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from testbed import ROOT, paths
-from testbed.analyze import write_plots, write_tables
-from testbed.cli import main
-from testbed.design import design_table
-
 from test_analyze import synthetic_runs
+
+from testbed import ROOT
+from testbed.analyze.analyze import write_plots, write_tables
+from testbed.cli import main
+from testbed.common import paths
+from testbed.study.design import design_table
 
 SPEC = {"name": "syn", "cluster": "g5k-lille-21", "engine": "real",
         "workload": {"n": 960, "b": 192, "distribution": {"kind": "block-cyclic"}},
@@ -160,8 +160,8 @@ def test_platform_out_onto_another_commands_output_is_refused(tmp_path: Path, ex
 
 def test_machine_yaml_out_replaces_only_a_generated_file(tmp_path: Path, capsys) -> None:
     """--describe-local --out FILE: a hand-written machine description is not overwritten."""
-    from testbed.hwloc_xml import write_topology
-    from testbed.machines import load_machine
+    from testbed.describe.hwloc_xml import write_topology
+    from testbed.describe.machines import load_machine
 
     xml = tmp_path / "chifflet.xml"
     write_topology(load_machine("chifflet"), xml)

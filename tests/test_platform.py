@@ -10,10 +10,10 @@ import pytest
 import yaml
 
 from testbed.cli import main
-from testbed.errors import InputError
-from testbed.machines import load_cluster, load_machine
-from testbed.paths import CLUSTERS, MACHINES
-from testbed.platform_cmd import generate
+from testbed.common.errors import InputError
+from testbed.common.paths import CLUSTERS, MACHINES
+from testbed.describe.machines import load_cluster, load_machine
+from testbed.platform.platform_cmd import generate
 
 CLUSTER_NAMES = ["g5k-lille-21", "chifflet-1", "hetero-3"]
 
@@ -206,7 +206,7 @@ def test_existing_output_is_kept_on_failure(tmp_path: Path, capsys) -> None:
 
 def test_describe_local_roundtrips_a_generated_topology(tmp_path: Path) -> None:
     """hwloc XML of chifflet -> machine YAML keeps cores, NUMA nodes, GPUs and the NIC in place."""
-    from testbed.hwloc_xml import describe_local, write_topology
+    from testbed.describe.hwloc_xml import describe_local, write_topology
 
     write_topology(load_machine("chifflet"), tmp_path / "chifflet.xml")
     text = describe_local((tmp_path / "chifflet.xml").read_bytes(), name="roundtrip")

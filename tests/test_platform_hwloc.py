@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from testbed.hwloc_xml import write_topology
-from testbed.machines import load_machine
+from testbed.describe.hwloc_xml import write_topology
+from testbed.describe.machines import load_machine
 
 
 def hwloc_counts(xml: Path) -> dict[str, int]:

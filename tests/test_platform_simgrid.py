@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from testbed.machines import load_cluster
-from testbed.paths import PLATFORM_INFO, ROOT
-from testbed.platform_xml import expected_counts, write_platform
+from testbed.common.paths import PLATFORM_INFO, ROOT
+from testbed.describe.machines import load_cluster
+from testbed.platform.platform_xml import expected_counts, write_platform
 
 CLUSTERS = ["g5k-lille-21", "chifflet-1", "hetero-3"]
 
@@ -47,7 +47,7 @@ def platforms(tmp_path_factory) -> dict[str, Path]:
 def test_counts_match_yaml(platform_info: Path, platforms: dict[str, Path], name: str) -> None:
     cluster = load_cluster(name)
     data = info(platform_info, platforms[name])
-    links = [l for l in data["links"] if l["name"] != "__loopback__"]
+    links = [lk for lk in data["links"] if lk["name"] != "__loopback__"]
     assert len(data["hosts"]) == expected_counts(cluster)["hosts"]
     assert len(links) == expected_counts(cluster)["links"]
     for node in cluster.nodes:
@@ -66,7 +66,7 @@ def test_counts_match_yaml(platform_info: Path, platforms: dict[str, Path], name
 
 def test_numa_values_reach_simgrid(platform_info: Path, platforms: dict[str, Path]) -> None:
     data = info(platform_info, platforms["chifflet-1"])
-    links = {l["name"]: l for l in data["links"]}
+    links = {lk["name"]: lk for lk in data["links"]}
     cluster = load_cluster("chifflet-1")
     m = cluster.nodes[0].machine
     assert links["chifflet-1.membus1"]["bandwidth"] == pytest.approx(m.numa_nodes[1].memory_bandwidth_Bps)

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from testbed.machines import load_cluster, load_machine
-from testbed.paths import PLATFORM_INFO, ROOT, STARPU_SIMGRID
-from testbed.perfmodel_files import read_model, square_tiles_footprint, write_model
-from testbed.starpu_sampling import LU_KERNELS, codelet_models, load_bundle, write_starpu_dir
+from testbed.common.paths import PLATFORM_INFO, ROOT, STARPU_SIMGRID
+from testbed.describe.machines import load_cluster, load_machine
+from testbed.starpu.perfmodel_files import read_model, square_tiles_footprint, write_model
+from testbed.starpu.sampling import LU_KERNELS, codelet_models, load_bundle, write_starpu_dir
 
 SHIPPED = ROOT / ".deps/src/starpu-1.4.10/tools/perfmodels/sampling"
 
@@ -39,8 +39,8 @@ def test_model_file_roundtrip(tmp_path: Path) -> None:
     write_model(tmp_path / "m", models["dgemm"])
     back = read_model(tmp_path / "m")
     assert [(c.device, c.devid) for c in back] == [("cpu", 0), ("cuda", 0), ("cuda", 1)]
-    for a, b in zip(models["dgemm"], back):
-        for ea, eb in zip(a.entries, b.entries):
+    for a, b in zip(models["dgemm"], back, strict=False):
+        for ea, eb in zip(a.entries, b.entries, strict=False):
             assert (ea.footprint, ea.size, ea.nsample) == (eb.footprint, eb.size, eb.nsample)
             assert eb.mean_us == pytest.approx(ea.mean_us, rel=1e-6)
 

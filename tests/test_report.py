@@ -6,13 +6,12 @@ import re
 from pathlib import Path
 
 import pytest
-
-from testbed.analyze import write_plots, write_tables
-from testbed.cli import main
-from testbed.design import design_table
-from testbed.report import normalize_term, platform_summary
-
 from test_analyze import synthetic_runs
+
+from testbed.analyze.analyze import write_plots, write_tables
+from testbed.cli import main
+from testbed.report.report import normalize_term, platform_summary
+from testbed.study.design import design_table
 
 SPEC = {"name": "syn", "cluster": "g5k-lille-21", "engine": "real",
         "workload": {"n": 960, "b": 192, "distribution": {"kind": "block-cyclic"}},

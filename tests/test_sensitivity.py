@@ -2,27 +2,24 @@
 
 from __future__ import annotations
 
-import copy
 import json
 import math
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from test_workflow import jobs, snakemake, workflow_copy
 
 from testbed import ROOT
-from testbed import sensitivity as sa
 from testbed.cli import main
-from testbed.design import load_config
-from testbed.errors import InputError
-from testbed.machines import load_cluster, load_machine, quantity_range
-from testbed.paths import NUMASIM
-from testbed.starpu_sampling import load_bundle
-
-from test_workflow import jobs, snakemake, workflow_copy
+from testbed.common.errors import InputError
+from testbed.common.paths import NUMASIM
+from testbed.describe.machines import load_cluster, load_machine, quantity_range
+from testbed.starpu.sampling import load_bundle
+from testbed.study import sensitivity as sa
+from testbed.study.design import load_config
 
 MACHINES = ROOT / "platforms" / "machines"
 DESCRIPTIONS = [MACHINES / "chifflet.yaml", MACHINES / "chetemi.yaml", ROOT / "platforms/clusters/g5k-lille-21.yaml",
@@ -73,7 +70,7 @@ def chifflet(tmp_path: Path) -> tuple[Path, dict]:
 
 @pytest.mark.parametrize("change, key, expected", [
     (lambda q: q.update(range=[5e9, 1e10]), "gpus[0].pcie_bandwidth_Bps.range", "lo <= value <= hi"),
-    # refused by the YAML reader (testbed/yaml_input.py) already, at the bound itself
+    # refused by the YAML reader (testbed/common/yaml_input.py) already, at the bound itself
     (lambda q: q.update(range=[1e10, float("inf")]), "gpus[0].pcie_bandwidth_Bps.range[1]", "a finite number"),
     (lambda q: q.update(range=[0, 2e10]), "gpus[0].pcie_bandwidth_Bps.range[0]", "a bound > 0"),
     (lambda q: q.pop("range_reason"), "gpus[0].pcie_bandwidth_Bps.range_reason", "the reason of the range"),
@@ -188,7 +185,7 @@ def response(u: dict[str, float | None], seed_set: int) -> dict[str, float]:
     effect A changes sign with p1."""
     x = [0.5 if u[f"p{i}"] is None else u[f"p{i}"] for i in range(len(COEF))]
     rng = np.random.default_rng(abs(hash((tuple(round(v, 9) for v in x), seed_set))) % 2**32)
-    return {"makespan": 10 + sum(c * v for c, v in zip(COEF, x)) + NOISE * rng.standard_normal(),
+    return {"makespan": 10 + sum(c * v for c, v in zip(COEF, x, strict=False)) + NOISE * rng.standard_normal(),
             "A": 0.4 * (x[1] - 0.3) + NOISE * rng.standard_normal()}
 
 
@@ -335,10 +332,11 @@ def sensitivity_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def experiment_dir(tmp_path_factory) -> Path:
-    from test_report import SPEC
-    from testbed.analyze import write_tables
-    from testbed.design import design_table
     from test_analyze import synthetic_runs
+    from test_report import SPEC
+
+    from testbed.analyze.analyze import write_tables
+    from testbed.study.design import design_table
 
     out = tmp_path_factory.mktemp("results") / "syn"
     out.mkdir()

@@ -19,18 +19,16 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
+from test_workflow import SNAKEMAKE, workflow_copy
 
 from testbed import ROOT
-from testbed.engines.lu_app import mpi_singleton_env
-from testbed.paths import LU_REAL
-
-from test_workflow import SNAKEMAKE, workflow_copy
+from testbed.common.commands import mpi_singleton_env
+from testbed.common.paths import LU_REAL
 
 SCRIPT = ROOT / "envs" / "slurm-local.sh"
 MACHINE_TYPES = ("typea", "typeb")  # node features: one calibration job per machine type
@@ -85,7 +83,7 @@ def sacct(env: dict) -> list[dict]:
     out = subprocess.run(["sacct", "-X", "-n", "-P", "--starttime", "now-1days",
                           f"--format={','.join(SACCT_FIELDS)}"],
                          env=env, capture_output=True, text=True, check=True).stdout
-    return [dict(zip(SACCT_FIELDS, line.split("|"))) for line in out.splitlines() if line]
+    return [dict(zip(SACCT_FIELDS, line.split("|"), strict=False)) for line in out.splitlines() if line]
 
 
 def batch_of(job: dict) -> str | None:
@@ -175,7 +173,7 @@ def cancel_a_running_batch(running, cancel, cancelled, not_batch: str, proc, log
             ((j, b) for j, b in running().items() if b != not_batch and j not in tried), None), 180, proc, log)
         tried.add(job)
         cancel(job)
-        if wait_for("the cancelled job's end", lambda: cancelled(job), 120) == "cancelled":
+        if wait_for("the cancelled job's end", lambda job=job: cancelled(job), 120) == "cancelled":
             return job, batch
     pytest.fail(f"every batch job ended before its cancellation: {sorted(tried)}")
 

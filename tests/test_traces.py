@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from testbed import ROOT, paths
-from testbed.engines.numasim import run_binary
+from testbed import ROOT
+from testbed.common import paths
+from testbed.run.engines.numasim import run_binary
 
 DATA = ROOT / "simulator" / "tests" / "data"
 
@@ -281,7 +282,7 @@ def test_outliers_as_starvz_defines_them():
     """Q3 + 1.5 IQR with R's default quantiles (type 7, numpy's default): StarVZ's outlier_definition."""
     import numpy as np
 
-    from testbed.compare_traces import upper_outliers
+    from testbed.traces.compare_traces import upper_outliers
 
     d = np.array([1.0, 2.0, 3.0, 4.0, 7.0, 7.01])  # Q1 = 2.25, Q3 = 6.25: threshold 12.25
     assert not upper_outliers(d).any()

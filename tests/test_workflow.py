@@ -11,11 +11,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from test_campaign import TINY
 
 from testbed import ROOT
-from testbed.paths import LU_REAL
-
-from test_campaign import TINY
+from testbed.common.paths import LU_REAL
 
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")
 RULE_FILES = sorted(p.name for p in (ROOT / "workflows").glob("*.smk"))

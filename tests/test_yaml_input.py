@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from testbed import ROOT
-from testbed.design import load_config
-from testbed.errors import InputError
-from testbed.machines import load_cluster, load_machine
+from testbed.common.errors import InputError
+from testbed.describe.machines import load_cluster, load_machine
+from testbed.study.design import load_config
 
 CHIFFLET = ROOT / "platforms" / "machines" / "chifflet.yaml"
 # 9^9 = 387 million strings once expanded, from 400 bytes (a "billion laughs"); under `notes:`
@@ -100,7 +100,7 @@ def test_cluster_and_config_use_the_same_reader(tmp_path):
 def test_merge_keys_and_plain_aliases_still_read(tmp_path):
     f = tmp_path / "x.yaml"
     f.write_text("base: &b {x: 1}\nother:\n  <<: *b\n  y: 2\nlist: [*b, *b]\n")
-    from testbed.yaml_input import load_yaml
+    from testbed.common.yaml_input import load_yaml
     assert load_yaml(f) == {"base": {"x": 1}, "other": {"x": 1, "y": 2}, "list": [{"x": 1}, {"x": 1}]}
 
 

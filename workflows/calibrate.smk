@@ -18,9 +18,9 @@ CALIBRATE_OPTIONS = " ".join(
     + ([f"--hosts {config['hosts']}"] if config.get("hosts") else [])
 )
 # A bundle of another machine (committed, or copied from elsewhere) would make the rule a silent
-# no-op: stop with the bundle's and this machine's identity instead (testbed/calibrate.py).
+# no-op: stop with the bundle's and this machine's identity instead (testbed/calibrate/calibrate.py).
 if "machine" in config:
-    from testbed.calibrate import check_same_machine
+    from testbed.calibrate.calibrate import check_same_machine
 
     check_same_machine(Path(f"calibration/{CALIBRATION_MACHINE}"), bool(config.get("allow_other_machine", False)))
 #: Outputs beyond summary/provenance: their absence reruns the (resuming) calibration job.

@@ -3,8 +3,8 @@
 import json
 import sys
 
-from testbed.design import resolve_experiment, validate_config
-from testbed.errors import InputError
+from testbed.study.design import resolve_experiment, validate_config
+from testbed.common.errors import InputError
 
 # Every config mistake is found here, while the Snakefile is read: one line naming the file
 # (config/config.yaml, or --config where the value came from the command line), the key and
@@ -29,8 +29,6 @@ try:
 except InputError as exc:
     print(f"error: {exc.message()}", file=sys.stderr)
     sys.exit(2)
-#: whether workflows/platforms.smk (generating results/platforms/CLUSTER) is there
-HAVE_PLATFORMS = Path(workflow.basedir, "workflows", "platforms.smk").exists()
 
 
 def batch_names(experiment):
@@ -48,15 +46,11 @@ def batch_files(wildcards):
 
 
 def platform_dirs(wildcards):
-    """The generated platform of the experiment cluster, when platforms.smk is included."""
-    if not HAVE_PLATFORMS:
-        return []
+    """The generated platform of the experiment cluster (workflows/platforms.smk)."""
     return [f"results/platforms/{EXPERIMENTS[wildcards.experiment]['cluster']}"]
 
 
 def all_platform_dirs(wildcards):
-    if not HAVE_PLATFORMS:
-        return []
     clusters = sorted({e["cluster"] for e in EXPERIMENTS.values()})
     return [f"results/platforms/{c}" for c in clusters]
 

@@ -1,7 +1,7 @@
 # Platforms: results/platforms/<cluster>/ = numasim.xml, hwloc/, starpu/, summary.json
 # (see platforms/README.md). Regenerated when the cluster, one of its machines, or a
 # calibration bundle they use changes.
-from testbed.machines import cluster_source_files
+from testbed.describe.machines import cluster_source_files
 
 
 rule platforms:

@@ -4,7 +4,7 @@
 # -> screening -> Sobol samples -> batches -> indices -> summary; the report then gets its
 # section. A batch table is written atomically when its last sample ends: an interrupted run
 # resumes with the missing batches only.
-from testbed.machines import cluster_source_files
+from testbed.describe.machines import cluster_source_files
 
 
 wildcard_constraints:

@@ -1,5 +1,5 @@
 /* Tile -> owner rank maps (format: docs/interfaces.md section 5; the same
- * rules as testbed/distribution.py). */
+ * rules as testbed/run/distribution.py). */
 #ifndef LU_DISTRIBUTION_H
 #define LU_DISTRIBUTION_H
 

@@ -1,0 +1,1 @@
+"""Stage 5, analysis: runs tables, linear models, ANOVA, plots."""

@@ -1,0 +1,1 @@
+"""Stage 2, platforms: numasim SimGrid XML, StarPU-SimGrid inputs, the platform cache, StarPU bus platforms."""

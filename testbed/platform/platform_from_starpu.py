@@ -1,0 +1,89 @@
+"""A one-node platform directory from a StarPU sampling directory recorded on a real node.
+
+    testbed platform --from-starpu SAMPLING --host NAME --out DIR
+
+SAMPLING is StarPU's own ``sampling/`` (``$STARPU_HOME/.starpu/sampling`` after runs with
+``STARPU_HOSTNAME=NAME``): the bus calibration (``bus/NAME.{bandwidth,latency,config,
+affinity,platform.v4.xml}``) and the codelet models (``codelets/45/<symbol>.NAME``). DIR gets
+the layout `testbed platform --cluster` writes (docs/interfaces.md §3), so every engine runs
+on it with ``testbed simulate --platform-dir DIR``:
+
+* ``numasim.xml``: StarPU's bus platform rewritten by testbed/platform/starpu_bus_platform.py (the
+  links and routes StarPU-SimGrid simulates, one RAM node);
+* ``starpu/NAME/sampling/``: copies of the bus files and models (no file is changed);
+* ``starpu/cluster.xml``, ``starpu/hostfile``: one SMPI host NAME for starpu_smpirun;
+* ``summary.json`` with ``"kind": "starpu-sampling"``: no machine description stands behind
+  it, so the factors (whose placement rules need the topology) cannot be applied; runs use
+  StarPU's defaults plus the user's ``--env``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from testbed.common.atomic import atomic_dir
+from testbed.common.errors import InputError
+from testbed.platform.starpu_bus_platform import NodeSource, build_platform, write_platform
+from testbed.starpu.bus_files import BUS_SUFFIXES
+from testbed.starpu.lu_codelets import SYMBOL_SETS
+from testbed.starpu.sampling import detect_symbols
+
+KIND = "starpu-sampling"
+
+
+def smpi_cluster_xml(host: str) -> str:
+    """One SMPI host named like the machine: starpu_smpirun then reads its bus platform
+    sampling/bus/<host>.platform.v4.xml (tools/starpu_smpirun.in)."""
+    return ("<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM 'https://simgrid.org/simgrid.dtd'>\n"
+            "<platform version=\"4.1\">\n"
+            f" <zone id=\"{host}-cluster\" routing=\"Full\">\n  <host id=\"{host}\" speed=\"1Gf\"/>\n"
+            " </zone>\n</platform>\n")
+
+
+def write_platform_dir(sampling: Path, host: str, out: Path) -> dict:
+    """Writes DIR from SAMPLING; returns the summary."""
+    bus = sampling / "bus" / f"{host}.platform.v4.xml"
+    if not bus.is_file():
+        raise InputError(bus, "file", f"StarPU's bus platform of host {host!r} (bus calibration with "
+                         f"STARPU_HOSTNAME={host})")
+    symbols = detect_symbols(sampling, host)
+    models = [sampling / "codelets" / "45" / f"{sym}.{host}" for sym, _, _ in SYMBOL_SETS[symbols].values()]
+    with atomic_dir(out, "platform") as tmp:
+        write_platform(build_platform([NodeSource(host, host, bus)], name=host), tmp / "numasim.xml")
+        dest = tmp / "starpu" / host / "sampling"
+        (dest / "bus").mkdir(parents=True)
+        (dest / "codelets" / "45").mkdir(parents=True)
+        for suffix in BUS_SUFFIXES:
+            src = sampling / "bus" / f"{host}.{suffix}"
+            if src.is_file():
+                shutil.copyfile(src, dest / "bus" / src.name)
+        for model in models:
+            shutil.copyfile(model, dest / "codelets" / "45" / model.name)
+        (tmp / "starpu" / "cluster.xml").write_text(smpi_cluster_xml(host))
+        (tmp / "starpu" / "hostfile").write_text(host + "\n")
+        summary = {
+            "kind": KIND,
+            "cluster": host,
+            "source": f"StarPU sampling directory {sampling.name}/ of host {host}",
+            "symbols": symbols,
+            "nodes": [{"name": host, "machine": host, "rank": 0}],
+        }
+        (tmp / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    return summary
+
+
+def summary_of(platform_dir: Path) -> dict:
+    """summary.json of a platform directory ({} when it has none)."""
+    path = Path(platform_dir) / "summary.json"
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError):
+        raise InputError(path, "summary", "the JSON summary written by `testbed platform`") from None
+
+
+def is_starpu_sampling(platform_dir: Path | None) -> bool:
+    return platform_dir is not None and summary_of(platform_dir).get("kind") == KIND

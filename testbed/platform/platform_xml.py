@@ -1,0 +1,197 @@
+"""numasim's SimGrid platform (v4.1) with NUMA-split memory (docs/interfaces.md §2).
+
+One zone per node (Floyd routing) holding a host per core, GPU, NUMA memory and NIC,
+one router per NUMA node, and links for memory buses, inter-socket links, PCIe and
+per-core paths; a Full top zone joins the nodes through their NIC, Ethernet link and
+one switch. Only adjacent pairs get explicit routes: Floyd derives the rest, so a
+transfer from NUMA 1 memory to a NIC on NUMA 0 crosses the inter-socket link.
+
+Links are as the hardware is (docs/network-model.md): Ethernet, PCIe (GPU and NIC) and the
+inter-socket links are full duplex, SimGrid SPLITDUPLEX links (`<id>_UP` / `<id>_DOWN`, one per
+direction, each with the per-direction bandwidth of the machine description); a memory bus and a
+core's path carry reads and writes over the same channel, SHARED links.
+"""
+
+from __future__ import annotations
+
+from lxml import etree
+
+from testbed.describe.machines import Cluster, Machine, Node
+
+
+def _bw(v: float) -> str:
+    return f"{v:.10g}Bps"
+
+
+def _lat(v: float) -> str:
+    return f"{v:.10g}s"
+
+
+def _flops(v: float) -> str:
+    return f"{v:.10g}f"
+
+
+#: Sharing policy of the full-duplex links (SimGrid 3.32 docs, "Platform Description":
+#: sharing_policy="SPLITDUPLEX" makes two links <id>_UP and <id>_DOWN; a route names the direction
+#: it takes with <link_ctn id=... direction="UP|DOWN"/>, its symmetrical route the other one).
+SPLITDUPLEX = "SPLITDUPLEX"
+
+
+def _props(el: etree._Element, **props: object) -> None:
+    for k, v in props.items():
+        etree.SubElement(el, "prop", id=k, value=str(v))
+
+
+def inter_socket_link_ids(machine: Machine) -> list[str]:
+    """`qpi` for the usual single link, `qpi0`, `qpi1`, ... when there are several."""
+    n = len(machine.inter_socket_links)
+    return ["qpi"] if n == 1 else [f"qpi{i}" for i in range(n)]
+
+
+def _remote_dma_routes(m: Machine) -> list[tuple]:
+    """(GPU, far NUMA node, inter-socket link id, its direction from the GPU's socket) for every
+    GPU and every NUMA node joined to the GPU's own by one inter-socket link."""
+    out = []
+    for g in m.gpus:
+        for lid, link in zip(inter_socket_link_ids(m), m.inter_socket_links, strict=False):
+            a, b = link.numa_nodes
+            if g.numa_node in (a, b):
+                other = b if g.numa_node == a else a
+                out.append((g, other, lid, "UP" if g.numa_node == a else "DOWN"))
+    return out
+
+
+def _node_zone(parent: etree._Element, node: Node) -> None:
+    m = node.machine
+    p = node.name
+    zone = etree.SubElement(parent, "zone", id=p, routing="Floyd")
+    _props(zone, machine=m.name, rank=node.rank, ncores=m.ncores, ngpus=len(m.gpus), nnuma=len(m.numa_nodes),
+           threads_per_core=m.threads_per_core)
+    # numasim's NUMA-mechanism parameters (machine `numa:` section, scalar quantities only).
+    for key, q in sorted((m.raw.get("numa") or {}).items()):
+        if isinstance(q, dict) and isinstance(q.get("value"), (int, float)) and not isinstance(q["value"], bool):
+            _props(zone, **{f"numa_{key}": f"{q['value']:.10g}"})
+        elif key == "loaded_latency":  # the curve, as simulator/src/memory_model.cpp reads it
+            _props(zone, numa_loaded_latency=",".join(f"{u:.10g}:{r:.10g}" for u, r in q["value"]))
+
+    for numa in m.numa_nodes:
+        for core in numa.cores:
+            h = etree.SubElement(zone, "host", id=f"{p}.cpu{core}", speed=_flops(m.core_flops))
+            _props(h, kind="cpu", node=p, numa=numa.index, socket=numa.socket, index=core)
+    for g in m.gpus:
+        h = etree.SubElement(zone, "host", id=f"{p}.gpu{g.index}", speed=_flops(g.flops))
+        _props(h, kind="gpu", node=p, numa=g.numa_node, index=g.index, memory=g.memory_bytes, model=g.model,
+               **({"task_overhead_s": g.task_overhead_s} if g.task_overhead_s > 0 else {}))
+    for numa in m.numa_nodes:
+        h = etree.SubElement(zone, "host", id=f"{p}.ram{numa.index}", speed="1f")
+        _props(h, kind="ram", node=p, numa=numa.index, socket=numa.socket, memory=numa.memory_bytes)
+    for nic in m.nics:
+        h = etree.SubElement(zone, "host", id=f"{p}.nic{nic.index}", speed="1f")
+        _props(h, kind="nic", node=p, numa=nic.numa_node, index=nic.index, name=nic.name)
+    for numa in m.numa_nodes:
+        etree.SubElement(zone, "router", id=f"{p}.socket{numa.index}")
+
+    for numa in m.numa_nodes:
+        etree.SubElement(zone, "link", id=f"{p}.membus{numa.index}",
+                         bandwidth=_bw(numa.memory_bandwidth_Bps), latency=_lat(numa.memory_latency_s))
+    qpi_ids = inter_socket_link_ids(m)
+    for lid, link in zip(qpi_ids, m.inter_socket_links, strict=False):
+        etree.SubElement(zone, "link", id=f"{p}.{lid}", bandwidth=_bw(link.bandwidth_Bps), latency=_lat(link.latency_s),
+                         sharing_policy=SPLITDUPLEX)
+    for g in m.gpus:
+        etree.SubElement(zone, "link", id=f"{p}.pcie{g.index}",
+                         bandwidth=_bw(g.pcie_bandwidth_Bps), latency=_lat(g.pcie_latency_s), sharing_policy=SPLITDUPLEX)
+    for nic in m.nics:
+        etree.SubElement(zone, "link", id=f"{p}.nicpcie{nic.index}",
+                         bandwidth=_bw(nic.pcie_bandwidth_Bps), latency=_lat(nic.pcie_latency_s),
+                         sharing_policy=SPLITDUPLEX)
+    # DMA between a GPU and a host buffer on the other socket: measured far below both the PCIe
+    # and the inter-socket link rates (machine `gpu_remote_dma`, e.g. a P100: 12.2 GB/s local vs
+    # 3.8 GB/s host->device across sockets). One link per GPU and direction caps such copies;
+    # they still cross the inter-socket link and the GPU's PCIe link, where they contend.
+    remote_dma = _remote_dma_routes(m) if m.gpu_remote_dma else []
+    for g, _other, _qpi, _dir in remote_dma:
+        h2d, d2h = m.gpu_remote_dma
+        etree.SubElement(zone, "link", id=f"{p}.xdma_h2d{g.index}", bandwidth=_bw(h2d), latency="0s")
+        etree.SubElement(zone, "link", id=f"{p}.xdma_d2h{g.index}", bandwidth=_bw(d2h), latency="0s")
+    for numa in m.numa_nodes:
+        for core in numa.cores:
+            # Latency is counted once, on the memory bus; the core link only caps bandwidth.
+            etree.SubElement(zone, "link", id=f"{p}.core{core}", bandwidth=_bw(numa.core_bandwidth_Bps), latency="0s")
+
+    def route(src: str, dst: str, link: str, direction: str | None = None) -> None:
+        r = etree.SubElement(zone, "route", src=src, dst=dst)
+        etree.SubElement(r, "link_ctn", id=link, **({"direction": direction} if direction else {}))
+
+    for numa in m.numa_nodes:
+        route(f"{p}.ram{numa.index}", f"{p}.socket{numa.index}", f"{p}.membus{numa.index}")
+    # Split-duplex links: UP from the device (or lower socket) towards the socket, DOWN back.
+    for lid, link in zip(qpi_ids, m.inter_socket_links, strict=False):
+        a, b = link.numa_nodes
+        route(f"{p}.socket{a}", f"{p}.socket{b}", f"{p}.{lid}", "UP")
+    for g in m.gpus:
+        route(f"{p}.gpu{g.index}", f"{p}.socket{g.numa_node}", f"{p}.pcie{g.index}", "UP")
+    for nic in m.nics:
+        route(f"{p}.nic{nic.index}", f"{p}.socket{nic.numa_node}", f"{p}.nicpcie{nic.index}", "UP")
+    for numa in m.numa_nodes:
+        for core in numa.cores:
+            route(f"{p}.cpu{core}", f"{p}.socket{numa.index}", f"{p}.core{core}")
+    # Copies between a GPU and the RAM of the far socket take an explicit route (a SimGrid bypass
+    # route: Floyd routing picks the fewest links, src/kernel/routing/FloydZone.cpp): RAM -> GPU
+    # = memory bus, inter-socket link, the H2D cap, PCIe down; GPU -> RAM the reverse with the
+    # D2H cap. Other traffic to the GPU (a remote driver's commands) keeps the plain path.
+    for g, other, qpi, up in remote_dma:
+        down = "DOWN" if up == "UP" else "UP"
+        r = etree.SubElement(zone, "bypassRoute", src=f"{p}.ram{other}", dst=f"{p}.gpu{g.index}")
+        for lid, d in ((f"membus{other}", None), (qpi, down), (f"xdma_h2d{g.index}", None), (f"pcie{g.index}", "DOWN")):
+            etree.SubElement(r, "link_ctn", id=f"{p}.{lid}", **({"direction": d} if d else {}))
+        r = etree.SubElement(zone, "bypassRoute", src=f"{p}.gpu{g.index}", dst=f"{p}.ram{other}")
+        for lid, d in ((f"pcie{g.index}", "UP"), (f"xdma_d2h{g.index}", None), (qpi, up), (f"membus{other}", None)):
+            etree.SubElement(r, "link_ctn", id=f"{p}.{lid}", **({"direction": d} if d else {}))
+
+
+def platform_tree(cluster: Cluster) -> etree._ElementTree:
+    root = etree.Element("platform", version="4.1")
+    # Suffixed: a cluster may be named like one of its nodes (chifflet-1), zone ids must be unique.
+    top = etree.SubElement(root, "zone", id=f"{cluster.name}.cluster", routing="Full")
+    _props(top, cluster=cluster.name, nnodes=len(cluster.nodes))
+    for node in cluster.nodes:
+        _node_zone(top, node)
+    net = cluster.network
+    for node in cluster.nodes:
+        nic = node.machine.nics[0]
+        etree.SubElement(top, "link", id=f"{node.name}.eth",
+                         bandwidth=_bw(min(nic.bandwidth_Bps, net.link_bandwidth_Bps)), latency=_lat(net.link_latency_s),
+                         sharing_policy=SPLITDUPLEX)
+    etree.SubElement(top, "link", id=f"{cluster.name}.switch", bandwidth=_bw(net.switch_bandwidth_Bps),
+                     latency=_lat(net.switch_latency_s), sharing_policy="FATPIPE")
+    for i, a in enumerate(cluster.nodes):
+        for b in cluster.nodes[i + 1:]:
+            zr = etree.SubElement(top, "zoneRoute", src=a.name, dst=b.name,
+                                  gw_src=f"{a.name}.nic0", gw_dst=f"{b.name}.nic0")
+            # <node>.eth_UP: the node's sending direction, <node>.eth_DOWN: its receiving one.
+            etree.SubElement(zr, "link_ctn", id=f"{a.name}.eth", direction="UP")
+            etree.SubElement(zr, "link_ctn", id=f"{cluster.name}.switch")
+            etree.SubElement(zr, "link_ctn", id=f"{b.name}.eth", direction="DOWN")
+    return etree.ElementTree(root)
+
+
+def write_platform(cluster: Cluster, path) -> None:
+    tree = platform_tree(cluster)
+    with open(path, "wb") as fh:
+        fh.write(b"<?xml version='1.0'?>\n")
+        fh.write(b'<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">\n')
+        fh.write(etree.tostring(tree.getroot(), pretty_print=True))
+
+
+def expected_counts(cluster: Cluster) -> dict[str, int]:
+    """Hosts and SimGrid links the platform must contain, computed from the YAML only (for tests);
+    a split-duplex link counts twice (SimGrid lists its `_UP` and `_DOWN` links)."""
+    hosts = links = 0
+    for node in cluster.nodes:
+        m = node.machine
+        hosts += m.ncores + len(m.gpus) + len(m.numa_nodes) + len(m.nics)
+        duplex = len(m.inter_socket_links) + len(m.gpus) + len(m.nics) + 1  # + eth
+        links += len(m.numa_nodes) + m.ncores + 2 * duplex
+        links += 2 * len(_remote_dma_routes(m)) if m.gpu_remote_dma else 0  # H2D and D2H caps
+    return {"hosts": hosts, "links": links + 1}  # + switch

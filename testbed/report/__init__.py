@@ -1,0 +1,1 @@
+"""Stage 6, the HTML/Markdown report."""

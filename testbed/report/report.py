@@ -1,0 +1,443 @@
+"""`testbed report`: one self-contained HTML report (figures embedded) and its Markdown twin.
+
+Per experiment it reads what `testbed design`, `testbed campaign` and `testbed
+analyze` wrote in results/<experiment>/, the platform (results/platforms/<cluster>/
+if generated, else the cluster YAML), and the versions of the tools involved.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import html
+import json
+import math
+import os
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from testbed import ROOT
+from testbed.analyze.analyze import fmt, fmt_p, markdown_table, paper_table
+from testbed.common.atomic import atomic_members
+from testbed.common.errors import InputError
+from testbed.common.yaml_input import load_yaml
+
+
+@dataclass
+class Section:
+    """One part of the report, written once as Markdown and once as HTML."""
+
+    title: str
+    markdown: str
+    html: str
+
+
+# ------------------------------------------------------------------ facts gathering
+def _cmd(*argv: str, env: dict | None = None) -> str | None:
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=10, env=env, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def versions() -> dict[str, str]:
+    """Versions of SimGrid, StarPU (both builds), the testbed commit, and the analysis stack."""
+    import matplotlib
+    import numpy
+    import statsmodels
+
+    found: dict[str, str] = {}
+    found["SimGrid"] = _cmd("pkg-config", "--modversion", "simgrid") or "not found (pkg-config simgrid)"
+    for build in ("starpu-simgrid", "starpu-native"):
+        pcdir = ROOT / ".deps" / build / "lib" / "pkgconfig"
+        env = {**os.environ, "PKG_CONFIG_PATH": str(pcdir)}
+        found[f"StarPU ({build})"] = _cmd("pkg-config", "--modversion", "starpu-1.4", env=env) or "not built"
+    commit = _cmd("git", "-C", str(ROOT), "rev-parse", "HEAD")
+    if commit:
+        dirty = _cmd("git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no")
+        found["testbed commit"] = commit + (" (with uncommitted changes)" if dirty else "")
+    else:
+        found["testbed commit"] = "unknown (not a git checkout)"
+    found["statsmodels"] = statsmodels.__version__
+    found["pandas"] = pd.__version__
+    found["numpy"] = numpy.__version__
+    found["matplotlib"] = matplotlib.__version__
+    return found
+
+
+def platform_summary(cluster: str, platforms_dir: Path) -> str:
+    """Markdown lines describing the cluster: from the generated platform if present, else its YAML."""
+    generated = platforms_dir / cluster / "numasim.xml"
+    if generated.exists():
+        from lxml import etree
+
+        root = etree.parse(str(generated)).getroot()
+        lines = [f"Generated platform `{generated}`:", ""]
+        by_machine: dict[str, dict[str, int]] = {}
+        for zone in root.iter("zone"):
+            props = {p.get("id"): p.get("value") for p in zone.findall("prop")}
+            if "machine" not in props:
+                continue
+            counts = by_machine.setdefault(props["machine"], {"nodes": 0})
+            counts["nodes"] += 1
+            for host in zone.findall("host"):
+                kind = {p.get("id"): p.get("value") for p in host.findall("prop")}.get("kind", "host")
+                counts[kind] = counts.get(kind, 0) + 1
+        for machine, counts in by_machine.items():
+            nodes = counts.pop("nodes")
+            per_node = ", ".join(f"{v // nodes} {k}" for k, v in sorted(counts.items()))
+            lines.append(f"* {nodes} × `{machine}` ({per_node} per node)")
+        return "\n".join(lines) + "\n"
+    path = Path(cluster) if cluster.endswith((".yaml", ".yml")) else ROOT / "platforms" / "clusters" / f"{cluster}.yaml"
+    if not path.exists():
+        return f"Cluster `{cluster}`: no description found ({path} is missing).\n"
+    desc = load_yaml(path) or {}
+    lines = [f"Cluster description `{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}`:", ""]
+    for group in desc.get("nodes", []) or []:
+        if isinstance(group, dict):
+            lines.append(f"* {group.get('count', '?')} × `{group.get('machine', '?')}`")
+    network = desc.get("network")
+    if isinstance(network, dict):
+        parts = []
+        for key, value in network.items():
+            if isinstance(value, dict) and "value" in value:
+                parts.append(f"{key} = {value['value']}")
+            elif not isinstance(value, (dict, list)):
+                parts.append(f"{key} = {value}")
+        if parts:
+            lines.append(f"* network: {', '.join(parts)}")
+    return "\n".join(lines) + "\n"
+
+
+def normalize_term(term: str) -> str:
+    """'A:B', 'AB', 'A*B', 'A x B' -> 'A:B' (letters sorted)."""
+    text = re.sub(r"\s+[x×]\s+", ":", str(term).strip(), flags=re.I)
+    letters = sorted(set(re.findall(r"[A-Z]", text.upper())))
+    return ":".join(letters)
+
+
+def read_reference(path: str | Path) -> pd.DataFrame:
+    path = Path(path)
+    if not path.exists():
+        raise InputError(path, None, "an existing reference CSV (columns term, estimate[, ci_low, ci_high])")
+    ref = pd.read_csv(path)
+    for col in ("term", "estimate"):
+        if col not in ref.columns:
+            raise InputError(path, "header", "columns term and estimate (optional ci_low, ci_high)")
+    for i, value in enumerate(ref["estimate"], 1):
+        try:
+            float(value)
+        except (TypeError, ValueError):
+            raise InputError(path, f"row {i}, column estimate", f"a number, got {value!r}") from None
+    ref = ref.assign(term=ref["term"].map(normalize_term), estimate=ref["estimate"].astype(float))
+    return ref
+
+
+def comparison_table(anova: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
+    """Simulated and reference estimates side by side, for terms prominent in either."""
+    sim = anova[anova["term"] != "Residuals"].assign(key=lambda d: d["term"].map(normalize_term)).set_index("key")
+    ref = ref.set_index("term")
+    keys = list(dict.fromkeys(list(sim.index[sim["prominent"]]) + list(ref.index)))
+    rows = []
+    for key in keys:
+        s = sim.loc[key] if key in sim.index else None
+        r = ref.loc[key] if key in ref.index else None
+        sim_est = float(s["estimate"]) if s is not None else math.nan
+        ref_est = float(r["estimate"]) if r is not None else math.nan
+        ref_ci = (f"[{fmt(float(r['ci_low']))}, {fmt(float(r['ci_high']))}]"
+                  if r is not None and "ci_low" in ref.columns and "ci_high" in ref.columns else "–")
+        rows.append({
+            "Term": key,
+            "Simulated estimate (s)": fmt(sim_est),
+            "Simulated 95% CI": f"[{fmt(float(s['ci_low']))}, {fmt(float(s['ci_high']))}]" if s is not None else "–",
+            "Simulated % var.": f"{float(s['variance_pct']):.2f}" if s is not None else "–",
+            "Reference estimate": fmt(ref_est),
+            "Reference 95% CI": ref_ci,
+            "Same sign": ("yes" if sim_est * ref_est > 0 else "no")
+            if not (math.isnan(sim_est) or math.isnan(ref_est)) else "–",
+        })
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------ sections
+def _html_table(table: pd.DataFrame) -> str:
+    return table.to_html(index=False, border=0, escape=True, classes="table")
+
+
+def _md_to_html_list(markdown: str) -> str:
+    """The tiny subset of Markdown used in generated prose: paragraphs, '* ' lists, `code`."""
+    out, items = [], []
+    for line in markdown.splitlines():
+        line_html = re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(line))
+        if line.startswith("* "):
+            items.append(f"<li>{line_html[2:]}</li>")
+            continue
+        if items:
+            out.append("<ul>" + "".join(items) + "</ul>")
+            items = []
+        if line.strip():
+            out.append(f"<p>{line_html}</p>")
+    if items:
+        out.append("<ul>" + "".join(items) + "</ul>")
+    return "\n".join(out)
+
+
+def _prose(title: str, markdown: str) -> Section:
+    return Section(title, markdown, _md_to_html_list(markdown))
+
+
+def experiment_sections(name: str, exp_dir: Path, platforms_dir: Path, report_dir: Path,
+                        reference: pd.DataFrame | None) -> list[Section]:
+    for needed in ("design.csv", "anova.csv", "model.json", "best.json", "summary.csv"):
+        if not (exp_dir / needed).exists():
+            raise InputError(exp_dir / needed, None, "an output of the experiment's design/analysis step")
+    design = pd.read_csv(exp_dir / "design.csv", keep_default_na=False)
+    anova = pd.read_csv(exp_dir / "anova.csv")
+    anova["prominent"] = anova["prominent"].astype(str).str.lower() == "true"
+    facts = json.loads((exp_dir / "model.json").read_text())
+    best = json.loads((exp_dir / "best.json").read_text())
+    summary = pd.read_csv(exp_dir / "summary.csv")
+    first = design.iloc[0]
+    factors_all = [c for c in design.columns if len(c) == 1 and c.isupper()]
+    fixed = {f: int(design[f].iloc[0]) for f in factors_all if design[f].nunique() == 1}
+    sections: list[Section] = []
+
+    sections.append(_prose(f"{name}: platform", platform_summary(str(first["cluster"]), platforms_dir)))
+
+    dist = json.loads(first["distribution"]) if first["distribution"] else {}
+    reps = int(design["repetition"].max())
+    configs = design["config"].nunique()
+    full = configs == 2 ** len(facts["factors"])
+    design_md = "\n".join([
+        f"* engine: `{first['engine']}`, cluster `{first['cluster']}`",
+        f"* workload: LU without pivoting, N = {first['n']}, b = {first['b']} "
+        f"({int(first['n']) // int(first['b'])} × {int(first['n']) // int(first['b'])} tiles), "
+        f"distribution {dist.get('kind', '?')}",
+        f"* factors crossed: {', '.join(facts['factors'])}"
+        + (f"; held fixed: {', '.join(f'{k}={v:+d}' for k, v in fixed.items())}" if fixed else ""),
+        f"* design: {'full factorial' if full else 'fractional factorial'} 2^{len(facts['factors'])}"
+        + ("" if full else f"-{len(facts['factors']) - int(math.log2(configs))}")
+        + f" = {configs} configurations × {reps} repetitions = {len(design)} runs, "
+        f"randomized order, {design['batch'].nunique()} batches",
+        f"* runs analysed: {facts['n_runs']}; model terms: {facts['terms']}; residual df: {facts['df_resid']}",
+    ])
+    if facts.get("aliases"):
+        design_md += "\n* aliased terms (not estimable, carried by): " + ", ".join(
+            f"{t} → {a}" for t, a in list(facts["aliases"].items())[:20]) + (" …" if len(facts["aliases"]) > 20 else "")
+    sections.append(_prose(f"{name}: design", design_md + "\n"))
+
+    table = paper_table(anova)
+    head = (f"Linear model `makespan ~ {'*'.join(facts['factors'])}` (factors coded −1/+1), sequential ANOVA. "
+            f"R² = {facts['r2']:.4f}, adjusted R² = {fmt(facts['adj_r2'], 4)}. "
+            f"Shown: terms with p < {facts['p_max']} and at least {facts['min_variance_pct']}% of the variance "
+            f"({len(table)} of {facts['terms']}); all terms are in `anova.csv`.")
+    if facts.get("warning"):
+        head += f" Warning: {facts['warning']}."
+    sections.append(Section(f"{name}: analysis of variance",
+                            head + "\n\n" + (markdown_table(table) if len(table) else "No term passes the thresholds.\n"),
+                            _md_to_html_list(head) + (_html_table(table) if len(table) else "<p>No term passes the thresholds.</p>")))
+
+    b = best["best"]
+    lines = [f"* best configuration found: `{b['config']}` "
+             f"({' '.join(f'{f}{v:+d}' for f, v in b['levels'].items())}), mean makespan "
+             f"{fmt(b['mean_s'])} s, 95% CI [{fmt(b['ci_low'])}, {fmt(b['ci_high'])}] over {b['runs']} runs"]
+    if best.get("default"):
+        d, g = best["default"], best["gain"]
+        lines.append(f"* all-default configuration `{d['config']}`: mean {fmt(d['mean_s'])} s, "
+                     f"95% CI [{fmt(d['ci_low'])}, {fmt(d['ci_high'])}] over {d['runs']} runs")
+        lines.append(f"* gain of the best over the default: {fmt(g['seconds'])} s "
+                     f"(95% CI [{fmt(g['ci_low'])}, {fmt(g['ci_high'])}]), i.e. {g['percent']:.1f}% "
+                     f"(95% CI [{fmt(g['percent_ci_low'])}, {fmt(g['percent_ci_high'])}]%), Welch t, p = {fmt_p(g['p_value'])}")
+    else:
+        lines.append(f"* {best.get('gain_note', 'no default configuration')}")
+    lines.append(f"* note: {best['note']}")
+    top = summary.head(5)
+    top_table = pd.DataFrame({"Configuration": top["config"], "Runs": top["runs"],
+                              "Mean (s)": top["mean_s"].map(fmt),
+                              "95% CI (s)": [f"[{fmt(lo)}, {fmt(hi)}]" for lo, hi in zip(top["ci_low"], top["ci_high"], strict=False)]})
+    sections.append(Section(f"{name}: best configuration",
+                            "\n".join(lines) + "\n\nFastest configurations:\n\n" + markdown_table(top_table),
+                            _md_to_html_list("\n".join(lines)) + "<p>Fastest configurations:</p>" + _html_table(top_table)))
+
+    if reference is not None:
+        comp = comparison_table(anova, reference)
+        text = "Simulated estimates beside the reference table supplied by the user (terms prominent in either)."
+        sections.append(Section(f"{name}: comparison with the reference", text + "\n\n" + markdown_table(comp),
+                                f"<p>{text}</p>" + _html_table(comp)))
+
+    figures = sorted((exp_dir / "figures").glob("*.png")) if (exp_dir / "figures").is_dir() else []
+    md_figs, html_figs = [], []
+    for fig in figures:
+        rel = os.path.relpath(fig, report_dir)
+        md_figs.append(f"![{fig.stem}]({rel})")
+        data = base64.b64encode(fig.read_bytes()).decode("ascii")
+        html_figs.append(f"<figure><img alt=\"{html.escape(fig.stem)}\" src=\"data:image/png;base64,{data}\"/>"
+                         f"<figcaption>{html.escape(fig.stem.replace('_', ' '))}</figcaption></figure>")
+    if figures:
+        sections.append(Section(f"{name}: figures", "\n\n".join(md_figs) + "\n", "\n".join(html_figs)))
+    traces = exp_dir / "traces"
+    if (traces / "compare.md").is_file():
+        sections.append(trace_section(name, traces, report_dir))
+    return sections
+
+
+TRACE_CAPTIONS = {
+    "durations-by-worker": "per-worker kernel durations (the most frequent kind), workers grouped by NUMA node and "
+                           "coloured by it; red points: durations above Q3 + 1.5 IQR of their worker (StarVZ's "
+                           "outlier rule). Top: the all-default configuration; bottom: the best one.",
+    "space-time": "tasks per worker over time, coloured by kind (StarVZ's application-workers panel): idle gaps "
+                  "and the critical path's pace, default above and best below.",
+}
+
+
+def trace_section(name: str, traces: Path, report_dir: Path) -> Section:
+    """`testbed trace-pair`'s output: the all-default and best configurations rerun with a trace."""
+    table = (traces / "compare.md").read_text()
+    intro = ("One run of the all-default configuration and one of the best configuration (design rows, their "
+             "seeds), rerun with a task trace (`testbed trace-pair`): kernel durations per kind, worker type and "
+             "NUMA node, idle fraction per node, makespan.")
+    md, page = [intro, "", table], [f"<p>{html.escape(intro)}</p><pre>{html.escape(table)}</pre>"]
+    for stem, caption in TRACE_CAPTIONS.items():
+        fig = traces / f"{stem}.png"
+        if not fig.is_file():
+            continue
+        md.append(f"![{stem}]({os.path.relpath(fig, report_dir)})\n\n{caption}\n")
+        data = base64.b64encode(fig.read_bytes()).decode("ascii")
+        page.append(f"<figure><img alt=\"{html.escape(stem)}\" src=\"data:image/png;base64,{data}\"/>"
+                    f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+    return Section(f"{name}: traces, default vs best", "\n".join(md) + "\n", "\n".join(page))
+
+
+CSS = """body{font-family:system-ui,sans-serif;max-width:70em;margin:2em auto;padding:0 1em;color:#222}
+table{border-collapse:collapse;margin:1em 0}th,td{padding:.25em .6em;border-bottom:1px solid #ddd;text-align:right}
+th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}code{background:#f5f5f5;padding:0 .2em}
+figure{margin:1em 0}img{max-width:100%}figcaption{color:#555;font-size:.9em}h2{border-bottom:1px solid #ccc}"""
+
+
+def sensitivity_section(name: str, exp_dir: Path, sens_dir: Path, report_dir: Path,
+                        figures: dict[str, bytes]) -> Section:
+    """The experiment's sensitivity to the machine parameters (testbed sensitivity's summary),
+    with the full-factorial estimates and run-to-run CIs of its analysis beside the bands."""
+    import tempfile
+
+    from testbed.study.sensitivity import plot_bands, read_summary, summary_blocks
+
+    summary = read_summary(sens_dir)
+    title = f"{name}: sensitivity to the machine parameters"
+    design = pd.read_csv(exp_dir / "design.csv", keep_default_na=False)
+    first = design.iloc[0]
+    ran = {"cluster": str(first["cluster"]), "engine": str(first["engine"]), "n": int(first["n"]), "b": int(first["b"])}
+    had = {"cluster": summary["cluster"], "engine": summary["engine"], "n": int(summary["workload"]["n"]),
+           "b": int(summary["workload"]["b"])}
+    if ran != had:
+        text = (f"The sensitivity results in `{sens_dir}` were computed for {had}, not for this experiment's {ran}: "
+                f"rerun `snakemake sensitivity`.")
+        return _prose(title, text + "\n")
+    anova = pd.read_csv(exp_dir / "anova.csv")
+    anova["prominent"] = anova["prominent"].astype(str).str.lower() == "true"
+    facts = json.loads((exp_dir / "model.json").read_text())
+    # The grand mean (the model's intercept) is the full factorial's counterpart of "makespan".
+    half = math.nan
+    if facts.get("df_resid", 0) > 0 and not math.isnan(facts.get("sigma_s", math.nan)):
+        from scipy import stats
+
+        half = float(stats.t.ppf(0.975, facts["df_resid"])) * facts["sigma_s"] / math.sqrt(facts["n_runs"])
+    mean = pd.DataFrame([{"term": "makespan", "order": 0, "estimate": facts["intercept"],
+                          "ci_low": facts["intercept"] - half, "ci_high": facts["intercept"] + half, "prominent": False}])
+    anova = pd.concat([anova, mean], ignore_index=True)
+    md: list[str] = []
+    body: list[str] = []
+    for block in summary_blocks(summary, anova):
+        if isinstance(block, pd.DataFrame):
+            md.append(markdown_table(block))
+            body.append(_html_table(block))
+        elif isinstance(block, list):
+            text = "\n".join(f"* {line}" for line in block)
+            md.append(text + "\n")
+            body.append(_md_to_html_list(text))
+        else:
+            md.append(block + "\n")
+            body.append(_md_to_html_list(block))
+    with tempfile.TemporaryDirectory() as tmp:
+        png = plot_bands(summary, anova, Path(tmp) / "bands.png").read_bytes()
+    figure = f"sensitivity_{name}.png"
+    figures[figure] = png
+    md.insert(3, f"![{name} effects and parameter bands]({figure})\n")
+    data = base64.b64encode(png).decode("ascii")
+    body.insert(3, f"<figure><img alt=\"{html.escape(name)} effects and parameter bands\" "
+                   f"src=\"data:image/png;base64,{data}\"/><figcaption>effects with their run-to-run CI and "
+                   f"their band over the parameter ranges</figcaption></figure>")
+    return Section(title, "\n".join(md), "\n".join(body))
+
+
+def build(experiments: list[tuple[str, Path]], out: Path, title: str, platforms_dir: Path,
+          reference_path: str | None, sensitivity: dict[str, Path] | None = None,
+          figures: dict[str, bytes] | None = None) -> tuple[str, str]:
+    """The report; `sensitivity` maps experiment names to `testbed sensitivity` directories
+    (their section follows the experiment's), `figures` receives the files to write beside it."""
+    reference = read_reference(reference_path) if reference_path else None
+    sensitivity = sensitivity or {}
+    figures = figures if figures is not None else {}
+    names = [n for n, _ in experiments]
+    for name in sensitivity:
+        if name not in names:
+            raise InputError(None, "--sensitivity", f"the name of a reported experiment ({', '.join(names)}), got {name!r}")
+    sections: list[Section] = []
+    for name, exp_dir in experiments:
+        sections.extend(experiment_sections(name, exp_dir, platforms_dir, out, reference))
+        if name in sensitivity:
+            sections.append(sensitivity_section(name, exp_dir, sensitivity[name], out, figures))
+    vers = versions()
+    vers_md = "\n".join(f"* {k}: `{v}`" for k, v in vers.items())
+    sections.append(_prose("Engine and versions", vers_md + "\n"))
+    md = [f"# {title}", ""]
+    body = [f"<h1>{html.escape(title)}</h1>"]
+    for s in sections:
+        md += [f"## {s.title}", "", s.markdown.rstrip(), ""]
+        body += [f"<h2>{html.escape(s.title)}</h2>", s.html]
+    page = (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
+            f"<style>{CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
+    return "\n".join(md), page
+
+
+# ------------------------------------------------------------------ CLI
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--experiment", action="append", required=True, metavar="NAME=DIR",
+                   help="experiment name and its results directory (repeatable)")
+    p.add_argument("--out", required=True, help="report directory: report.html and report.md are written in it, its other files kept")
+    p.add_argument("--title", default="Simulated factorial study")
+    p.add_argument("--reference", default=None, help="CSV of terms and estimates to show beside the simulated ones")
+    p.add_argument("--platforms-dir", default="results/platforms", help="where `testbed platform` outputs live")
+    p.add_argument("--sensitivity", action="append", default=[], metavar="NAME=DIR",
+                   help="experiment name and its `testbed sensitivity` directory (adds its section; repeatable)")
+
+
+def run(args: argparse.Namespace) -> int:
+    experiments = []
+    for item in args.experiment:
+        name, sep, directory = item.partition("=")
+        if not sep or not name or not directory:
+            raise InputError(None, "--experiment", f"NAME=DIR, got {item!r}")
+        experiments.append((name, Path(directory)))
+    sensitivity: dict[str, Path] = {}
+    for item in args.sensitivity:
+        name, sep, directory = item.partition("=")
+        if not sep or not name or not directory:
+            raise InputError(None, "--sensitivity", f"NAME=DIR, got {item!r}")
+        sensitivity[name] = Path(directory)
+    out = Path(args.out)
+    figures: dict[str, bytes] = {}
+    md, page = build(experiments, out, args.title, Path(args.platforms_dir), args.reference, sensitivity, figures)
+    # Written inside `out`: its other files are left alone (`out` may be any directory).
+    with atomic_members(out, ["report.md", "report.html", *figures]) as tmp:
+        (tmp / "report.md").write_text(md)
+        (tmp / "report.html").write_text(page)
+        for figure, data in figures.items():
+            (tmp / figure).write_bytes(data)
+    print(f"report: {out / 'report.html'}, {out / 'report.md'}")
+    return 0

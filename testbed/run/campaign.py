@@ -1,0 +1,129 @@
+"""`testbed campaign`: run one batch of a design table, or merge batches into runs.csv.
+
+A batch is one Snakemake job; its table is written atomically at the end, so an
+interrupted campaign resumes by running only the batches whose table is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from testbed.analyze.runs_table import concat_runs, factor_columns, write_runs
+from testbed.common.atomic import atomic_file
+from testbed.common.errors import InputError
+from testbed.run.engines import RunSpec
+from testbed.run.simulate import resolve_env, simulate
+
+DESIGN_REQUIRED = ["experiment", "run", "order", "batch", "config", "repetition", "seed",
+                   "engine", "cluster", "n", "b", "distribution", "env", "variability"]
+
+
+def read_design(path: str | Path) -> pd.DataFrame:
+    path = Path(path)
+    if not path.exists():
+        raise InputError(path, None, "an existing design table (testbed design)")
+    table = pd.read_csv(path, dtype={"distribution": str, "env": str})
+    missing = [c for c in DESIGN_REQUIRED if c not in table.columns]
+    if missing:
+        raise InputError(path, "header", f"design columns {', '.join(missing)}")
+    return table
+
+
+def spec_for(row: dict, factors: list[str], platform_dir: Path | None, workdir: Path, cluster=None) -> RunSpec:
+    """The run of a design row; `cluster` (a loaded `Cluster`) saves reading its YAML again."""
+    levels = {f: int(row[f]) for f in factors}
+    fixed_env = json.loads(row["env"]) if isinstance(row["env"], str) and row["env"] else {}
+    factor_env = json.loads(row["factor_env"]) if isinstance(row.get("factor_env"), str) and row["factor_env"] else {}
+    # Factors with explicit variables bypass config/factors.yaml; the others follow its rules.
+    explicit = {k: v for f, e in sorted(factor_env.items()) for k, v in e["low" if levels[f] == -1 else "high"].items()}
+    ruled = {f: lv for f, lv in levels.items() if f not in factor_env}
+    return RunSpec(
+        engine=row["engine"],
+        cluster=row["cluster"],
+        n=int(row["n"]),
+        b=int(row["b"]),
+        env=resolve_env(cluster if cluster is not None else row["cluster"], ruled, {**explicit, **fixed_env}, None),
+        factors=levels,
+        seed=int(row["seed"]),
+        distribution=json.loads(row["distribution"]),
+        variability=str(row["variability"]).lower() in ("true", "1"),
+        platform_dir=platform_dir,
+        workdir=workdir,
+    )
+
+
+def run_batch(design: pd.DataFrame, batch: int, platform_dir: Path | None = None,
+              where: str = "design", progress=None) -> list[dict]:
+    """Run every design row of `batch` (in design order); returns the runs-table rows."""
+    progress = progress or sys.stderr
+    rows = design[design["batch"] == batch].sort_values("order").to_dict("records")
+    if not rows:
+        batches = sorted(design["batch"].unique())
+        raise InputError(where, "--batch", f"a batch of the design ({batches[0]}..{batches[-1]}), got {batch}")
+    factors = factor_columns(list(design.columns))
+    out: list[dict] = []
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="testbed-campaign-") as scratch:
+        for i, row in enumerate(rows, 1):
+            spec = spec_for(row, factors, platform_dir, Path(scratch))
+            result = simulate(spec)
+            record = {**row, "env": json.dumps(result.get("env", spec.env), sort_keys=True),
+                      "makespan_s": float(result["makespan_s"]), "wall_s": float(result["wall_s"]),
+                      "tasks": int(result.get("tasks", 0))}
+            out.append(record)
+            levels = " ".join(f"{f}{'+' if row[f] == 1 else '-'}" for f in factors)
+            elapsed = time.perf_counter() - t0
+            eta = elapsed / i * (len(rows) - i)
+            print(f"[{row['experiment']} batch {batch}] run {i}/{len(rows)} ({levels}, seed {row['seed']}): "
+                  f"makespan {record['makespan_s']:.3f} s, wall {record['wall_s']:.2f} s, eta {eta:.0f} s",
+                  file=progress, flush=True)
+    return out
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--design", help="design table CSV (testbed design)")
+    p.add_argument("--batch", type=int, help="batch number to run")
+    p.add_argument("--platform-dir", default=None, help="output of `testbed platform` to reuse")
+    p.add_argument("--merge", nargs="+", metavar="BATCH_CSV", help="concatenate batch tables instead of running")
+    p.add_argument("--out", required=True, help="batch table (or runs.csv with --merge) to write")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.merge:
+        with atomic_file(args.out, option="--out") as fh:
+            count = concat_runs(args.merge, fh)
+        print(f"campaign: {count} runs from {len(args.merge)} batches -> {args.out}", file=sys.stderr)
+        return 0
+    if args.design is None or args.batch is None:
+        raise InputError(None, "--design/--batch", "a design table and a batch number (or --merge)")
+    design = read_design(args.design)
+    # absolute: engines run in their own scratch directories
+    platform_dir = Path(args.platform_dir).resolve() if args.platform_dir else None
+    t0 = time.perf_counter()
+    rows = run_batch(design, args.batch, platform_dir, args.design)
+    with atomic_file(args.out, option="--out") as fh:
+        write_runs(rows, fh)
+    campaign_progress(design, Path(args.out), time.perf_counter() - t0)
+    return 0
+
+
+def campaign_progress(design: pd.DataFrame, out: Path, batch_s: float, progress=None) -> None:
+    """One line for the whole campaign after a batch: batch tables written next to this one
+    (the resume state), and the time left if the other batches take as long as this one on
+    TESTBED_JOBS (default: all cores) parallel jobs, as `snakemake --cores N` runs them."""
+    progress = progress or sys.stderr
+    total = int(design["batch"].nunique())
+    done = len(list(out.parent.glob(f"*{out.suffix}")))
+    jobs = max(1, int(os.environ.get("TESTBED_JOBS", os.cpu_count() or 1)))
+    left = max(0, total - done)
+    eta = left * batch_s / jobs
+    print(f"[campaign] {done}/{total} batches written; this batch {batch_s:.0f} s; "
+          f"about {eta / 60:.0f} min left on {jobs} jobs", file=progress, flush=True)

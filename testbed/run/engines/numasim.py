@@ -1,0 +1,162 @@
+"""Engine `numasim`: writes the run description (docs/interfaces.md §4), runs the binary."""
+
+from __future__ import annotations
+
+import functools
+import json
+import subprocess
+import tempfile
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from testbed.common import paths
+from testbed.common.errors import InputError
+from testbed.run.engines import RunSpec, platform_dir_for
+
+#: Variables numasim interprets or knows to be inert (simulator/src/config.cpp parse_starpu_env;
+#: tests/test_config_early.py checks both lists agree). Any other name stops numasim (exit 2), so
+#: the workflow checks experiments against it before submitting a single batch.
+ENV_VARIABLES = frozenset({
+    "STARPU_SCHED", "STARPU_SCHED_ALPHA", "STARPU_SCHED_BETA", "STARPU_SCHED_GAMMA", "STARPU_PREFETCH",
+    "STARPU_CUDA_PIPELINE", "STARPU_USE_NUMA", "STARPU_NCPU", "STARPU_NCPUS", "STARPU_NCUDA", "STARPU_RESERVE_NCPU",
+    "STARPU_WORKERS_CPUID", "STARPU_WORKERS_CUDAID", "STARPU_MAIN_THREAD_CPUID", "STARPU_MAIN_THREAD_BIND",
+    "STARPU_MPI_THREAD_CPUID", "STARPU_PERF_MODEL_HOMOGENEOUS_CUDA", "STARPU_PERF_MODEL_HOMOGENEOUS_CPU",
+    "TESTBED_NUMA_BALANCING",
+    # inert in a simulated run (output, calibration, tracing)
+    "STARPU_SILENT", "STARPU_HOSTNAME", "STARPU_CALIBRATE", "STARPU_FXT_PREFIX", "STARPU_FXT_TRACE",
+    "STARPU_GENERATE_TRACE", "STARPU_WORKER_STATS", "STARPU_BUS_STATS", "STARPU_MEMORY_STATS", "STARPU_PROFILING",
+    "STARPU_MALLOC_SIMULATION_FOLD", "STARPU_SIMGRID_CUDA_MALLOC_COST", "STARPU_PERF_MODEL_DIR", "STARPU_HOME",
+    "STARPU_LOGFILENAME", "STARPU_MPI_STATS", "STARPU_COMM_STATS", "STARPU_DISPLAY_BINDINGS", "STARPU_ENABLE_STATS",
+})
+
+
+def _stamp(path: Path) -> tuple:
+    st = Path(path).stat()
+    return str(Path(path).resolve()), st.st_mtime_ns, st.st_size
+
+
+def machines_by_rank(platform_xml: Path) -> list[str]:
+    """Machine type of each rank, from the node zones (zone props `machine`, `rank`)."""
+    # Parsed once per file version: a campaign batch asks for every run, and parsing the
+    # study cluster's XML took ~0.15 s (testbed/run/run_cache.py, bench/RESULTS.md "Speed").
+    return list(_machines_by_rank(_stamp(platform_xml)))
+
+
+@functools.lru_cache(maxsize=16)
+def _machines_by_rank(stamp: tuple) -> tuple[str, ...]:
+    ranked: dict[int, str] = {}
+    for zone in ET.parse(stamp[0]).getroot().iter("zone"):
+        props = {p.get("id"): p.get("value", "") for p in zone.findall("prop")}
+        if "machine" in props and "rank" in props:
+            ranked[int(props["rank"])] = props["machine"]
+    return tuple(ranked[r] for r in sorted(ranked))
+
+
+def machine_types(platform_xml: Path) -> list[str]:
+    """Machine types named by the node zones (zone prop `machine`)."""
+    return sorted(set(machines_by_rank(platform_xml)))
+
+
+def heterogeneous_distribution(spec: RunSpec, pdir: Path, workdir: Path) -> dict:
+    """Writes the speed-balanced tile distribution (testbed/run/distribution.py) for this cluster."""
+    from testbed.run import distribution as dist
+
+    owners, comment = _heterogeneous(_stamp(pdir / "numasim.xml"), spec.n // spec.b, spec.b)
+    path = dist.write_distribution(workdir / "distribution.txt", owners, comment)
+    return {"kind": "file", "path": str(path)}
+
+
+@functools.lru_cache(maxsize=16)
+def _heterogeneous(xml_stamp: tuple, nt: int, b: int):
+    """(owners, comment) of the speed-balanced distribution, once per platform version and size
+    (a campaign batch runs the same size 30 times; computing it took ~0.3 s per run)."""
+    from testbed.run import distribution as dist
+
+    pdir = Path(xml_stamp[0]).parent
+    speeds = [dist.node_gemm_speed(pdir / "starpu" / m / "sampling", m, b) for m in _machines_by_rank(xml_stamp)]
+    comment = f"heterogeneous, NT={nt}, node speeds (flop/s): {' '.join(f'{s:.4g}' for s in speeds)}"
+    return dist.heterogeneous(nt, speeds), comment
+
+
+def checked_platform(pdir: Path) -> Path:
+    if not (pdir / "numasim.xml").exists():
+        raise InputError(pdir / "numasim.xml", "platform", "a numasim platform written by `testbed platform`")
+    return pdir
+
+
+def run_description(spec: RunSpec, pdir: Path, workdir: Path | None = None) -> dict:
+    """The run description (docs/interfaces.md §4); `workdir` holds generated inputs."""
+    from testbed.run.factors import env_per_machine  # not at the top: `testbed simulate` from the run cache skips it
+    from testbed.starpu.lu_codelets import SYMBOL_SETS, numasim_symbols
+    from testbed.starpu.sampling import detect_symbols
+
+    xml = pdir / "numasim.xml"
+    machines = machine_types(xml)
+    perfmodels = {m: str(pdir / "starpu" / m / "sampling") for m in machines}
+    # The symbol set as the apps/lu engines choose it: given, else the one the models hold.
+    symbols = spec.symbols or detect_symbols(Path(perfmodels[machines[0]]), machines[0], default="chameleon")
+    if symbols not in SYMBOL_SETS:
+        raise InputError(None, "symbols", f"one of {', '.join(SYMBOL_SETS)}, got {symbols!r}")
+    dist = dict(spec.distribution)
+    if dist.get("kind") == "heterogeneous":
+        if workdir is None:
+            raise InputError(None, "distribution", "a work directory for the generated heterogeneous distribution")
+        dist = heterogeneous_distribution(spec, pdir, workdir)
+    if dist.get("kind") == "file":
+        dist["path"] = str(Path(dist["path"]).resolve())
+    desc: dict = {
+        "platform": str(xml.resolve()),
+        "perfmodels": perfmodels,
+        "workload": {"kind": "lu", "n": spec.n, "b": spec.b, "distribution": dist},
+        "env": dict(spec.env),
+        # Variables that differ between machine types (factors B, C, D on a mixed cluster).
+        "env_per_machine": (env_per_machine(spec.cluster, spec.factors) if spec.env_per_machine is None
+                            else spec.env_per_machine),
+        "seed": spec.seed,
+        "variability": spec.variability,
+        "symbols": numasim_symbols(symbols),
+        "getrf_on_cuda": spec.getrf_on_gpu,
+        "dag": spec.dag,
+    }
+    if spec.trace:
+        desc["trace"] = str(Path(spec.trace).resolve())
+    if spec.transfers:
+        desc["transfers"] = str(Path(spec.transfers).resolve())
+    return desc
+
+
+def run_binary(desc: dict, workdir: Path | None = None, simgrid_cfg: list[str] | None = None) -> dict:
+    """Runs numasim on a run description (plus SimGrid `--cfg=KEY:VALUE` options); bad input
+    surfaces as InputError."""
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        run_file = Path(tmp) / "run.json"
+        run_file.write_text(json.dumps(desc, indent=1, sort_keys=True))
+        return run_file_binary(run_file, simgrid_cfg)
+
+
+def run_file_binary(run_file: Path, simgrid_cfg: list[str] | None = None) -> dict:
+    """Runs numasim on a run description file (testbed/run/run_cache.py keeps resolved ones)."""
+    binary = paths.binary(paths.NUMASIM, "numasim")
+    cfg = [f"--cfg={c}" for c in simgrid_cfg or []]
+    # In the caller's directory: relative paths of SimGrid options (tracing/filename) are the user's.
+    # errors="replace": numasim's message may quote bytes of a damaged input file that are not UTF-8.
+    proc = subprocess.run([str(binary), str(run_file), *cfg], capture_output=True, text=True, errors="replace")
+    if proc.returncode == 2:
+        # numasim says "error: <file>: <key>: expected <what>"; the file is our temporary run
+        # description, so the user is shown the key (e.g. env.STARPU_SCHED) and the expectation.
+        msg = proc.stderr.strip().splitlines()[-1].removeprefix("error: ")
+        where, _, expected = msg.partition(": expected ")
+        if not expected:
+            raise InputError(None, "numasim", msg) from None
+        parts = where.split(": ")
+        file = parts[0] if len(parts) > 1 and parts[0] != str(run_file) else None
+        raise InputError(file, parts[-1] if len(parts) > 1 else where, expected) from None
+    if proc.returncode != 0:
+        raise RuntimeError(f"numasim failed ({proc.returncode}): {proc.stderr.strip()}")
+    return json.loads(proc.stdout)
+
+
+def run(spec: RunSpec) -> dict:
+    with tempfile.TemporaryDirectory(dir=spec.workdir) as tmp:
+        pdir = checked_platform(platform_dir_for(spec, Path(tmp)))
+        return run_binary(run_description(spec, pdir, Path(tmp)), Path(tmp), spec.simgrid_cfg)

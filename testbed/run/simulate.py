@@ -1,0 +1,235 @@
+"""`testbed simulate`: one LU run with one engine; prints one JSON object."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import time
+
+from testbed.common.errors import InputError
+from testbed.run.engines import ENGINES, RunSpec
+
+#: numasim's size limits (simulator/src/config.hpp kMaxTiles, kMaxTileSize)
+MAX_TILES, MAX_TILE_SIZE = 4096, 65536
+
+
+def check_cfg(items: list[str], engine: str) -> list[str]:
+    """SimGrid --cfg options (KEY:VALUE) for numasim; other engines take their own."""
+    for item in items:
+        if ":" not in item or item.startswith(":"):
+            raise InputError(None, "--cfg", f"KEY:VALUE (a SimGrid option), got {item!r}")
+    if items and engine != "numasim":
+        raise InputError(None, "--cfg", "the numasim engine (SimGrid options of numasim's run)")
+    return list(items)
+
+
+def parse_assignments(items: list[str], what: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        for part in filter(None, item.split(",")):
+            if "=" not in part:
+                raise InputError(None, what, f"NAME=VALUE, got {part!r}")
+            k, v = part.split("=", 1)
+            name = k.strip().upper() if what == "--factors" else k.strip()
+            if name in out:
+                raise InputError(None, f"{what} {name}", f"one value, got {out[name]!r} and {v.strip()!r}")
+            out[name] = v.strip()
+    return out
+
+
+def resolve_env(cluster, factors: dict[str, int], env: dict[str, str], sched: str | None) -> dict[str, str]:
+    """StarPU variables of a run: the factors' settings, then the user's raw variables
+    (`cluster`: a name, a path or a loaded `Cluster`)."""
+    from testbed.run.factors import env_for_factors  # config/factors.yaml
+
+    # Letters not given are at their default level (-1): the study's baseline.
+    resolved: dict[str, str] = dict(env_for_factors(cluster, factors))
+    if sched:
+        resolved["STARPU_SCHED"] = sched
+    resolved.update(env)
+    return resolved
+
+
+def check_spec(spec: RunSpec) -> None:
+    if spec.engine not in ENGINES:
+        raise InputError(None, "--engine", f"one of {', '.join(ENGINES)}, got {spec.engine!r}")
+    if spec.n <= 0 or spec.b <= 0 or spec.n % spec.b:
+        raise InputError(None, "--n/--b", f"positive N that is a multiple of b, got N={spec.n} b={spec.b}")
+    if spec.b > MAX_TILE_SIZE or spec.n // spec.b > MAX_TILES:
+        raise InputError(None, "--n/--b", f"b <= {MAX_TILE_SIZE} and N/b <= {MAX_TILES} tiles per dimension "
+                                          f"(numasim's limits), got N={spec.n} b={spec.b}")
+
+
+def header(spec: RunSpec) -> dict:
+    """The fields every engine's output starts with."""
+    return {"engine": spec.engine, "cluster": spec.cluster, "n": spec.n, "b": spec.b,
+            "factors": spec.factors, "env": spec.env, "seed": spec.seed}
+
+
+def simulate(spec: RunSpec) -> dict:
+    check_spec(spec)
+    engine = importlib.import_module(ENGINES[spec.engine])
+    t0 = time.perf_counter()
+    result = engine.run(spec)
+    wall = time.perf_counter() - t0
+    out = {**header(spec), **result}
+    out.setdefault("wall_s", wall)
+    return out
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--engine", required=True, choices=sorted(ENGINES))
+    p.add_argument("--cluster", default=None,
+                   help="cluster name (platforms/clusters/NAME.yaml) or path; optional with a --platform-dir")
+    p.add_argument("--n", type=int, required=True, help="matrix order N")
+    p.add_argument("--b", type=int, required=True, help="tile size b (N must be a multiple)")
+    p.add_argument("--factors", nargs="?", const="", default="",
+                   help="factor levels, e.g. A=1,E=1; letters not given are at -1 (`--factors` alone: all default)")
+    p.add_argument("--env", action="append", default=[], metavar="VAR=VALUE", help="raw STARPU_* variable")
+    p.add_argument("--sched", default=None, help="StarPU scheduler (STARPU_SCHED), default dmdas")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--no-variability", action="store_true", help="use model means (as StarPU-SimGrid)")
+    p.add_argument("--distribution", default="block-cyclic",
+                   help="block-cyclic | heterogeneous | FILE (owner rank per tile)")
+    p.add_argument("--platform-dir", default=None, help="output of `testbed platform` to reuse")
+    p.add_argument("--trace", default=None, help="per-task trace CSV")
+    p.add_argument("--transfers", default=None, help="per-transfer CSV (numasim)")
+    p.add_argument("--paje", default=None,
+                   help="numasim: also write the run's trace as a Paje file (pj_dump, ViTE; testbed trace-paje)")
+    p.add_argument("--check", action="store_true", help="real engine: also compute the residual ||A-LU||/||A||")
+    p.add_argument("--symbols", choices=["chameleon", "starpu-lu"], default=None,
+                   help="perf-model symbols: Chameleon's (dgemm, ...) or StarPU's LU example (auto-detected)")
+    p.add_argument("--cfg", action="append", default=[], metavar="KEY:VALUE",
+                   help="SimGrid option passed to numasim (e.g. tracing:yes; repeatable)")
+    p.add_argument("--dag", choices=["chameleon", "starpu-lu-example"], default="chameleon",
+                   help="submission order and priorities: Chameleon's pzgetrf_nopiv or StarPU's examples/lu")
+    p.add_argument("--starpu-defaults", action="store_true",
+                   help="StarPU's own defaults (plus --env) instead of the study's baseline and factor rules")
+    p.add_argument("--getrf-gpu", action="store_true",
+                   help="getrf_nopiv may also run on GPUs (cuSOLVER in the real build); default CPU only")
+
+
+def spec_from_args(args: argparse.Namespace) -> RunSpec:
+    from pathlib import Path
+
+    raw_factors = parse_assignments([args.factors], "--factors")
+    factors: dict[str, int] = {}
+    for k, v in raw_factors.items():
+        if v not in ("1", "-1", "+1"):
+            raise InputError(None, f"--factors {k}", f"level -1 or 1, got {v!r}")
+        factors[k.upper()] = int(v)
+    env = parse_assignments(args.env, "--env")
+    dist: dict
+    if args.distribution in ("block-cyclic", "heterogeneous"):
+        dist = {"kind": args.distribution}
+    else:
+        dist = {"kind": "file", "path": args.distribution}
+    from testbed.platform.platform_from_starpu import is_starpu_sampling, summary_of
+    from testbed.run.factors import check_factors
+
+    factors = check_factors(factors)
+    platform_dir = Path(args.platform_dir) if args.platform_dir else None
+    cluster = args.cluster or (summary_of(platform_dir).get("cluster") if platform_dir else None)
+    if not cluster:
+        raise InputError(None, "--cluster", "a cluster name (or a --platform-dir written by `testbed platform`)")
+    per_machine = None
+    from_sampling = is_starpu_sampling(platform_dir)
+    if from_sampling or args.starpu_defaults:
+        # StarPU's defaults and the user's variables, no factor rules (none apply without a
+        # machine description, or the user asked for StarPU's defaults).
+        if raw_factors:
+            raise InputError(platform_dir / "summary.json" if from_sampling else None, "--factors",
+                             "no --starpu-defaults and a platform generated from a machine description "
+                             "(`testbed platform --cluster`)")
+        resolved = {**({"STARPU_SCHED": args.sched} if args.sched else {}), **env}
+        per_machine, factors = {}, {}
+    else:
+        resolved = resolve_env(cluster, factors, env, args.sched)
+    return RunSpec(
+        engine=args.engine,
+        cluster=cluster,
+        n=args.n,
+        b=args.b,
+        env=resolved,
+        env_per_machine=per_machine,
+        factors=factors,
+        seed=args.seed,
+        distribution=dist,
+        variability=not args.no_variability,
+        check=args.check,
+        symbols=args.symbols,
+        getrf_on_gpu=args.getrf_gpu,
+        dag=args.dag,
+        simgrid_cfg=check_cfg(args.cfg, args.engine),
+        trace=Path(args.trace) if args.trace else None,
+        transfers=Path(args.transfers) if args.transfers else None,
+        platform_dir=platform_dir,
+    )
+
+
+def resolve_cached(args: argparse.Namespace):
+    """numasim: (run description file, header) from testbed/run/run_cache.py, resolved and stored
+    on a miss; None when this command cannot be cached (its inputs are not all files)."""
+    from testbed.run import run_cache
+
+    if not run_cache.cacheable(args):
+        return None
+    hit = run_cache.lookup(args)
+    if hit is not None:
+        return hit
+    from testbed.describe.machines import cluster_source_files
+    from testbed.run.engines import platform_dir_for
+    from testbed.run.engines.numasim import checked_platform, run_description
+    from testbed.run.factors import FACTORS_FILE
+
+    spec = spec_from_args(args)
+    check_spec(spec)
+    try:
+        deps = cluster_source_files(spec.cluster)
+    except InputError:  # e.g. a platform converted from StarPU's files: no cluster YAML
+        return None
+    pdir = checked_platform(platform_dir_for(spec, None))
+    desc = run_description(spec, pdir)
+    deps += [FACTORS_FILE, pdir / "numasim.xml", pdir / "summary.json"]
+    return run_cache.store(args, desc, header(spec), deps), header(spec)
+
+
+def run(args: argparse.Namespace) -> int:
+    if getattr(args, "paje", None):
+        return run_with_paje(args)
+    cached = resolve_cached(args)
+    if cached is not None:
+        from testbed.run.engines.numasim import run_file_binary
+
+        t0 = time.perf_counter()
+        result = run_file_binary(cached[0], check_cfg(args.cfg, args.engine))
+        out = {**cached[1], **result}
+        out.setdefault("wall_s", time.perf_counter() - t0)
+    else:
+        out = simulate(spec_from_args(args))
+    print(json.dumps(out, sort_keys=True))
+    return 0
+
+
+def run_with_paje(args: argparse.Namespace) -> int:
+    """`--paje FILE`: the run with its task and transfer CSVs (the user's, or temporary ones),
+    then testbed/traces/paje.py's export of them."""
+    import tempfile
+    from pathlib import Path
+
+    from testbed.traces.paje import export_paje
+
+    if args.engine != "numasim":
+        raise InputError(None, "--paje", "the numasim engine (the other engines write no trace)")
+    paje = Path(args.paje)
+    with tempfile.TemporaryDirectory(prefix="testbed-paje-") as tmp:
+        # Traced runs are never taken from the run cache (testbed/run/run_cache.py), so the
+        # temporary CSV names cost nothing there.
+        args.trace = args.trace or str(Path(tmp) / "tasks.csv")
+        args.transfers = args.transfers or str(Path(tmp) / "transfers.csv")
+        args.paje = None
+        status = run(args)
+        if status == 0:
+            export_paje(args.trace, args.transfers, paje)
+    return status

@@ -1,0 +1,1 @@
+"""Stage 4, studies: design tables of experiments, sensitivity to the machine parameters."""

@@ -1,0 +1,1 @@
+"""Traces of numasim runs: reading, Paje and StarVZ export, comparisons, traced reruns."""
