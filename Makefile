@@ -6,7 +6,7 @@ BUILD := $(CURDIR)/build
 CORES ?= all
 export PATH := $(VENV)/bin:$(PATH)
 
-.PHONY: run test sensitivity setup build build-simulator build-lu test-python test-cpp test-cpp-asan test-schedulers lint clean
+.PHONY: run test sensitivity setup build build-simulator build-lu test-python test-cpp test-cpp-asan test-schedulers lint lint-python clean
 
 run: setup build
 	snakemake --cores $(CORES) all
@@ -16,7 +16,7 @@ sensitivity: setup build
 	snakemake --cores $(CORES) sensitivity
 
 test: setup build
-	$(MAKE) --no-print-directory -k test-cpp test-cpp-asan test-python
+	$(MAKE) --no-print-directory -k lint-python test-cpp test-cpp-asan test-python
 
 setup:
 	@bash envs/setup.sh
@@ -61,6 +61,10 @@ test-schedulers:
 
 lint:
 	snakemake --lint
+
+# Python lint (rules and line length: [tool.ruff] in pyproject.toml; ruff pinned in envs/requirements.txt)
+lint-python:
+	$(VENV)/bin/ruff check testbed tests bench workflows
 
 clean:
 	rm -rf $(BUILD) results .snakemake

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from testbed.calibrate import calibrate as cal
+from testbed.calibrate import microbench
 from testbed.common.errors import InputError
 from testbed.common.paths import NUMASIM
 
@@ -37,7 +38,7 @@ def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_microbench_builds_and_measures() -> None:
-    exe = cal.build_microbench()
+    exe = microbench.build_microbench()
     text = subprocess.run([str(exe), "kernel", "--kernel", "dgemm", "--b", "64", "--reps", "3"],
                           capture_output=True, text=True, check=True, env={"OPENBLAS_NUM_THREADS": "1"}).stdout
     rows = list(csv.DictReader(io.StringIO(text)))
@@ -170,7 +171,7 @@ def test_loopback_pingpong_is_recorded_as_loopback(tmp_path: Path) -> None:
     rows = list(csv.DictReader(ln for ln in (opts.out / "network" / "pingpong.csv").open() if not ln.startswith("#")))
     assert [int(r["bytes"]) for r in rows][:3] == [1, 4, 16] and all(int(r["reps"]) == 5 for r in rows)
     # the binary rejects bad options with exit 2 (one rank suffices to see it)
-    bad = subprocess.run(["mpirun", "-np", "2", "--oversubscribe", "--allow-run-as-root", str(cal.PINGPONG),
+    bad = subprocess.run(["mpirun", "-np", "2", "--oversubscribe", "--allow-run-as-root", str(microbench.PINGPONG),
                           "--reps", "0"], capture_output=True, text=True)
     assert bad.returncode != 0 and "--reps" in bad.stderr
 

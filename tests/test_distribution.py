@@ -10,13 +10,13 @@ from testbed.common.errors import InputError
 from testbed.run.distribution import (
     block_cyclic,
     heterogeneous,
-    history_means,
     near_square_grid,
     node_gemm_speed,
     read_distribution,
     tile_shares,
     write_distribution,
 )
+from testbed.starpu.perfmodel_files import history_means
 
 
 @pytest.mark.parametrize("nodes,grid", [(1, (1, 1)), (2, (1, 2)), (4, (2, 2)), (7, (1, 7)), (12, (3, 4)), (21, (3, 7))])
@@ -79,33 +79,19 @@ def test_heterogeneous_is_deterministic_and_validates() -> None:
         heterogeneous(20, [1, 0])
 
 
-MODEL = """##################
-# Performance Model Version
-45
-####################
-# COMBs
-# number of combinations
-2
-##########
-# Model for cpu0_impl0 (Comb0)
-# number of entries
-1
-# hash\tsize\tflops\tmean (us)\tdev (us)\tsum\tsum2\tn
-24c84a50\t{size}\t0.000000e+00\t4.000000e+04\t1.0e+02\t4.0e+05\t1.6e+10\t10
-##########
-# Model for cuda0_impl0 (Comb1)
-# number of entries
-1
-# hash\tsize\tflops\tmean (us)\tdev (us)\tsum\tsum2\tn
-24c84a50\t{size}\t0.000000e+00\t2.000000e+03\t1.0e+01\t2.0e+04\t4.0e+07\t10
-"""
+def _model(size: int) -> str:
+    """A dgemm history model: one CPU and one CUDA combination, one entry each (format 45)."""
+    from testbed.starpu.perfmodel_files import ArchModel, HistoryEntry, model_text
+
+    return model_text([ArchModel("cpu", 0, [HistoryEntry(0x24C84A50, size, 0.0, 4.0e4, 1.0e2, 10)]),
+                       ArchModel("cuda", 0, [HistoryEntry(0x24C84A50, size, 0.0, 2.0e3, 1.0e1, 10)])])
 
 
 def test_node_gemm_speed_sums_workers(tmp_path: Path) -> None:
     b = 960
     (tmp_path / "codelets" / "45").mkdir(parents=True)
     (tmp_path / "bus").mkdir()
-    (tmp_path / "codelets" / "45" / "dgemm.m").write_text(MODEL.format(size=3 * b * b * 8))
+    (tmp_path / "codelets" / "45" / "dgemm.m").write_text(_model(3 * b * b * 8))
     (tmp_path / "bus" / "m.config").write_text("# Current configuration\n8 # Number of CPUs\n1 # Number of CUDA devices\n")
     assert history_means(tmp_path / "codelets" / "45" / "dgemm.m") == {
         "cpu0_impl0": {3 * b * b * 8: 4.0e4}, "cuda0_impl0": {3 * b * b * 8: 2.0e3}}
