@@ -161,13 +161,32 @@ def network_lines(b: Path) -> list[str]:
 def write_summary(ctx: Any, out: Path) -> None:
     opts = ctx.opts
     b = opts.out
-    host = json.loads((b / "host.json").read_text()) if (b / "host.json").exists() else {}
-    steps = [json.loads(p.read_text()) for p in sorted((b / "steps").glob("*.json"))]
     rows = numa_rows(b)
     layout = numa_layout()
     codelets = codelet_table(b, opts.machine)
     unstable: list[str] = []
-    lines = [f"# Calibration bundle `{b.name}` (machine type `{opts.machine}`)", ""]
+    lines = _header_lines(b, opts.machine)
+    lines += _numa_lines(rows, layout, opts.unstable, unstable)
+    lines += _bandwidth_and_bus_lines(b, opts.machine)
+    lines += _codelet_lines(codelets, layout, opts.unstable, unstable)
+    lines += _reference_lines(b, opts.unstable, unstable)
+    lines += validation_lines(b)
+    lines += network_lines(b)
+    lines += _unstable_lines(b, opts.unstable, unstable)
+    plots = b / "plots"
+    plot_kernels(rows, plots / "numa-kernels.png")
+    plot_codelets(codelets, plots / "codelets.png")
+    for p in sorted(plots.glob("*.png")) if plots.exists() else []:
+        lines += [f"![{p.stem}](plots/{p.name})"]
+    with atomic_file(out) as fh:
+        fh.write("\n".join(lines) + "\n")
+
+
+def _header_lines(b: Path, machine: str) -> list[str]:
+    """Title, host facts and the status of every step."""
+    host = json.loads((b / "host.json").read_text()) if (b / "host.json").exists() else {}
+    steps = [json.loads(p.read_text()) for p in sorted((b / "steps").glob("*.json"))]
+    lines = [f"# Calibration bundle `{b.name}` (machine type `{machine}`)", ""]
     lines += [f"* host `{host.get('host', '?')}`, {host.get('date', '?')}, kernel `{host.get('kernel', '?')}`",
               f"* StarPU {host.get('versions', {}).get('starpu', '?')}, OpenBLAS "
               f"{host.get('versions', {}).get('openblas', '?')}, testbed commit "
@@ -182,8 +201,13 @@ def write_summary(ctx: Any, out: Path) -> None:
     if missing:
         lines += ["", "**Incomplete:** " + "; ".join(f"`{s['step']}`: {s['status'].splitlines()[0]}" for s in missing)
                   + ". Run the same command again once the cause is fixed: finished steps are skipped."]
+    return lines
 
-    lines += ["", "## NUMA microbenchmarks", "",
+
+def _numa_lines(rows: list[dict[str, str]], layout: dict[int, list[int]], threshold: float,
+                unstable: list[str]) -> list[str]:
+    """The NUMA microbenchmark table; unstable cells are added to `unstable`."""
+    lines = ["", "## NUMA microbenchmarks", "",
               "Thread bound to a core of NUMA node T, data first-touched on node D (PaStiX method); tiles cycled "
               "through a pool of twice the last-level cache so every call reads memory. `alone`: one thread; "
               "`all`: every core runs the kernel, threads of T measured. GF/s from the median call; factor = "
@@ -199,7 +223,7 @@ def write_summary(ctx: Any, out: Path) -> None:
     trows = []
     for r in rows:
         rel = float(r["rel_std"])
-        flag = "UNSTABLE" if rel > opts.unstable else ""
+        flag = "UNSTABLE" if rel > threshold else ""
         if flag:
             unstable.append(f"microbenchmark {r['kernel']} b={r['b']} {r['load']} T{r['thread_node']}/D{r['data_node']}: "
                             f"rel. stddev {rel:.2f} over {r['calls']} calls (median {float(r['median_s'])*1e3:.3f} ms, "
@@ -210,9 +234,12 @@ def write_summary(ctx: Any, out: Path) -> None:
                       _fmt(float(r["median_s"]) / loc, 4) if loc else "—", flag])
     lines += _table(["kernel", "b", "load", "T", "D", "median (ms)", "GF/s", "rel. sd", "factor", ""], trows)
     lines += ["", "Matrices: `numa/matrix-<kernel>-b<b>-<load>.csv`; plot: `plots/numa-kernels.png`.", ""]
+    return lines
 
+
+def _bandwidth_and_bus_lines(b: Path, machine: str) -> list[str]:
     bw = read_csv(b / "numa" / "bandwidth.csv")
-    lines += ["## Memory bandwidth (triad, best of reps)", ""]
+    lines = ["## Memory bandwidth (triad, best of reps)", ""]
     lines += _table(["scope", "T", "D", "threads", "GB/s", "rel. sd"],
                     [[r["scope"], r["thread_node"], r["data_node"], r["threads"], _fmt(float(r["gbps"])),
                       _fmt(float(r["rel_std"]), 2)] for r in bw])
@@ -222,16 +249,20 @@ def write_summary(ctx: Any, out: Path) -> None:
     bus = b / "sampling" / "bus"
     if bus.is_dir():
         lines += [f"Files: {', '.join(f'`{p.name}`' for p in sorted(bus.iterdir()))} (native StarPU, "
-                  f"`STARPU_HOSTNAME={opts.machine}`). Bandwidth matrix (MB/s, memory nodes: NUMA nodes then GPUs):", ""]
-        lines += ["```", *(" ".join(r) for r in _bus_matrix(bus / f"{opts.machine}.bandwidth")), "```", ""]
+                  f"`STARPU_HOSTNAME={machine}`). Bandwidth matrix (MB/s, memory nodes: NUMA nodes then GPUs):", ""]
+        lines += ["```", *(" ".join(r) for r in _bus_matrix(bus / f"{machine}.bandwidth")), "```", ""]
     else:
         lines += ["Not available (see Steps).", ""]
+    return lines
 
-    lines += ["## LU codelet models (StarPU history, `STARPU_CALIBRATE=1`)", ""]
+
+def _codelet_lines(codelets: list[dict[str, Any]], layout: dict[int, list[int]], threshold: float,
+                   unstable: list[str]) -> list[str]:
+    lines = ["## LU codelet models (StarPU history, `STARPU_CALIBRATE=1`)", ""]
     if codelets:
         crow = []
         for r in codelets:
-            flag = "UNSTABLE" if r["rel_std"] > opts.unstable else ""
+            flag = "UNSTABLE" if r["rel_std"] > threshold else ""
             if flag:
                 unstable.append(f"codelet {r['symbol']} ({r['arch']}) b={r['b']} scope {r['scope']}: rel. stddev "
                                 f"{r['rel_std']:.2f} over {r['n']} samples")
@@ -244,15 +275,18 @@ def write_summary(ctx: Any, out: Path) -> None:
     else:
         lines += ["Not available yet (see Steps): `apps/lu` real build missing or not calibrated."]
     lines += [""]
+    return lines
 
+
+def _reference_lines(b: Path, threshold: float, unstable: list[str]) -> list[str]:
     ref = b / "lu-reference.json"
-    lines += ["## Real LU makespan on this machine (calibrated models, dmdas)", ""]
+    lines = ["## Real LU makespan on this machine (calibrated models, dmdas)", ""]
     if ref.exists():
         r = json.loads(ref.read_text())
         lines += [f"N={r['n']} b={r['b']}: mean {r['mean_s']:.4f} s over {len(r['makespans_s'])} runs "
                   f"({', '.join(f'{x:.4f}' for x in r['makespans_s'])}), rel. sd {r['rel_std']:.3f}. "
                   "This is the reference a simulation of this machine must match.", ""]
-        if r["rel_std"] > opts.unstable:
+        if r["rel_std"] > threshold:
             unstable.append(f"LU makespan N={r['n']} b={r['b']}: rel. stddev {r['rel_std']:.2f}")
     else:
         lines += ["Not available yet (see Steps).", ""]
@@ -260,12 +294,12 @@ def write_summary(ctx: Any, out: Path) -> None:
         o = json.loads(old.read_text())
         lines += [f"Superseded reference `{old.name}` (kept, not compared): mean {o['mean_s']:.4f} s over "
                   f"{len(o['makespans_s'])} runs; {o.get('superseded_because', 'no reason recorded')}.", ""]
+    return lines
 
-    lines += validation_lines(b)
-    lines += network_lines(b)
 
-    lines += ["## Unstable timings", ""]
-    lines += [f"Threshold: relative standard deviation > {opts.unstable}. These are reported, not averaged away; "
+def _unstable_lines(b: Path, threshold: float, unstable: list[str]) -> list[str]:
+    lines = ["## Unstable timings", ""]
+    lines += [f"Threshold: relative standard deviation > {threshold}. These are reported, not averaged away; "
               "rerun on a quiet node or raise `--reps`.", ""]
     lines += [f"* {u}" for u in unstable] or ["None."]
     not_measured = []
@@ -279,11 +313,4 @@ def write_summary(ctx: Any, out: Path) -> None:
     lines += ["", "## Not measured by this bundle", ""]
     lines += [f"* {m};" for m in not_measured] or ["Nothing listed."]
     lines += [""]
-
-    plots = b / "plots"
-    plot_kernels(rows, plots / "numa-kernels.png")
-    plot_codelets(codelets, plots / "codelets.png")
-    for p in sorted(plots.glob("*.png")) if plots.exists() else []:
-        lines += [f"![{p.stem}](plots/{p.name})"]
-    with atomic_file(out) as fh:
-        fh.write("\n".join(lines) + "\n")
+    return lines

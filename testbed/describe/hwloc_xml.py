@@ -10,6 +10,7 @@ thread t of core c is PU c + t * ncores.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from lxml import etree
@@ -48,6 +49,54 @@ class _Ids:
         return str(self.next - 1)
 
 
+def _sets(el: etree._Element, pus: set[int], numas: set[int], allowed: bool = False) -> None:
+    el.set("cpuset", bitmap(pus))
+    el.set("complete_cpuset", bitmap(pus))
+    if allowed:
+        el.set("allowed_cpuset", bitmap(pus))
+    el.set("nodeset", bitmap(numas))
+    el.set("complete_nodeset", bitmap(numas))
+    if allowed:
+        el.set("allowed_nodeset", bitmap(numas))
+
+
+def _info(el: etree._Element, name: str, value: object) -> None:
+    etree.SubElement(el, "info", name=name, value=str(value))
+
+
+def _pci_bridge(m: Machine, pkg: etree._Element, numa_index: int, pci_bus: int, gp: _Ids) -> int:
+    """The PCI bridge of a package with the GPUs and NICs of its NUMA node; the next free bus."""
+    gpus = [g for g in m.gpus if g.numa_node == numa_index]
+    nics = [n for n in m.nics if n.numa_node == numa_index]
+    if not gpus and not nics:
+        return pci_bus
+    first = pci_bus
+    devices: list[tuple[str, str, float, str, dict[str, object], str]] = []
+    for g in gpus:
+        ids = PCI_IDS.get(g.model, "10de:0000" if "NVIDIA" in g.model else "0000:0000")
+        devices.append(("0302" if "Tesla" in g.model else "0300", ids, g.pcie_bandwidth_Bps, f"cuda{g.index}",
+                        {"Backend": "CUDA", "GPUVendor": "NVIDIA Corporation", "GPUModel": g.model,
+                         "CUDAGlobalMemorySize": g.memory_bytes // 1024}, "5"))
+    for n in nics:
+        devices.append(("0200", PCI_IDS.get(n.model, "0000:0000"), n.pcie_bandwidth_Bps, n.name,
+                        {"Backend": "testbed"}, "2"))
+    last = first + len(devices) - 1
+    bridge = etree.SubElement(pkg, "object", type="Bridge", gp_index=gp(), bridge_type="0-1", depth="0",
+                              bridge_pci=f"0000:[{first:02x}-{last:02x}]")
+    for cls, ids, bw, osname, infos, ostype in devices:
+        dev = etree.SubElement(bridge, "object", type="PCIDev", gp_index=gp(),
+                               pci_busid=f"0000:{pci_bus:02x}:00.0",
+                               pci_type=f"{cls} [{ids}] [0000:0000] 00",
+                               pci_link_speed=f"{bw / 1e9:.6f}")
+        osdev = etree.SubElement(dev, "object", type="OSDev", gp_index=gp(), name=osname, osdev_type=ostype)
+        if ostype == "5":
+            osdev.set("subtype", "CUDA")
+        for k, v in infos.items():
+            _info(osdev, k, v)
+        pci_bus += 1
+    return max(pci_bus, last + 1)
+
+
 def topology_tree(machine: Machine) -> etree._ElementTree:
     m = machine
     for s, numas in enumerate(m.sockets):
@@ -60,85 +109,44 @@ def topology_tree(machine: Machine) -> etree._ElementTree:
     def pus_of(cores: list[int] | tuple[int, ...]) -> set[int]:
         return {c + t * ncores for c in cores for t in range(threads)}
 
-    def sets(el: etree._Element, pus: set[int], numas: set[int], allowed: bool = False) -> None:
-        el.set("cpuset", bitmap(pus))
-        el.set("complete_cpuset", bitmap(pus))
-        if allowed:
-            el.set("allowed_cpuset", bitmap(pus))
-        el.set("nodeset", bitmap(numas))
-        el.set("complete_nodeset", bitmap(numas))
-        if allowed:
-            el.set("allowed_nodeset", bitmap(numas))
-
-    def info(el: etree._Element, name: str, value: object) -> None:
-        etree.SubElement(el, "info", name=name, value=str(value))
-
     root = etree.Element("topology", version="2.0")
     mach = etree.SubElement(root, "object", type="Machine", os_index="0")
-    sets(mach, pus_of(m.cores), set(range(len(m.numa_nodes))), allowed=True)
+    _sets(mach, pus_of(m.cores), set(range(len(m.numa_nodes))), allowed=True)
     mach.set("gp_index", gp())
-    info(mach, "Backend", "testbed")
-    info(mach, "HostName", m.name)
-    info(mach, "Architecture", "x86_64")
-    info(mach, "testbedMachineFile", m.path.name)
+    _info(mach, "Backend", "testbed")
+    _info(mach, "HostName", m.name)
+    _info(mach, "Architecture", "x86_64")
+    _info(mach, "testbedMachineFile", m.path.name)
 
     pci_bus = 1
     for s, (numa_index,) in enumerate(m.sockets):
         numa = m.numa_nodes[numa_index]
         pkg = etree.SubElement(mach, "object", type="Package", os_index=str(s))
-        sets(pkg, pus_of(numa.cores), {numa.index})
+        _sets(pkg, pus_of(numa.cores), {numa.index})
         pkg.set("gp_index", gp())
-        info(pkg, "CPUModel", m.cpu_model)
+        _info(pkg, "CPUModel", m.cpu_model)
         node = etree.SubElement(pkg, "object", type="NUMANode", os_index=str(numa.index))
-        sets(node, pus_of(numa.cores), {numa.index})
+        _sets(node, pus_of(numa.cores), {numa.index})
         node.set("gp_index", gp())
         node.set("local_memory", str(numa.memory_bytes))
         parent = pkg
         if m.l3_cache_bytes:
             parent = etree.SubElement(pkg, "object", type="L3Cache", os_index=str(s))
-            sets(parent, pus_of(numa.cores), {numa.index})
+            _sets(parent, pus_of(numa.cores), {numa.index})
             parent.set("gp_index", gp())
             for k, v in (("cache_size", m.l3_cache_bytes), ("depth", 3), ("cache_linesize", 64),
                          ("cache_associativity", 0), ("cache_type", 0)):
                 parent.set(k, str(v))
         for c in numa.cores:
             core = etree.SubElement(parent, "object", type="Core", os_index=str(c))
-            sets(core, pus_of([c]), {numa.index})
+            _sets(core, pus_of([c]), {numa.index})
             core.set("gp_index", gp())
             for t in range(threads):
                 pu = etree.SubElement(core, "object", type="PU", os_index=str(c + t * ncores))
-                sets(pu, {c + t * ncores}, {numa.index})
+                _sets(pu, {c + t * ncores}, {numa.index})
                 pu.set("gp_index", gp())
 
-        gpus = [g for g in m.gpus if g.numa_node == numa.index]
-        nics = [n for n in m.nics if n.numa_node == numa.index]
-        if not gpus and not nics:
-            continue
-        first = pci_bus
-        devices: list[tuple[str, str, float, str, dict[str, object], str]] = []
-        for g in gpus:
-            ids = PCI_IDS.get(g.model, "10de:0000" if "NVIDIA" in g.model else "0000:0000")
-            devices.append(("0302" if "Tesla" in g.model else "0300", ids, g.pcie_bandwidth_Bps, f"cuda{g.index}",
-                            {"Backend": "CUDA", "GPUVendor": "NVIDIA Corporation", "GPUModel": g.model,
-                             "CUDAGlobalMemorySize": g.memory_bytes // 1024}, "5"))
-        for n in nics:
-            devices.append(("0200", PCI_IDS.get(n.model, "0000:0000"), n.pcie_bandwidth_Bps, n.name,
-                            {"Backend": "testbed"}, "2"))
-        last = first + len(devices) - 1
-        bridge = etree.SubElement(pkg, "object", type="Bridge", gp_index=gp(), bridge_type="0-1", depth="0",
-                                  bridge_pci=f"0000:[{first:02x}-{last:02x}]")
-        for cls, ids, bw, osname, infos, ostype in devices:
-            dev = etree.SubElement(bridge, "object", type="PCIDev", gp_index=gp(),
-                                   pci_busid=f"0000:{pci_bus:02x}:00.0",
-                                   pci_type=f"{cls} [{ids}] [0000:0000] 00",
-                                   pci_link_speed=f"{bw / 1e9:.6f}")
-            osdev = etree.SubElement(dev, "object", type="OSDev", gp_index=gp(), name=osname, osdev_type=ostype)
-            if ostype == "5":
-                osdev.set("subtype", "CUDA")
-            for k, v in infos.items():
-                info(osdev, k, v)
-            pci_bus += 1
-        pci_bus = max(pci_bus, last + 1)
+        pci_bus = _pci_bridge(m, pkg, numa.index, pci_bus, gp)
     return etree.ElementTree(root)
 
 
@@ -173,6 +181,44 @@ def hwloc_source(xml: bytes) -> str:
     machine = next(o for o in root.iter("object") if o.get("type") == "Machine")
     infos = {i.get("name"): i.get("value") for i in machine.findall("info")}
     return f"hwloc {infos.get('hwlocVersion', '2')} topology of {infos.get('HostName', 'this machine')} (lstopo --of xml)"
+
+
+def _devices(root: etree._Element, numa_of: Callable[[etree._Element], int], src: str, nnuma: int,
+             gpus: list[dict] | None, gpus_src: str) -> tuple[list[dict], list[dict]]:
+    """(gpus, nics) of the machine mapping: hwloc's CUDA and network OS devices (else the
+    discovered GPUs, else one placeholder NIC)."""
+    out_gpus: list[dict] = []
+    out_nics: list[dict] = []
+    cls_cuda = [o for o in root.iter("object") if o.get("type") == "OSDev" and o.get("osdev_type") == "5"
+                and (o.get("subtype") == "CUDA" or o.get("name", "").startswith("cuda"))]
+    for o in cls_cuda:
+        infos = {i.get("name"): i.get("value") for i in o.findall("info")}
+        mem = int(infos.get("CUDAGlobalMemorySize", "0")) * 1024
+        out_gpus.append({
+            "model": infos.get("GPUModel", "unknown GPU"),
+            "numa_node": numa_of(o),
+            "memory_bytes": {"value": mem, "source": f"{src}: CUDAGlobalMemorySize"} if mem else _placeholder(1.0e9, "GPU memory size"),
+            "flops": _placeholder(1.0e11, "GPU kernel throughput"),
+            "pcie_bandwidth_Bps": _placeholder(1.0e10, "PCIe bandwidth"),
+            "pcie_latency_s": _placeholder(1.0e-5, "PCIe latency"),
+        })
+    if not out_gpus and gpus:
+        out_gpus = [_discovered_gpu(g, nnuma, gpus_src) for g in gpus]
+    for o in root.iter("object"):
+        if o.get("type") == "OSDev" and o.get("osdev_type") == "2":
+            out_nics.append({
+                "name": o.get("name"),
+                "numa_node": numa_of(o),
+                "bandwidth_Bps": _placeholder(1.25e9, "network bandwidth"),
+                "pcie_bandwidth_Bps": _placeholder(4.0e9, "NIC PCIe bandwidth"),
+                "pcie_latency_s": _placeholder(1.0e-6, "NIC PCIe latency"),
+            })
+    if not out_nics:
+        out_nics.append({"name": "net0", "numa_node": 0,
+                             "bandwidth_Bps": _placeholder(1.25e9, "network device (none reported)"),
+                             "pcie_bandwidth_Bps": _placeholder(4.0e9, "NIC PCIe bandwidth"),
+                             "pcie_latency_s": _placeholder(1.0e-6, "NIC PCIe latency")})
+    return out_gpus, out_nics
 
 
 def topology_data(xml: bytes, name: str, src: str | None = None, gpus: list[dict] | None = None,
@@ -243,38 +289,8 @@ def topology_data(xml: bytes, name: str, src: str | None = None, gpus: list[dict
              "latency_s": _placeholder(5.0e-8, "inter-socket latency")}
             for k in range(len(numas) - 1)
         ],
-        "gpus": [],
-        "nics": [],
     }
-    cls_cuda = [o for o in root.iter("object") if o.get("type") == "OSDev" and o.get("osdev_type") == "5"
-                and (o.get("subtype") == "CUDA" or o.get("name", "").startswith("cuda"))]
-    for o in cls_cuda:
-        infos = {i.get("name"): i.get("value") for i in o.findall("info")}
-        mem = int(infos.get("CUDAGlobalMemorySize", "0")) * 1024
-        data["gpus"].append({
-            "model": infos.get("GPUModel", "unknown GPU"),
-            "numa_node": numa_of(o),
-            "memory_bytes": {"value": mem, "source": f"{src}: CUDAGlobalMemorySize"} if mem else _placeholder(1.0e9, "GPU memory size"),
-            "flops": _placeholder(1.0e11, "GPU kernel throughput"),
-            "pcie_bandwidth_Bps": _placeholder(1.0e10, "PCIe bandwidth"),
-            "pcie_latency_s": _placeholder(1.0e-5, "PCIe latency"),
-        })
-    if not data["gpus"] and gpus:
-        data["gpus"] = [_discovered_gpu(g, len(numas), gpus_src) for g in gpus]
-    for o in root.iter("object"):
-        if o.get("type") == "OSDev" and o.get("osdev_type") == "2":
-            data["nics"].append({
-                "name": o.get("name"),
-                "numa_node": numa_of(o),
-                "bandwidth_Bps": _placeholder(1.25e9, "network bandwidth"),
-                "pcie_bandwidth_Bps": _placeholder(4.0e9, "NIC PCIe bandwidth"),
-                "pcie_latency_s": _placeholder(1.0e-6, "NIC PCIe latency"),
-            })
-    if not data["nics"]:
-        data["nics"].append({"name": "net0", "numa_node": 0,
-                             "bandwidth_Bps": _placeholder(1.25e9, "network device (none reported)"),
-                             "pcie_bandwidth_Bps": _placeholder(4.0e9, "NIC PCIe bandwidth"),
-                             "pcie_latency_s": _placeholder(1.0e-6, "NIC PCIe latency")})
+    data["gpus"], data["nics"] = _devices(root, numa_of, src, len(numas), gpus, gpus_src)
     return data
 
 

@@ -319,12 +319,9 @@ def _v(q: dict) -> Any:
 # --------------------------------------------------------------------------- loaders
 
 
-def parse_machine(data: Any, file: Path) -> Machine:
-    """Validate a machine mapping (as read from `file`) and build a Machine."""
-    _validate(file, data, "machine.schema.json")
-    numa_raw = data["numa_nodes"]
-    nnuma = len(numa_raw)
-
+def _numa_nodes(data: Any, file: Path) -> list[NumaNode]:
+    """The NUMA nodes, each in exactly one socket, cores in exactly one node."""
+    nnuma = len(data["numa_nodes"])
     socket_of: dict[int, int] = {}
     for s, sock in enumerate(data["sockets"]):
         for j, k in enumerate(sock["numa_nodes"]):
@@ -339,7 +336,7 @@ def parse_machine(data: Any, file: Path) -> Machine:
 
     seen: dict[int, int] = {}
     numa_nodes = []
-    for k, n in enumerate(numa_raw):
+    for k, n in enumerate(data["numa_nodes"]):
         for c in _v(n["cores"]):
             if c in seen:
                 raise InputError(file, f"numa_nodes[{k}].cores", f"distinct core OS indices; {c} is also in NUMA node {seen[c]}")
@@ -355,6 +352,38 @@ def parse_machine(data: Any, file: Path) -> Machine:
                 core_bandwidth_Bps=float(_v(n["core_bandwidth_Bps"])),
             )
         )
+    return numa_nodes
+
+
+def _kernels_dir(data: Any, file: Path) -> Path | None:
+    """The calibration bundle of the kernel times (`kernels:`), relative to the repository."""
+    if "kernels" not in data:
+        return None
+    kernels = Path(data["kernels"])
+    if not kernels.is_absolute():
+        kernels = ROOT / kernels
+    if not (kernels / "kernels.yaml").is_file():
+        raise InputError(file, "kernels", f"a calibration bundle directory containing kernels.yaml, got {data['kernels']!r}")
+    return kernels
+
+
+def _check_loaded_latency(data: Any, file: Path) -> None:
+    curve = (data.get("numa") or {}).get("loaded_latency")
+    if curve is not None:
+        points = curve["value"]
+        if any(b[0] <= a[0] or b[1] < a[1] for a, b in zip(points, points[1:], strict=False)):
+            raise InputError(file, "numa.loaded_latency.value",
+                             f"[utilisation, latency ratio] points with increasing utilisations and non-decreasing "
+                             f"ratios, got {points}")
+
+
+def parse_machine(data: Any, file: Path) -> Machine:
+    """Validate a machine mapping (as read from `file`) and build a Machine."""
+    _validate(file, data, "machine.schema.json")
+    numa_raw = data["numa_nodes"]
+    nnuma = len(numa_raw)
+
+    numa_nodes = _numa_nodes(data, file)
 
     def check_numa(key: str, k: int) -> int:
         if not 0 <= k < nnuma:
@@ -397,20 +426,8 @@ def parse_machine(data: Any, file: Path) -> Machine:
     gpu_peer = {
         k: BwLat(float(_v(v["bandwidth_Bps"])), float(_v(v["latency_s"]))) for k, v in data.get("gpu_peer", {}).items()
     }
-    kernels = None
-    if "kernels" in data:
-        kernels = Path(data["kernels"])
-        if not kernels.is_absolute():
-            kernels = ROOT / kernels
-        if not (kernels / "kernels.yaml").is_file():
-            raise InputError(file, "kernels", f"a calibration bundle directory containing kernels.yaml, got {data['kernels']!r}")
-    curve = (data.get("numa") or {}).get("loaded_latency")
-    if curve is not None:
-        points = curve["value"]
-        if any(b[0] <= a[0] or b[1] < a[1] for a, b in zip(points, points[1:], strict=False)):
-            raise InputError(file, "numa.loaded_latency.value",
-                             f"[utilisation, latency ratio] points with increasing utilisations and non-decreasing "
-                             f"ratios, got {points}")
+    kernels = _kernels_dir(data, file)
+    _check_loaded_latency(data, file)
     cpu = data["cpu"]
     return Machine(
         name=data["name"],
