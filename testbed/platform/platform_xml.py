@@ -74,6 +74,15 @@ def _node_zone(parent: etree._Element, node: Node) -> None:
         elif key == "loaded_latency":  # the curve, as simulator/src/memory_model.cpp reads it
             _props(zone, numa_loaded_latency=",".join(f"{u:.10g}:{r:.10g}" for u, r in q["value"]))
 
+    _zone_hosts(zone, m, p)
+    qpi_ids = inter_socket_link_ids(m)
+    remote_dma = _remote_dma_routes(m) if m.gpu_remote_dma else []
+    _zone_links(zone, m, p, qpi_ids, remote_dma)
+    _zone_routes(zone, m, p, qpi_ids, remote_dma)
+
+
+def _zone_hosts(zone: etree._Element, m: Machine, p: str) -> None:
+    """Cores, GPUs, RAMs (one per NUMA node), NICs and the socket routers of node `p`."""
     for numa in m.numa_nodes:
         for core in numa.cores:
             h = etree.SubElement(zone, "host", id=f"{p}.cpu{core}", speed=_flops(m.core_flops))
@@ -91,10 +100,11 @@ def _node_zone(parent: etree._Element, node: Node) -> None:
     for numa in m.numa_nodes:
         etree.SubElement(zone, "router", id=f"{p}.socket{numa.index}")
 
+
+def _zone_links(zone: etree._Element, m: Machine, p: str, qpi_ids: list[str], remote_dma: list) -> None:
     for numa in m.numa_nodes:
         etree.SubElement(zone, "link", id=f"{p}.membus{numa.index}",
                          bandwidth=_bw(numa.memory_bandwidth_Bps), latency=_lat(numa.memory_latency_s))
-    qpi_ids = inter_socket_link_ids(m)
     for lid, link in zip(qpi_ids, m.inter_socket_links, strict=False):
         etree.SubElement(zone, "link", id=f"{p}.{lid}", bandwidth=_bw(link.bandwidth_Bps), latency=_lat(link.latency_s),
                          sharing_policy=SPLITDUPLEX)
@@ -109,7 +119,6 @@ def _node_zone(parent: etree._Element, node: Node) -> None:
     # and the inter-socket link rates (machine `gpu_remote_dma`, e.g. a P100: 12.2 GB/s local vs
     # 3.8 GB/s host->device across sockets). One link per GPU and direction caps such copies;
     # they still cross the inter-socket link and the GPU's PCIe link, where they contend.
-    remote_dma = _remote_dma_routes(m) if m.gpu_remote_dma else []
     for g, _other, _qpi, _dir in remote_dma:
         h2d, d2h = m.gpu_remote_dma
         etree.SubElement(zone, "link", id=f"{p}.xdma_h2d{g.index}", bandwidth=_bw(h2d), latency="0s")
@@ -119,23 +128,26 @@ def _node_zone(parent: etree._Element, node: Node) -> None:
             # Latency is counted once, on the memory bus; the core link only caps bandwidth.
             etree.SubElement(zone, "link", id=f"{p}.core{core}", bandwidth=_bw(numa.core_bandwidth_Bps), latency="0s")
 
-    def route(src: str, dst: str, link: str, direction: str | None = None) -> None:
-        r = etree.SubElement(zone, "route", src=src, dst=dst)
-        etree.SubElement(r, "link_ctn", id=link, **({"direction": direction} if direction else {}))
 
+def _route(zone: etree._Element, src: str, dst: str, link: str, direction: str | None = None) -> None:
+    r = etree.SubElement(zone, "route", src=src, dst=dst)
+    etree.SubElement(r, "link_ctn", id=link, **({"direction": direction} if direction else {}))
+
+
+def _zone_routes(zone: etree._Element, m: Machine, p: str, qpi_ids: list[str], remote_dma: list) -> None:
     for numa in m.numa_nodes:
-        route(f"{p}.ram{numa.index}", f"{p}.socket{numa.index}", f"{p}.membus{numa.index}")
+        _route(zone, f"{p}.ram{numa.index}", f"{p}.socket{numa.index}", f"{p}.membus{numa.index}")
     # Split-duplex links: UP from the device (or lower socket) towards the socket, DOWN back.
     for lid, link in zip(qpi_ids, m.inter_socket_links, strict=False):
         a, b = link.numa_nodes
-        route(f"{p}.socket{a}", f"{p}.socket{b}", f"{p}.{lid}", "UP")
+        _route(zone, f"{p}.socket{a}", f"{p}.socket{b}", f"{p}.{lid}", "UP")
     for g in m.gpus:
-        route(f"{p}.gpu{g.index}", f"{p}.socket{g.numa_node}", f"{p}.pcie{g.index}", "UP")
+        _route(zone, f"{p}.gpu{g.index}", f"{p}.socket{g.numa_node}", f"{p}.pcie{g.index}", "UP")
     for nic in m.nics:
-        route(f"{p}.nic{nic.index}", f"{p}.socket{nic.numa_node}", f"{p}.nicpcie{nic.index}", "UP")
+        _route(zone, f"{p}.nic{nic.index}", f"{p}.socket{nic.numa_node}", f"{p}.nicpcie{nic.index}", "UP")
     for numa in m.numa_nodes:
         for core in numa.cores:
-            route(f"{p}.cpu{core}", f"{p}.socket{numa.index}", f"{p}.core{core}")
+            _route(zone, f"{p}.cpu{core}", f"{p}.socket{numa.index}", f"{p}.core{core}")
     # Copies between a GPU and the RAM of the far socket take an explicit route (a SimGrid bypass
     # route: Floyd routing picks the fewest links, src/kernel/routing/FloydZone.cpp): RAM -> GPU
     # = memory bus, inter-socket link, the H2D cap, PCIe down; GPU -> RAM the reverse with the

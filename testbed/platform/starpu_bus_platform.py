@@ -100,6 +100,31 @@ def node_zone(src: NodeSource, rank: int) -> ET.Element:
     _prop(zone, "rank", str(rank))
     _prop(zone, "source", f"StarPU bus platform {path.name} (testbed/platform/starpu_bus_platform.py)")
 
+    hosts, cpus, gpus = _hosts(zone, zone_in, src, path)
+    ngpu = len(gpus)
+    links = _links(zone, zone_in, src.node, ngpu)
+    nroutes = _routes(zone, zone_in, hosts, links)
+    if ngpu and nroutes == 0:
+        raise InputError(path, "route", "routes between RAM and the CUDA hosts")
+    # StarPU-SimGrid charges nothing between a thread and the memories it drives (CPU kernels
+    # read RAM at model speed, a CUDA driver's submissions and the MPI thread's copies are free).
+    # SimGrid forbids empty routes, so every core reaches RAM and the GPUs through one
+    # non-shared (FATPIPE) link of zero latency and a bandwidth far above any bus
+    # (derived: stands for "no cost", 1 PB/s moves a 960x960 tile in 7 ns).
+    first_route = next((k for k, e in enumerate(zone) if e.tag == "route"), len(zone))
+    zone.insert(first_route, ET.Element("link", id=f"{src.node}.threadpath", bandwidth="1e15Bps", latency="0s",
+                                        sharing_policy="FATPIPE"))  # the DTD wants links before routes
+    for i, _ in sorted(cpus):
+        for target in ["RAM"] + [f"CUDA{j}" for j, _ in sorted(gpus)]:
+            r = ET.SubElement(zone, "route", src=hosts[f"CPU{i}"], dst=hosts[target], symmetrical="YES")
+            ET.SubElement(r, "link_ctn", id=f"{src.node}.threadpath")
+    return zone
+
+
+
+
+def _hosts(zone: ET.Element, zone_in: ET.Element, src: NodeSource, path: Path) -> tuple[dict[str, str], list, list]:
+    """numasim hosts of StarPU's CPU, CUDA and RAM hosts: (StarPU id -> numasim id, CPUs, GPUs)."""
     hosts: dict[str, str] = {}  # StarPU host id -> numasim host id
     cpus, gpus = [], []
     for h in zone_in.findall("host"):
@@ -117,7 +142,6 @@ def node_zone(src: NodeSource, rank: int) -> ET.Element:
         for key, value in (("kind", "cpu"), ("node", src.node), ("numa", "0"), ("index", str(i))):
             _prop(host, key, value)
         hosts[f"CPU{i}"] = host.get("id", "")
-    ngpu = len(gpus)
     for j, h in sorted(gpus):
         mem = h.find("prop[@id='memsize']")
         if mem is None:
@@ -133,21 +157,26 @@ def node_zone(src: NodeSource, rank: int) -> ET.Element:
         _prop(ram, key, value)
     hosts["RAM"] = ram.get("id", "")
 
+    return hosts, cpus, gpus
+
+
+def _links(zone: ET.Element, zone_in: ET.Element, node: str, ngpu: int) -> dict[str, str]:
+    """numasim links of StarPU's links: StarPU id -> numasim id."""
     shared = {name: k for k, name in enumerate(n for n in _SHARED_LINKS
                                                if zone_in.find(f"link[@id='{n}']") is not None)}
     links: dict[str, str] = {}
     for link in zone_in.findall("link"):
         lid = link.get("id", "")
-        name = _link_name(src.node, lid, shared)
+        name = _link_name(node, lid, shared)
         if name is None:
             ends = lid.split("-")
             a, b = (_CUDA.match(p) if p else None for p in (ends + [""])[:2])
             if len(ends) == 2 and a and b:
-                name = f"{src.node}.p2p{int(a.group(1)) * ngpu + int(b.group(1))}"
+                name = f"{node}.p2p{int(a.group(1)) * ngpu + int(b.group(1))}"
         if name is None and not any(k in lid for k in ("OpenCL", "DISK", "MAIN")):
             # hwloc-derived PCI tree links ("PCI:0000:[00-0f] up/down/through", perfmodel_bus.c
             # emit_topology_bandwidths): kept as they are, numbered in file order.
-            name = f"{src.node}.pci{sum(1 for v in links.values() if '.pci' in v)}"
+            name = f"{node}.pci{sum(1 for v in links.values() if '.pci' in v)}"
         if name is None:
             continue
         attrs = {"id": name, "bandwidth": link.get("bandwidth", ""), "latency": link.get("latency", "0s")}
@@ -155,6 +184,11 @@ def node_zone(src: NodeSource, rank: int) -> ET.Element:
             attrs["sharing_policy"] = link.get("sharing_policy", "")
         ET.SubElement(zone, "link", attrs)
         links[lid] = name
+    return links
+
+
+def _routes(zone: ET.Element, zone_in: ET.Element, hosts: dict[str, str], links: dict[str, str]) -> int:
+    """StarPU's routes between kept hosts over kept links; their count."""
     nroutes = 0
     for route in zone_in.findall("route"):
         s, d = route.get("src", ""), route.get("dst", "")
@@ -166,21 +200,7 @@ def node_zone(src: NodeSource, rank: int) -> ET.Element:
         for c in ctn:
             ET.SubElement(r, "link_ctn", id=links[c])
         nroutes += 1
-    if ngpu and nroutes == 0:
-        raise InputError(path, "route", "routes between RAM and the CUDA hosts")
-    # StarPU-SimGrid charges nothing between a thread and the memories it drives (CPU kernels
-    # read RAM at model speed, a CUDA driver's submissions and the MPI thread's copies are free).
-    # SimGrid forbids empty routes, so every core reaches RAM and the GPUs through one
-    # non-shared (FATPIPE) link of zero latency and a bandwidth far above any bus
-    # (derived: stands for "no cost", 1 PB/s moves a 960x960 tile in 7 ns).
-    first_route = next((k for k, e in enumerate(zone) if e.tag == "route"), len(zone))
-    zone.insert(first_route, ET.Element("link", id=f"{src.node}.threadpath", bandwidth="1e15Bps", latency="0s",
-                                        sharing_policy="FATPIPE"))  # the DTD wants links before routes
-    for i, _ in sorted(cpus):
-        for target in ["RAM"] + [f"CUDA{j}" for j, _ in sorted(gpus)]:
-            r = ET.SubElement(zone, "route", src=hosts[f"CPU{i}"], dst=hosts[target], symmetrical="YES")
-            ET.SubElement(r, "link_ctn", id=f"{src.node}.threadpath")
-    return zone
+    return nroutes
 
 
 def _cluster_links(cluster_xml: Path) -> tuple[list[ET.Element], dict[tuple[str, str], list[str]]]:

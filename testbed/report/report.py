@@ -191,24 +191,8 @@ def _prose(title: str, markdown: str) -> Section:
     return Section(title, markdown, _md_to_html_list(markdown))
 
 
-def experiment_sections(name: str, exp_dir: Path, platforms_dir: Path, report_dir: Path,
-                        reference: pd.DataFrame | None) -> list[Section]:
-    for needed in ("design.csv", "anova.csv", "model.json", "best.json", "summary.csv"):
-        if not (exp_dir / needed).exists():
-            raise InputError(exp_dir / needed, None, "an output of the experiment's design/analysis step")
-    design = pd.read_csv(exp_dir / "design.csv", keep_default_na=False)
-    anova = pd.read_csv(exp_dir / "anova.csv")
-    anova["prominent"] = anova["prominent"].astype(str).str.lower() == "true"
-    facts = json.loads((exp_dir / "model.json").read_text())
-    best = json.loads((exp_dir / "best.json").read_text())
-    summary = pd.read_csv(exp_dir / "summary.csv")
+def _design_section(name: str, design: pd.DataFrame, facts: dict, fixed: dict[str, int]) -> Section:
     first = design.iloc[0]
-    factors_all = [c for c in design.columns if len(c) == 1 and c.isupper()]
-    fixed = {f: int(design[f].iloc[0]) for f in factors_all if design[f].nunique() == 1}
-    sections: list[Section] = []
-
-    sections.append(_prose(f"{name}: platform", platform_summary(str(first["cluster"]), platforms_dir)))
-
     dist = json.loads(first["distribution"]) if first["distribution"] else {}
     reps = int(design["repetition"].max())
     configs = design["config"].nunique()
@@ -229,19 +213,10 @@ def experiment_sections(name: str, exp_dir: Path, platforms_dir: Path, report_di
     if facts.get("aliases"):
         design_md += "\n* aliased terms (not estimable, carried by): " + ", ".join(
             f"{t} → {a}" for t, a in list(facts["aliases"].items())[:20]) + (" …" if len(facts["aliases"]) > 20 else "")
-    sections.append(_prose(f"{name}: design", design_md + "\n"))
+    return _prose(f"{name}: design", design_md + "\n")
 
-    table = paper_table(anova)
-    head = (f"Linear model `makespan ~ {'*'.join(facts['factors'])}` (factors coded −1/+1), sequential ANOVA. "
-            f"R² = {facts['r2']:.4f}, adjusted R² = {fmt(facts['adj_r2'], 4)}. "
-            f"Shown: terms with p < {facts['p_max']} and at least {facts['min_variance_pct']}% of the variance "
-            f"({len(table)} of {facts['terms']}); all terms are in `anova.csv`.")
-    if facts.get("warning"):
-        head += f" Warning: {facts['warning']}."
-    sections.append(Section(f"{name}: analysis of variance",
-                            head + "\n\n" + (markdown_table(table) if len(table) else "No term passes the thresholds.\n"),
-                            _md_to_html_list(head) + (_html_table(table) if len(table) else "<p>No term passes the thresholds.</p>")))
 
+def _best_section(name: str, best: dict, summary: pd.DataFrame) -> Section:
     b = best["best"]
     lines = [f"* best configuration found: `{b['config']}` "
              f"({' '.join(f'{f}{v:+d}' for f, v in b['levels'].items())}), mean makespan "
@@ -260,16 +235,12 @@ def experiment_sections(name: str, exp_dir: Path, platforms_dir: Path, report_di
     top_table = pd.DataFrame({"Configuration": top["config"], "Runs": top["runs"],
                               "Mean (s)": top["mean_s"].map(fmt),
                               "95% CI (s)": [f"[{fmt(lo)}, {fmt(hi)}]" for lo, hi in zip(top["ci_low"], top["ci_high"], strict=False)]})
-    sections.append(Section(f"{name}: best configuration",
-                            "\n".join(lines) + "\n\nFastest configurations:\n\n" + markdown_table(top_table),
-                            _md_to_html_list("\n".join(lines)) + "<p>Fastest configurations:</p>" + _html_table(top_table)))
+    return Section(f"{name}: best configuration",
+                   "\n".join(lines) + "\n\nFastest configurations:\n\n" + markdown_table(top_table),
+                   _md_to_html_list("\n".join(lines)) + "<p>Fastest configurations:</p>" + _html_table(top_table))
 
-    if reference is not None:
-        comp = comparison_table(anova, reference)
-        text = "Simulated estimates beside the reference table supplied by the user (terms prominent in either)."
-        sections.append(Section(f"{name}: comparison with the reference", text + "\n\n" + markdown_table(comp),
-                                f"<p>{text}</p>" + _html_table(comp)))
 
+def _figures_section(name: str, exp_dir: Path, report_dir: Path) -> Section | None:
     figures = sorted((exp_dir / "figures").glob("*.png")) if (exp_dir / "figures").is_dir() else []
     md_figs, html_figs = [], []
     for fig in figures:
@@ -278,8 +249,53 @@ def experiment_sections(name: str, exp_dir: Path, platforms_dir: Path, report_di
         data = base64.b64encode(fig.read_bytes()).decode("ascii")
         html_figs.append(f"<figure><img alt=\"{html.escape(fig.stem)}\" src=\"data:image/png;base64,{data}\"/>"
                          f"<figcaption>{html.escape(fig.stem.replace('_', ' '))}</figcaption></figure>")
-    if figures:
-        sections.append(Section(f"{name}: figures", "\n\n".join(md_figs) + "\n", "\n".join(html_figs)))
+    if not figures:
+        return None
+    return Section(f"{name}: figures", "\n\n".join(md_figs) + "\n", "\n".join(html_figs))
+
+
+def experiment_sections(name: str, exp_dir: Path, platforms_dir: Path, report_dir: Path,
+                        reference: pd.DataFrame | None) -> list[Section]:
+    for needed in ("design.csv", "anova.csv", "model.json", "best.json", "summary.csv"):
+        if not (exp_dir / needed).exists():
+            raise InputError(exp_dir / needed, None, "an output of the experiment's design/analysis step")
+    design = pd.read_csv(exp_dir / "design.csv", keep_default_na=False)
+    anova = pd.read_csv(exp_dir / "anova.csv")
+    anova["prominent"] = anova["prominent"].astype(str).str.lower() == "true"
+    facts = json.loads((exp_dir / "model.json").read_text())
+    best = json.loads((exp_dir / "best.json").read_text())
+    summary = pd.read_csv(exp_dir / "summary.csv")
+    first = design.iloc[0]
+    factors_all = [c for c in design.columns if len(c) == 1 and c.isupper()]
+    fixed = {f: int(design[f].iloc[0]) for f in factors_all if design[f].nunique() == 1}
+    sections: list[Section] = []
+
+    sections.append(_prose(f"{name}: platform", platform_summary(str(first["cluster"]), platforms_dir)))
+
+    sections.append(_design_section(name, design, facts, fixed))
+
+    table = paper_table(anova)
+    head = (f"Linear model `makespan ~ {'*'.join(facts['factors'])}` (factors coded −1/+1), sequential ANOVA. "
+            f"R² = {facts['r2']:.4f}, adjusted R² = {fmt(facts['adj_r2'], 4)}. "
+            f"Shown: terms with p < {facts['p_max']} and at least {facts['min_variance_pct']}% of the variance "
+            f"({len(table)} of {facts['terms']}); all terms are in `anova.csv`.")
+    if facts.get("warning"):
+        head += f" Warning: {facts['warning']}."
+    sections.append(Section(f"{name}: analysis of variance",
+                            head + "\n\n" + (markdown_table(table) if len(table) else "No term passes the thresholds.\n"),
+                            _md_to_html_list(head) + (_html_table(table) if len(table) else "<p>No term passes the thresholds.</p>")))
+
+    sections.append(_best_section(name, best, summary))
+
+    if reference is not None:
+        comp = comparison_table(anova, reference)
+        text = "Simulated estimates beside the reference table supplied by the user (terms prominent in either)."
+        sections.append(Section(f"{name}: comparison with the reference", text + "\n\n" + markdown_table(comp),
+                                f"<p>{text}</p>" + _html_table(comp)))
+
+    figures = _figures_section(name, exp_dir, report_dir)
+    if figures is not None:
+        sections.append(figures)
     traces = exp_dir / "traces"
     if (traces / "compare.md").is_file():
         sections.append(trace_section(name, traces, report_dir))
