@@ -44,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from testbed.platform.starpu_bus_platform import NodeSource, build_platform, nodes_of_starpu_dir, write_platform  # noqa: E402
+from testbed.starpu.lu_codelets import numasim_symbols  # noqa: E402
 
 SHIPPED = ROOT / ".deps" / "src" / "starpu-1.4.10" / "tools" / "perfmodels" / "sampling"
 SMPIRUN = ROOT / ".deps" / "starpu-simgrid" / "bin" / "starpu_smpirun"
@@ -52,8 +53,7 @@ NUMASIM = ROOT / "build" / "simulator" / "numasim"
 #: SimGrid configuration of /usr/bin/smpirun (SIMOPTS), under which StarPU-SimGrid-MPI runs.
 SMPI_CFG = ["--cfg=network/model:SMPI", "--cfg=surf/precision:1e-9"]
 B = 960  # tile size of the shipped LU models' history entries (size column 1x, 2x, 3x 960*960*8)
-STARPU_LU_SYMBOLS = {"getrf": "starpu_dlu_lu_model_getrf", "trsm_row": "starpu_dlu_lu_model_trsm_ll",
-                     "trsm_col": "starpu_dlu_lu_model_trsm_ru", "gemm": "starpu_dlu_lu_model_gemm"}
+STARPU_LU_SYMBOLS = numasim_symbols("starpu-lu")
 SHIPPED_HOSTS = ("sirocco", "mirage", "attila", "idgraf")
 CLUSTERS = ("chifflet-1", "hetero-3")
 

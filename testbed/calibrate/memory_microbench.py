@@ -26,6 +26,7 @@ from typing import Any
 from lxml import etree
 
 from testbed.common.paths import BUILD, binary
+from testbed.starpu.lu_codelets import BY_SYMBOL
 
 MEMORY_BENCH = BUILD / "simulator" / "memory_bench"
 WORD = 8  # bytes of a double
@@ -40,12 +41,12 @@ def bytes_per_call(kernel: str, b: int, gemm_block_k: float | None) -> float:
     b*b vectors) reads x and reads and writes y."""
     tile = b * b * WORD
     passes = math.ceil(b / gemm_block_k) if gemm_block_k else 1
-    read_only = {"dgemm": 2, "dtrsm": 1, "dgetrf_nopiv": 0}
     if kernel == "daxpy":
         return 3 * tile
-    if kernel not in read_only:
+    codelet = BY_SYMBOL.get(kernel)
+    if codelet is None or codelet.kind == "plrnt":
         raise ValueError(f"unknown kernel {kernel!r} (dgemm, dtrsm, dgetrf_nopiv, daxpy)")
-    return (read_only[kernel] + 2 * passes) * tile
+    return (codelet.buffers - 1 + 2 * passes) * tile  # every buffer but the last is read only
 
 
 def first_node(platform_xml: Path) -> str:

@@ -9,9 +9,9 @@ import time
 
 from testbed.common.errors import InputError
 from testbed.run.engines import ENGINES, RunSpec
+from testbed.run.workload import limits_problem, size_problem
 
 #: numasim's size limits (simulator/src/config.hpp kMaxTiles, kMaxTileSize)
-MAX_TILES, MAX_TILE_SIZE = 4096, 65536
 
 
 def check_cfg(items: list[str], engine: str) -> list[str]:
@@ -54,11 +54,9 @@ def resolve_env(cluster, factors: dict[str, int], env: dict[str, str], sched: st
 def check_spec(spec: RunSpec) -> None:
     if spec.engine not in ENGINES:
         raise InputError(None, "--engine", f"one of {', '.join(ENGINES)}, got {spec.engine!r}")
-    if spec.n <= 0 or spec.b <= 0 or spec.n % spec.b:
-        raise InputError(None, "--n/--b", f"positive N that is a multiple of b, got N={spec.n} b={spec.b}")
-    if spec.b > MAX_TILE_SIZE or spec.n // spec.b > MAX_TILES:
-        raise InputError(None, "--n/--b", f"b <= {MAX_TILE_SIZE} and N/b <= {MAX_TILES} tiles per dimension "
-                                          f"(numasim's limits), got N={spec.n} b={spec.b}")
+    problem = size_problem(spec.n, spec.b) or limits_problem(spec.n, spec.b)
+    if problem:
+        raise InputError(None, "--n/--b", problem)
 
 
 def header(spec: RunSpec) -> dict:

@@ -23,10 +23,10 @@ from testbed import ROOT
 from testbed.common.atomic import atomic_file
 from testbed.common.errors import InputError
 from testbed.common.yaml_input import load_yaml
+from testbed.run.workload import limits_problem, size_problem
 
 CONFIG_SCHEMA = ROOT / "config" / "config.schema.yaml"
 #: numasim's size limits (simulator/src/config.hpp kMaxTiles, kMaxTileSize)
-MAX_TILES, MAX_TILE_SIZE = 4096, 65536
 
 #: columns of a design table that are not factor levels
 DESIGN_COLUMNS = [
@@ -204,11 +204,12 @@ def check_experiment(exp: dict, file: str | Path = "config") -> None:
     if errors:
         raise _schema_error(errors, file, where, note)
     n, b = exp["workload"]["n"], exp["workload"]["b"]
-    if n % b:
-        raise InputError(file, f"{where}.workload.n", f"a multiple of b={b}{note}, got {n}")
-    if b > MAX_TILE_SIZE or n // b > MAX_TILES:
-        raise InputError(file, f"{where}.workload", f"b <= {MAX_TILE_SIZE} and n/b <= {MAX_TILES} tiles{note}, "
-                                                    f"got n={n} b={b}")
+    problem = size_problem(n, b)
+    if problem:
+        raise InputError(file, f"{where}.workload.n", problem + note)
+    problem = limits_problem(n, b)
+    if problem:
+        raise InputError(file, f"{where}.workload", problem + note)
     factor_env = exp.get("factor_env", {})
     for letter in exp["factors"]:
         if letter not in LETTERS and letter not in factor_env:
@@ -295,8 +296,9 @@ def run_seed(campaign_seed: int, config_index: int, repetition: int) -> int:
 def design_table(exp: dict, where: str = "config") -> pd.DataFrame:
     """All runs of an experiment, in execution order, with their batch."""
     n, b = exp["workload"]["n"], exp["workload"]["b"]
-    if n % b:
-        raise InputError(where, f"experiments.{exp['name']}.workload.n", f"a multiple of b={b}, got {n}")
+    problem = size_problem(n, b)
+    if problem:
+        raise InputError(where, f"experiments.{exp['name']}.workload.n", problem)
     configs = configurations(exp["factors"], exp.get("design", {}), where)
     reps = int(exp.get("repetitions", 1))
     seed = int(exp.get("seed", 1))

@@ -28,6 +28,7 @@ import io
 from pathlib import Path
 
 from testbed.common.atomic import atomic_members
+from testbed.starpu.lu_codelets import KIND_SYMBOL
 from testbed.traces.traces import read_tasks, worker_sort_key
 
 WORKER_STATE_COLUMNS = ["Nature", "ResourceId", "Type", "Start", "End", "Duration", "Depth", "Value", "Size",
@@ -37,7 +38,6 @@ ENTITY_COLUMNS = ["Parent", "Name", "Type", "Nature"]
 OUT_FILES = ["paje.worker_state.csv.gz", "entities.csv"]
 
 #: numasim's task kinds -> the codelet names of Chameleon's LU (the perf-model symbols)
-CODELET = {"getrf": "dgetrf_nopiv", "trsm": "dtrsm", "gemm": "dgemm", "plrnt": "dplrnt"}
 
 
 def starpu_worker_name(resource: str, rank: int) -> str:
@@ -70,7 +70,7 @@ def worker_state_rows(tasks) -> list[list]:
         ms_s, ms_e = s * 1e3, e * 1e3
         job_id = f"{int(node)}_{j}"  # StarPU-MPI's JobId: rank, then the job's number
         rows.append(["State", starpu_worker_name(res, int(node)), "Worker State", f"{ms_s:.6f}", f"{ms_e:.6f}",
-                     f"{ms_e - ms_s:.6f}", "0.000000", CODELET.get(kind, kind), None, None, None, None,
+                     f"{ms_e - ms_s:.6f}", "0.000000", KIND_SYMBOL.get(kind, kind), None, None, None, None,
                      job_id, job_id, None, None, None, None if k is None else int(k), -1,
                      None if p is None else str(p).replace(",", " ")])
     return rows

@@ -9,12 +9,14 @@ from pathlib import Path
 
 from testbed.common.errors import InputError
 from testbed.run.engines import RunSpec
+from testbed.run.workload import size_problem
 
 
 def check_sizes(spec: RunSpec) -> int:
     """NT = N / b, or InputError when N is not a positive multiple of b."""
-    if spec.n <= 0 or spec.b <= 0 or spec.n % spec.b:
-        raise InputError(None, "--n/--b", f"positive N that is a multiple of b, got N={spec.n} b={spec.b}")
+    problem = size_problem(spec.n, spec.b)
+    if problem:
+        raise InputError(None, "--n/--b", problem)
     return spec.n // spec.b
 
 
