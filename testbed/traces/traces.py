@@ -20,9 +20,8 @@ from testbed.common.errors import InputError
 #: columns a task trace must have (numasim's names): worker, start, end (s), task kind,
 #: node (MPI rank) and NUMA node of the worker.
 TASK_COLUMNS = ["ResourceId", "Start", "End", "Value", "Node", "WorkerNuma"]
-#: columns read when present
-TASK_OPTIONAL = ["Duration", "JobId", "WorkerMemNode", "OperandNuma", "Priority", "Step",
-                 "OperandPages", "RemoteBytes"]
+# Columns read when present: Duration, JobId, WorkerMemNode, OperandNuma, Priority, Step,
+# OperandPages, RemoteBytes.
 #: other engines' column names -> numasim's (none yet: see the module docstring)
 TASK_COLUMN_ALIASES: dict[str, str] = {}
 
