@@ -453,8 +453,6 @@ def run_sample(plan: dict, sample: dict, design: pd.DataFrame, scratch: Path,
 def config_envs(plan: dict, design: pd.DataFrame) -> dict[str, tuple[dict, dict]]:
     """StarPU variables of each configuration (the topology is not perturbed: computed once)."""
     from testbed.campaign import spec_for
-    from testbed.factors import env_per_machine
-
     from testbed.machines import load_cluster
 
     exp = plan["sample_experiment"]
@@ -462,7 +460,7 @@ def config_envs(plan: dict, design: pd.DataFrame) -> dict[str, tuple[dict, dict]
     out = {}
     for row in design.to_dict("records"):
         spec = spec_for(row, sorted(exp["factors"]), None, Path("."), cluster)
-        out[row["config"]] = (spec.env, env_per_machine(cluster, spec.factors))
+        out[row["config"]] = (spec.env, spec.env_per_machine)
     return out
 
 

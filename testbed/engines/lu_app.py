@@ -95,9 +95,10 @@ def mpi_singleton_env(env: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if k not in SRUN_STEP_VARIABLES}
 
 
-def run_env(spec: RunSpec) -> dict[str, str]:
+def run_env(spec: RunSpec, starpu_env: dict[str, str] | None = None) -> dict[str, str]:
+    """The process environment: this one, then `starpu_env` (default spec.env)."""
     env = dict(os.environ)
-    env.update(spec.env)
+    env.update(spec.env if starpu_env is None else starpu_env)
     env.setdefault("STARPU_SCHED", "dmdas")
     env["STARPU_SILENT"] = "1"
     return env
