@@ -28,7 +28,8 @@ sys.path.insert(0, str(ROOT))
 
 from testbed.common.paths import FLOW_TIMES  # noqa: E402
 from testbed.run.engines import RunSpec  # noqa: E402
-from testbed.run.simulate import parse_assignments, resolve_env, simulate  # noqa: E402
+from testbed.run.resolve import resolve_run_env  # noqa: E402
+from testbed.run.simulate import parse_assignments, simulate  # noqa: E402
 
 
 def idle_copy_s(xml: Path, src: str, dst: str, nbytes: int) -> float:
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         pdir, log = Path(tmp) / "platform", Path(tmp) / "transfers.csv"
         generate(load_cluster(args.cluster), pdir, (960,))
         spec = RunSpec(engine="numasim", cluster=args.cluster, n=960 * args.nt, b=960, factors=factors,
-                       env=resolve_env(args.cluster, factors, {}, None), seed=1, variability=False,
+                       **resolve_run_env(args.cluster, factors, {}, None).spec_fields(), seed=1, variability=False,
                        platform_dir=pdir, transfers=log)
         makespan = simulate(spec)["makespan_s"]
         idle: dict[tuple[str, str, int], float] = {}

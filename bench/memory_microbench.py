@@ -7,8 +7,8 @@ Each case runs `memory_bench` (simulator/tools/memory_bench.cpp: numasim's own m
 simulator/src/memory_model.cpp) on a node of the study's platform (g5k-lille-21). A case is
 either an *input* (a figure the description was derived from: reproducing it checks that the
 mechanism implements the description, nothing more) or a *prediction* (a figure the
-description was not derived from). Sources: PF = ../shared/reference/platform-facts.md,
-RW = ../shared/reference/related-work.md.
+description was not derived from). Sources: PF = docs/references/platform-facts.md,
+RW = docs/references/related-work.md.
 
 Usage: .venv/bin/python bench/memory_microbench.py [--out bench/results/memory_microbench.json]
 """

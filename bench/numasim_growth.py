@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     from testbed.platform.platform_cache import cached_platform
     from testbed.run.engines import RunSpec
     from testbed.run.engines.numasim import run_description
-    from testbed.run.simulate import resolve_env
+    from testbed.run.resolve import resolve_run_env
 
     cases = [(1, nt) for nt in args.tiles] + [(s, 100) for s in args.scales if s != 1]
     rows = []
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
             pdir = cached_platform(cluster, (args.b,))
             nodes = len(load_cluster(cluster).nodes)
             spec = RunSpec(engine="numasim", cluster=cluster, n=nt * args.b, b=args.b,
-                           env=resolve_env(cluster, {}, {}, None), factors={}, seed=1,
+                           **resolve_run_env(cluster, {}, {}, None).spec_fields(), factors={}, seed=1,
                            distribution={"kind": "block-cyclic"}, platform_dir=pdir)
             run_file = Path(tmp) / f"run-x{scale}-{nt}.json"
             run_file.write_text(json.dumps(run_description(spec, pdir, Path(tmp)), indent=1))

@@ -72,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     from testbed.run.engines import RunSpec
     from testbed.run.engines.numasim import run_description
     from testbed.run.factors import check_factors
-    from testbed.run.simulate import parse_assignments, resolve_env
+    from testbed.run.resolve import resolve_run_env
+    from testbed.run.simulate import parse_assignments
 
     configs = args.factors if args.factors is not None else [""]
     results = []
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         for text in configs:
             factors = check_factors({k: int(v) for k, v in parse_assignments([text], "--factors").items()})
             spec = RunSpec(engine="numasim", cluster=args.cluster, n=args.nt * args.b, b=args.b,
-                           env=resolve_env(args.cluster, factors, {}, "dmdas"), factors=factors, seed=1,
+                           **resolve_run_env(args.cluster, factors, {}, "dmdas").spec_fields(), factors=factors, seed=1,
                            distribution={"kind": "block-cyclic", "p": 3, "q": 7}, platform_dir=pdir)
             run_file = Path(tmp) / "run.json"
             run_file.write_text(json.dumps(run_description(spec, pdir, Path(tmp)), indent=1))

@@ -32,7 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from testbed.run.engines import RunSpec  # noqa: E402
-from testbed.run.simulate import resolve_env, simulate  # noqa: E402
+from testbed.run.resolve import resolve_run_env  # noqa: E402
+from testbed.run.simulate import simulate  # noqa: E402
 
 DATA = ROOT / "bench" / "data" / "real-node-16c-h100"
 CLUSTER = "h100cpu-1"
@@ -83,7 +84,7 @@ def spec_for(case: Case, seed: int, gpu_platform: Path) -> RunSpec:
                        env_per_machine={}, seed=seed)
     factors = {letter: -1 for letter in "ABCDEFG"}  # the study's baseline
     return RunSpec(engine="numasim", cluster=CLUSTER, n=case.n, b=case.b, factors=factors,
-                   env=resolve_env(CLUSTER, factors, {}, None), seed=seed)
+                   **resolve_run_env(CLUSTER, factors, {}, None).spec_fields(), seed=seed)
 
 
 def replay(seeds: int = 5) -> list[Case]:

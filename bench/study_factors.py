@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from testbed.run.engines import RunSpec  # noqa: E402
-from testbed.run.simulate import resolve_env, simulate  # noqa: E402
+from testbed.run.resolve import resolve_run_env  # noqa: E402
+from testbed.run.simulate import simulate  # noqa: E402
 
 CLUSTER = "g5k-lille-21"
 CONFIGS = {"all default": {}, **{f"{x}=+1": {x: 1} for x in "ABCDEFG"}, "A,B,C,E=+1": dict.fromkeys("ABCE", 1)}
@@ -38,7 +39,7 @@ T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8
 def spec(levels: dict[str, int], seed: int, nt: int, pdir: Path, trace: Path | None = None) -> RunSpec:
     factors = {x: levels.get(x, -1) for x in "ABCDEFG"}
     return RunSpec(engine="numasim", cluster=CLUSTER, n=960 * nt, b=960, factors=factors,
-                   env=resolve_env(CLUSTER, factors, {}, None), seed=seed,
+                   **resolve_run_env(CLUSTER, factors, {}, None).spec_fields(), seed=seed,
                    distribution={"kind": "heterogeneous"}, platform_dir=pdir, trace=trace)
 
 

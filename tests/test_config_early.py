@@ -44,7 +44,8 @@ def resolved(config: dict, scale: str = "default") -> dict:
     ({"workload": {"n": 28800, "b": 960, "distribution": {"kind": "file", "path": "no/such.txt"}}}, "default",
      "experiments.lille21.workload.distribution.path", "existing"),
     ({"batches": 100000}, "default", "experiments.lille21.batches", "at most the number of runs"),
-    ({"scales": {"study": {"factors": {"A": [-1, 7]}}}}, "study", "experiments.lille21.factors.A.1", "scale study"),
+    ({"scales": {"study": {"factors": {"A": [-1, 7]}}}}, "study", "experiments.0.scales.study.factors.A.1",
+     "A coded factor level"),
     ({"scales": {"study": {"repetitions": 1, "batches": 500}}}, "study", "experiments.lille21.batches", "scale study"),
     ({"scales": {"study": {"workload": {"n": 1000}}}}, "study", "experiments.lille21.workload.n", "scale study"),
     ({"cluster": "no-such-cluster"}, "default", None, "no-such-cluster"),
@@ -55,6 +56,27 @@ def test_experiment_mistakes_found_when_resolving(changes, scale, key, words):
     if key:
         assert e.value.key == key, e.value.message()
     assert words in e.value.message()
+
+
+@pytest.mark.parametrize("override,key", [
+    ({"workload": {"nn": 96000}}, "experiments.0.scales.study.workload"),
+    ({"design": {"typ": "full"}}, "experiments.0.scales.study.design"),
+    ({"engine": "numasm"}, "experiments.0.scales.study.engine"),
+    ({"factors": {"A": [3]}}, "experiments.0.scales.study.factors.A.0"),
+])
+def test_scale_overrides_checked_when_not_selected(override, key):
+    """A typo inside a `scales:` entry is a mistake even while another scale is selected (it
+    passed validation on 4295b50 and surfaced only when that scale was chosen)."""
+    with pytest.raises(InputError) as e:
+        validate_config(config_with(scales={"study": override}), "c.yaml")
+    assert e.value.key == key, e.value.message()
+
+
+def test_scale_design_replaces_the_experiment_design():
+    fractional = {"type": "fractional", "generators": ["G=ABCDEF"]}
+    assert resolved(config_with(design=fractional), "default")["design"] == fractional
+    assert resolved(config_with(design=fractional, scales={"study": {"design": {"type": "full"}}}),
+                    "study")["design"] == {"type": "full", "generators": []}
 
 
 def test_non_finite_and_cli_strings():

@@ -11,14 +11,13 @@ from testbed.run.factors import (
     LETTERS,
     Layout,
     check_factors,
-    env_for_factors,
     env_for_node,
-    env_per_machine,
     layout_of,
     place,
     starpu_placement,
     sysctl_for_factors,
 )
+from testbed.run.resolve import resolve_run_env
 
 
 @pytest.fixture(scope="module")
@@ -136,14 +135,33 @@ def test_hyperthreading_uses_first_pu_of_each_core() -> None:
 def test_heterogeneous_cluster_convention() -> None:
     cluster = "g5k-lille-21"
     for factors in ({}, {"A": 1, "B": 1, "C": 1, "D": 1, "E": 1}):
-        common = env_for_factors(cluster, factors)
-        per = env_per_machine(cluster, factors)
-        assert set(per) == {"chetemi", "chifflet"}
-        for m, extra in per.items():
-            assert not set(extra) & set(common)
-            assert {**common, **extra} == env_for_node(m, factors)
-    per = env_per_machine(cluster, {"D": 1})
+        env = resolve_run_env(cluster, factors)
+        assert set(env.per_machine) == {"chetemi", "chifflet"}
+        for m, extra in env.per_machine.items():
+            assert not set(extra) & set(env.common)
+            assert env.of_machine(m) == env_for_node(m, factors)
+    per = resolve_run_env(cluster, {"D": 1}).per_machine
     assert per["chifflet"]["STARPU_MAIN_THREAD_CPUID"] != per["chetemi"]["STARPU_MAIN_THREAD_CPUID"]
+
+
+def test_user_variables_win_on_every_machine_type() -> None:
+    """D1 (issue 11): on a mixed cluster the user's variables used to lose to the per-machine factor
+    rules (numasim applied env_per_machine over --env); they now come last on every machine type."""
+    user = {"STARPU_MAIN_THREAD_CPUID": "5", "STARPU_WORKERS_CPUID": "1 2 3 4 5 6"}
+    env = resolve_run_env("g5k-lille-21", {"D": 1}, user)
+    for m in ("chifflet", "chetemi"):
+        assert {k: env.of_machine(m)[k] for k in user} == user
+    assert all(not set(user) & set(extra) for extra in env.per_machine.values())
+
+
+def test_factor_env_replaces_the_rules_on_every_machine_type() -> None:
+    """D4 (issue 11): a campaign's factor_env for B used to be overridden on chifflet by B's
+    per-machine rule; its variables now replace the rule on every machine type."""
+    factor_env = {"B": {"low": {"STARPU_WORKERS_CPUID": "0 1 2"}, "high": {"STARPU_WORKERS_CPUID": "3 4 5"}}}
+    for level, want in ((-1, "0 1 2"), (1, "3 4 5")):
+        env = resolve_run_env("g5k-lille-21", {"B": level}, {}, None, factor_env)
+        assert env.of_machine("chifflet")["STARPU_WORKERS_CPUID"] == want
+        assert env.of_machine("chetemi")["STARPU_WORKERS_CPUID"] == want
 
 
 @pytest.mark.parametrize("bad", [{"H": 1}, {"A": 0}, {"B": 2}, {"c": "1"}])

@@ -20,7 +20,8 @@ from testbed.common import paths
 from testbed.describe.machines import load_cluster
 from testbed.platform.platform_cmd import generate
 from testbed.run.engines import RunSpec
-from testbed.run.simulate import resolve_env, simulate
+from testbed.run.resolve import resolve_run_env
+from testbed.run.simulate import simulate
 
 pytestmark = pytest.mark.skipif(not paths.NUMASIM.exists(), reason="numasim not built (make build)")
 
@@ -39,7 +40,8 @@ def lu_tasks(nt: int) -> int:
 @pytest.mark.parametrize("n, levels", [(19200, "ABCE"), (24000, "ABCEG")])
 def test_lost_copy_waiter_no_longer_deadlocks(hetero3: Path, tmp_path: Path, n: int, levels: str) -> None:
     factors = {f: (1 if f in levels else -1) for f in "ABCDEFG"}
-    spec = RunSpec(engine="numasim", cluster="hetero-3", n=n, b=960, env=resolve_env("hetero-3", factors, {}, None),
+    spec = RunSpec(engine="numasim", cluster="hetero-3", n=n, b=960,
+                   **resolve_run_env("hetero-3", factors, {}, None).spec_fields(),
                    factors=factors, seed=1, distribution={"kind": "heterogeneous"}, variability=False,
                    platform_dir=hetero3, workdir=tmp_path)
     out = simulate(spec)

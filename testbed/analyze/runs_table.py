@@ -24,6 +24,10 @@ RUN_COLUMNS = [
     "engine", "cluster", "n", "b", "distribution", "env", "variability",
     "makespan_s", "wall_s", "tasks",
 ]
+#: columns written when the runs have them: `env_per_machine`, the JSON {machine type: {VAR: value}}
+#: of the variables that differ between machine types (testbed/run/resolve.py); a rank on machine m ran
+#: with {**env, **env_per_machine[m]}
+OPTIONAL_COLUMNS = ["env_per_machine"]
 INT_COLUMNS = ["run", "order", "batch", "repetition", "seed", "n", "b", "tasks"]
 
 
@@ -66,6 +70,14 @@ def _check_value(path: Path, row: int, line: int, column: str, text: str) -> Non
             ok = False
         if not ok:
             raise _row_error(path, row, line, column, f"a JSON object of StarPU variables, got {text!r}")
+    elif column == "env_per_machine":
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            value = None
+        if not (isinstance(value, dict) and all(isinstance(v, dict) for v in value.values())):
+            raise _row_error(path, row, line, column,
+                             f"a JSON object {{machine type: {{VAR: value}}}}, got {text!r}")
     elif len(column) == 1 and column.isupper():
         if text.strip() not in ("-1", "1", "+1"):
             raise _row_error(path, row, line, column, f"a coded factor level -1 or 1, got {text!r}")
@@ -153,7 +165,8 @@ def write_runs(rows: list[dict], fh) -> None:
     if not rows:
         raise ValueError("no runs to write")
     factors = factor_columns(list(rows[0]))
-    writer = csv.DictWriter(fh, fieldnames=RUN_COLUMNS + factors, extrasaction="ignore", lineterminator="\n")
+    optional = [c for c in OPTIONAL_COLUMNS if c in rows[0]]
+    writer = csv.DictWriter(fh, fieldnames=RUN_COLUMNS + optional + factors, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
 

@@ -6,7 +6,7 @@ microbenchmarks: numa_bench's thread-node x data-node cells alone and with every
 streaming bandwidth, MLC's loaded latency and host<->GPU copies. Two users:
 
 * `bench/memory_microbench.py`: the chifflet and chetemi descriptions against the public
-  measurements they cite (../shared/reference/platform-facts.md, related-work.md);
+  measurements they cite (docs/references/platform-facts.md, related-work.md);
 * the calibration's `validate` step: a bundle's own numa_bench matrices against the same
   cells simulated on the machine description derived from that bundle.
 

@@ -19,8 +19,10 @@ import pandas as pd
 from testbed.analyze.runs_table import concat_runs, factor_columns, write_runs
 from testbed.common.atomic import atomic_file
 from testbed.common.errors import InputError
+from testbed.describe.machines import load_cluster
 from testbed.run.engines import RunSpec
-from testbed.run.simulate import resolve_env, simulate
+from testbed.run.resolve import resolve_run_env
+from testbed.run.simulate import simulate
 
 DESIGN_REQUIRED = ["experiment", "run", "order", "batch", "config", "repetition", "seed",
                    "engine", "cluster", "n", "b", "distribution", "env", "variability"]
@@ -42,15 +44,15 @@ def spec_for(row: dict, factors: list[str], platform_dir: Path | None, workdir: 
     levels = {f: int(row[f]) for f in factors}
     fixed_env = json.loads(row["env"]) if isinstance(row["env"], str) and row["env"] else {}
     factor_env = json.loads(row["factor_env"]) if isinstance(row.get("factor_env"), str) and row["factor_env"] else {}
-    # Factors with explicit variables bypass config/factors.yaml; the others follow its rules.
-    explicit = {k: v for f, e in sorted(factor_env.items()) for k, v in e["low" if levels[f] == -1 else "high"].items()}
-    ruled = {f: lv for f, lv in levels.items() if f not in factor_env}
+    # Factors with explicit variables (factor_env) bypass config/factors.yaml on every machine type.
+    run_env = resolve_run_env(cluster if cluster is not None else row["cluster"], levels, fixed_env, None, factor_env)
     return RunSpec(
         engine=row["engine"],
         cluster=row["cluster"],
         n=int(row["n"]),
         b=int(row["b"]),
-        env=resolve_env(cluster if cluster is not None else row["cluster"], ruled, {**explicit, **fixed_env}, None),
+        env=run_env.common,
+        env_per_machine=run_env.per_machine,
         factors=levels,
         seed=int(row["seed"]),
         distribution=json.loads(row["distribution"]),
@@ -69,13 +71,15 @@ def run_batch(design: pd.DataFrame, batch: int, platform_dir: Path | None = None
         batches = sorted(design["batch"].unique())
         raise InputError(where, "--batch", f"a batch of the design ({batches[0]}..{batches[-1]}), got {batch}")
     factors = factor_columns(list(design.columns))
+    clusters = {name: load_cluster(name) for name in {r["cluster"] for r in rows}}  # read once per batch
     out: list[dict] = []
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="testbed-campaign-") as scratch:
         for i, row in enumerate(rows, 1):
-            spec = spec_for(row, factors, platform_dir, Path(scratch))
+            spec = spec_for(row, factors, platform_dir, Path(scratch), clusters[row["cluster"]])
             result = simulate(spec)
             record = {**row, "env": json.dumps(result.get("env", spec.env), sort_keys=True),
+                      "env_per_machine": json.dumps(spec.env_per_machine, sort_keys=True),
                       "makespan_s": float(result["makespan_s"]), "wall_s": float(result["wall_s"]),
                       "tasks": int(result.get("tasks", 0))}
             out.append(record)

@@ -3,15 +3,9 @@
 `config/factors.yaml` holds the rules; this module evaluates them against the
 machine descriptions (platforms/machines/*.yaml). Convention for clusters that
 mix machine types (StarPU variables are per process, hence per MPI rank):
-
-* ``env_for_factors(cluster, factors)`` returns the variables whose value is the
-  same on every machine type of the cluster (all of them on a homogeneous
-  cluster);
-* ``env_per_machine(cluster, factors)`` returns ``{machine: {VAR: value}}`` with
-  the variables that differ between machine types (or exist on some only);
-* the environment of a rank on machine ``m`` is
-  ``{**env_for_factors(...), **env_per_machine(...)[m]}``, which equals
-  ``env_for_node(m, factors)``.
+``env_for_node(machine, factors)`` gives one machine type's variables, and
+testbed/run/resolve.py combines them over a cluster with the user's variables (the one
+resolution of a run's environment).
 
 Core ids are hwloc logical PU indexes, as StarPU's ``*_CPUID`` variables expect.
 `starpu_placement` replays StarPU 1.4.10's binding algorithm on a machine so
@@ -170,7 +164,7 @@ def _load_machine(name_or_path: str | Path) -> Any:
     return load_machine(name_or_path)
 
 
-def _cluster_machines(cluster: Any) -> list[Any]:
+def cluster_machines(cluster: Any) -> list[Any]:
     """Distinct machine types of a cluster, in rank order."""
     from testbed.describe.machines import load_cluster
 
@@ -300,27 +294,6 @@ def sysctl_for_factors(factors: dict[str, int]) -> dict[str, str]:
         level = cfg["factors"][letter]["enabled" if levels[letter] == 1 else "default"]
         out.update({k: str(v) for k, v in (level.get("sysctl") or {}).items()})
     return out
-
-
-def _split(per_machine: dict[str, dict[str, str]]) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
-    envs = list(per_machine.values())
-    common = {k: v for k, v in envs[0].items() if all(e.get(k) == v for e in envs[1:])}
-    rest = {m: {k: v for k, v in e.items() if k not in common} for m, e in per_machine.items()}
-    return common, rest
-
-
-def _envs(cluster: Any, factors: dict[str, int]) -> dict[str, dict[str, str]]:
-    return {m.name: env_for_node(m, factors) for m in _cluster_machines(cluster)}
-
-
-def env_for_factors(cluster: str, factors: dict[str, int]) -> dict[str, str]:
-    """Variables valid on every node of the cluster (see module doc for the rest)."""
-    return _split(_envs(cluster, factors))[0]
-
-
-def env_per_machine(cluster: str, factors: dict[str, int]) -> dict[str, dict[str, str]]:
-    """{machine type: variables that differ between machine types of the cluster}."""
-    return _split(_envs(cluster, factors))[1]
 
 
 # --------------------------------------------------------------------------- StarPU replay

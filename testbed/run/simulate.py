@@ -11,8 +11,6 @@ from testbed.common.errors import InputError
 from testbed.run.engines import ENGINES, RunSpec
 from testbed.run.workload import limits_problem, size_problem
 
-#: numasim's size limits (simulator/src/config.hpp kMaxTiles, kMaxTileSize)
-
 
 def check_cfg(items: list[str], engine: str) -> list[str]:
     """SimGrid --cfg options (KEY:VALUE) for numasim; other engines take their own."""
@@ -36,19 +34,6 @@ def parse_assignments(items: list[str], what: str) -> dict[str, str]:
                 raise InputError(None, f"{what} {name}", f"one value, got {out[name]!r} and {v.strip()!r}")
             out[name] = v.strip()
     return out
-
-
-def resolve_env(cluster, factors: dict[str, int], env: dict[str, str], sched: str | None) -> dict[str, str]:
-    """StarPU variables of a run: the factors' settings, then the user's raw variables
-    (`cluster`: a name, a path or a loaded `Cluster`)."""
-    from testbed.run.factors import env_for_factors  # config/factors.yaml
-
-    # Letters not given are at their default level (-1): the study's baseline.
-    resolved: dict[str, str] = dict(env_for_factors(cluster, factors))
-    if sched:
-        resolved["STARPU_SCHED"] = sched
-    resolved.update(env)
-    return resolved
 
 
 def check_spec(spec: RunSpec) -> None:
@@ -125,13 +110,13 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
         dist = {"kind": "file", "path": args.distribution}
     from testbed.platform.platform_from_starpu import is_starpu_sampling, summary_of
     from testbed.run.factors import check_factors
+    from testbed.run.resolve import RunEnv, resolve_run_env
 
     factors = check_factors(factors)
     platform_dir = Path(args.platform_dir) if args.platform_dir else None
     cluster = args.cluster or (summary_of(platform_dir).get("cluster") if platform_dir else None)
     if not cluster:
         raise InputError(None, "--cluster", "a cluster name (or a --platform-dir written by `testbed platform`)")
-    per_machine = None
     from_sampling = is_starpu_sampling(platform_dir)
     if from_sampling or args.starpu_defaults:
         # StarPU's defaults and the user's variables, no factor rules (none apply without a
@@ -140,17 +125,17 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
             raise InputError(platform_dir / "summary.json" if from_sampling else None, "--factors",
                              "no --starpu-defaults and a platform generated from a machine description "
                              "(`testbed platform --cluster`)")
-        resolved = {**({"STARPU_SCHED": args.sched} if args.sched else {}), **env}
-        per_machine, factors = {}, {}
+        run_env = RunEnv({**({"STARPU_SCHED": args.sched} if args.sched else {}), **env})
+        factors = {}
     else:
-        resolved = resolve_env(cluster, factors, env, args.sched)
+        run_env = resolve_run_env(cluster, factors, env, args.sched)
     return RunSpec(
         engine=args.engine,
         cluster=cluster,
         n=args.n,
         b=args.b,
-        env=resolved,
-        env_per_machine=per_machine,
+        env=run_env.common,
+        env_per_machine=run_env.per_machine,
         factors=factors,
         seed=args.seed,
         distribution=dist,

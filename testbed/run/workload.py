@@ -2,7 +2,7 @@
 
 One check for every entry point (`testbed simulate`, the engines, experiment configs and
 design tables): N a positive multiple of b, and within numasim's limits
-(simulator/src/config.cpp kMaxTiles, kMaxTileSize).
+(simulator/src/config.hpp kMaxTiles, kMaxTileSize).
 """
 
 from __future__ import annotations

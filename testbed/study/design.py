@@ -156,7 +156,7 @@ def load_config(path: str | Path) -> dict:
 def _merge(base: dict, over: dict) -> dict:
     out = copy.deepcopy(base)
     for key, value in over.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict) and key != "factors":
+        if isinstance(value, dict) and isinstance(out.get(key), dict) and key not in ("factors", "design"):
             out[key] = _merge(out[key], value)
         else:
             out[key] = copy.deepcopy(value)

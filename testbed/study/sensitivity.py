@@ -454,14 +454,13 @@ def config_envs(plan: dict, design: pd.DataFrame) -> dict[str, tuple[dict, dict]
     """StarPU variables of each configuration (the topology is not perturbed: computed once)."""
     from testbed.describe.machines import load_cluster
     from testbed.run.campaign import spec_for
-    from testbed.run.factors import env_per_machine
 
     exp = plan["sample_experiment"]
     cluster = load_cluster(exp["cluster"])  # once: reading and validating the YAMLs is slow
     out = {}
     for row in design.to_dict("records"):
         spec = spec_for(row, sorted(exp["factors"]), None, Path("."), cluster)
-        out[row["config"]] = (spec.env, env_per_machine(cluster, spec.factors))
+        out[row["config"]] = (spec.env, spec.env_per_machine)
     return out
 
 

@@ -26,9 +26,9 @@ class RunSpec:
     b: int
     env: dict[str, str] = field(default_factory=dict)
     factors: dict[str, int] = field(default_factory=dict)
-    # Variables that differ between machine types (testbed.run.factors.env_per_machine); None: the
-    # engine derives them from the cluster and the factors.
-    env_per_machine: dict[str, dict[str, str]] | None = None
+    # Variables that differ between machine types, resolved with `env` by testbed/run/resolve.py
+    # (a rank on machine m runs with {**env, **env_per_machine[m]}); every engine honours it.
+    env_per_machine: dict[str, dict[str, str]] = field(default_factory=dict)
     seed: int = 1
     distribution: dict = field(default_factory=lambda: {"kind": "block-cyclic"})
     variability: bool = True

@@ -84,9 +84,10 @@ def result_fields(out: dict) -> dict:
     return {k: out[k] for k in keep if k in out}
 
 
-def run_env(spec: RunSpec) -> dict[str, str]:
+def run_env(spec: RunSpec, starpu_env: dict[str, str] | None = None) -> dict[str, str]:
+    """The process environment: this one, then `starpu_env` (default spec.env)."""
     env = dict(os.environ)
-    env.update(spec.env)
+    env.update(spec.env if starpu_env is None else starpu_env)
     env.setdefault("STARPU_SCHED", "dmdas")
     env["STARPU_SILENT"] = "1"
     return env

@@ -86,7 +86,6 @@ def checked_platform(pdir: Path) -> Path:
 
 def run_description(spec: RunSpec, pdir: Path, workdir: Path | None = None) -> dict:
     """The run description (docs/interfaces.md §4); `workdir` holds generated inputs."""
-    from testbed.run.factors import env_per_machine  # not at the top: `testbed simulate` from the run cache skips it
     from testbed.starpu.lu_codelets import SYMBOL_SETS, numasim_symbols
     from testbed.starpu.sampling import detect_symbols
 
@@ -110,8 +109,7 @@ def run_description(spec: RunSpec, pdir: Path, workdir: Path | None = None) -> d
         "workload": {"kind": "lu", "n": spec.n, "b": spec.b, "distribution": dist},
         "env": dict(spec.env),
         # Variables that differ between machine types (factors B, C, D on a mixed cluster).
-        "env_per_machine": (env_per_machine(spec.cluster, spec.factors) if spec.env_per_machine is None
-                            else spec.env_per_machine),
+        "env_per_machine": spec.env_per_machine,
         "seed": spec.seed,
         "variability": spec.variability,
         "symbols": numasim_symbols(symbols),

@@ -1,10 +1,10 @@
 """Engine `real`: runs apps/lu (native StarPU build) on this machine.
 
-One MPI rank per node of the cluster (`mpirun -np R` when R > 1). The
+One MPI rank per node of the cluster (`mpirun` when R > 1, one MPMD app context per run of
+nodes of one machine type, each with `{**spec.env, **spec.env_per_machine[machine]}`). The
 heterogeneous distribution weighs nodes by their described speed
-(testbed.run.distribution.described_node_speed). spec.env is
-applied to the process environment (STARPU_SCHED defaults to dmdas, as for the
-other engines). The app prints one JSON line; the result keeps makespan_s,
+(testbed.run.distribution.described_node_speed). STARPU_SCHED defaults to dmdas, as for the
+other engines. The app prints one JSON line; the result keeps makespan_s,
 tasks, tasks_by_kind, gflops and, when checked, residual.
 
 The apps/lu arguments and output parsing shared with the starpu-simgrid engine
@@ -27,13 +27,44 @@ from testbed.run.engines import RunSpec
 from testbed.run.engines.lu_app import check_sizes, distribution_args, kernel_args, parse_output, result_fields, run_env
 
 
-def cluster_ranks(cluster: str) -> tuple[int, list[float]]:
-    """Number of nodes (= MPI ranks) of a cluster and their described speeds."""
+def cluster_ranks(cluster: str) -> tuple[list[str], list[float]]:
+    """The machine type of each node (= MPI rank) of a cluster, and the nodes' described speeds."""
     from testbed.describe.machines import load_cluster
     from testbed.run.distribution import described_node_speed
 
     nodes = load_cluster(cluster).nodes
-    return len(nodes), [described_node_speed(n.machine) for n in nodes]
+    return [n.machine.name for n in nodes], [described_node_speed(n.machine) for n in nodes]
+
+
+def rank_groups(machines: list[str]) -> list[tuple[str, int]]:
+    """Consecutive ranks of one machine type as (machine, count): mpirun's MPMD app contexts, which
+    number ranks in the order given, so each context can carry its machine's variables."""
+    groups: list[tuple[str, int]] = []
+    for m in machines:
+        if groups and groups[-1][0] == m:
+            groups[-1] = (m, groups[-1][1] + 1)
+        else:
+            groups.append((m, 1))
+    return groups
+
+
+def launch(spec: RunSpec, machines: list[str], app: list[str]) -> tuple[list[str], dict[str, str]]:
+    """The command and process environment that start `app` once per node; each rank gets its
+    machine type's whole environment, {**spec.env, **spec.env_per_machine[machine]}."""
+    env = run_env(spec)
+    prefix = mpirun_prefix(len(machines))
+    if not prefix:
+        return app, mpi_singleton_env({**env, **spec.env_per_machine.get(machines[0], {})})
+    # Open MPI forwards only the variables named with -x; one app context per run of ranks of one
+    # machine type, each with its variables (contexts number the ranks in the order given).
+    cmd = list(prefix)
+    for i, (machine, count) in enumerate(rank_groups(machines)):
+        rank_env = {**env, **spec.env_per_machine.get(machine, {})}
+        cmd += ([":"] if i else []) + ["-np", str(count)]
+        for var in sorted(k for k in rank_env if k.startswith("STARPU_") or k == "OMP_NUM_THREADS"):
+            cmd += ["-x", f"{var}={rank_env[var]}"]
+        cmd += app
+    return cmd, env
 
 
 def mpirun_prefix(ranks: int) -> list[str]:
@@ -42,7 +73,7 @@ def mpirun_prefix(ranks: int) -> list[str]:
     mpirun = shutil.which("mpirun")
     if mpirun is None:
         raise FileNotFoundError("mpirun not found: install openmpi-bin (envs/setup.sh)")
-    cmd = [mpirun, "-np", str(ranks), "--oversubscribe"]
+    cmd = [mpirun, "--oversubscribe"]
     if os.geteuid() == 0:
         cmd.append("--allow-run-as-root")  # containers and CI run as root
     return cmd
@@ -53,7 +84,8 @@ def run(spec: RunSpec) -> dict:
         raise InputError(None, "--trace/--transfers", "the numasim engine (apps/lu writes no trace)")
     check_sizes(spec)
     lu = binary(LU_REAL, "apps/lu (real build)")
-    ranks, speeds = cluster_ranks(spec.cluster)
+    machines, speeds = cluster_ranks(spec.cluster)
+    ranks = len(machines)
     with tempfile.TemporaryDirectory(prefix="lu-real-", dir=spec.workdir) as tmp:
         workdir = Path(tmp)
         args = ["--n", str(spec.n), "--b", str(spec.b), "--seed", str(spec.seed)]
@@ -61,14 +93,8 @@ def run(spec: RunSpec) -> dict:
         if spec.check:
             args.append("--check")
         args += kernel_args(spec, spec.symbols)
-        env = run_env(spec)
-        cmd = mpirun_prefix(ranks)
-        if cmd:  # Open MPI forwards only the variables named with -x
-            for var in sorted(k for k in env if k.startswith("STARPU_") or k == "OMP_NUM_THREADS"):
-                cmd += ["-x", var]
-        else:
-            env = mpi_singleton_env(env)
-        proc = subprocess.run(cmd + [str(lu)] + args, env=env, capture_output=True, text=True, cwd=workdir)
+        cmd, env = launch(spec, machines, [str(lu), *args])
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=workdir)
         out = parse_output(proc.stdout, proc.stderr, proc.returncode, "apps/lu (real)")
     result = result_fields(out)
     # Factor G is a kernel setting (sysctl kernel.numa_balancing), not a StarPU variable: the

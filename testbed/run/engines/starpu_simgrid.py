@@ -101,6 +101,32 @@ def merged_sampling(starpu_dir: Path, hosts: list[str], symbols: str, out: Path)
     return machines
 
 
+#: Variables StarPU reads only where the machine has the device they name: set for some machine types
+#: only, they can be given to every rank (STARPU_WORKERS_CUDAID: the CUDA worker count comes from
+#: the devices found, 0 on a CPU-only node, src/core/topology.c _starpu_init_machine_config).
+DEVICE_ONLY_VARIABLES = ("STARPU_WORKERS_CUDAID",)
+
+
+def one_process_env(spec: RunSpec, machines: list[str]) -> dict[str, str]:
+    """The environment of the one starpu_smpirun process: SMPI runs every rank in it, and StarPU
+    reads its variables with getenv (src/common/utils.c starpu_getenv), so ranks cannot differ.
+    spec.env plus the per-machine variables that are not in conflict; a variable with different
+    values on two machine types of the run (factors B, C, D on a mixed cluster) is refused."""
+    per = {m: spec.env_per_machine.get(m, {}) for m in dict.fromkeys(machines)}
+    env = dict(spec.env)
+    for var in sorted({k for e in per.values() for k in e}):
+        values = {m: e[var] for m, e in per.items() if var in e}
+        if len(set(values.values())) == 1 and (len(values) == len(per) or var in DEVICE_ONLY_VARIABLES):
+            env[var] = next(iter(values.values()))
+            continue
+        shown = ", ".join(f"{m}: {values.get(m, '(unset)')!r}" for m in per)
+        raise InputError(None, f"env_per_machine.{var}",
+                         f"one value on every machine type for the starpu-simgrid engine (its ranks share one "
+                         f"process environment); got {shown}. Use the numasim or real engine for per-machine "
+                         "settings (factors B, C, D on a mixed cluster)")
+    return env
+
+
 _UNCALIBRATED = re.compile(r"Codelet (\S+) does not have a perfmodel")
 
 
@@ -138,7 +164,7 @@ def run(spec: RunSpec) -> dict:
         args = ["--n", str(spec.n), "--b", str(spec.b), "--seed", str(spec.seed), *kernel_args(spec, symbols)]
         args += distribution_args(spec, len(hosts), workdir, speeds)
 
-        env = run_env(spec)
+        env = run_env(spec, one_process_env(spec, [machines[h] for h in hosts]))
         env.update({"STARPU_PERF_MODEL_DIR": str(merged), "STARPU_HOSTNAME": hosts[0],
                     "STARPU_HOME": str(workdir / "home")})
         env.pop("STARPU_CALIBRATE", None)  # simulation cannot calibrate
