@@ -20,7 +20,9 @@ ResourceId `<node>.CPU3` / `<node>.CUDA0_0` (StarPU's worker names, under the cl
 name), Start/End/Duration in seconds from the first LU task's start, Value (the kernel kind),
 JobId, Node (rank), WorkerNuma (NUMA node of the worker's PU for CPU workers, of its GPU for
 CUDA workers, from the machine description; -1 when the description does not have that PU),
-WorkerMemNode (StarPU's memory node, `<node>.memnode<k>`), Priority. Matrix generation tasks
+WorkerMemNode (StarPU's memory node, `<node>.memnode<k>`), OperandNuma (the NUMA node most
+operands are on, from StarPU's `NumaNodes`; empty when unknown), Priority; numasim's own columns
+Step, OperandPages, RemoteBytes stay empty. Matrix generation tasks
 (dplrnt) are left out, as numasim does not simulate them. Transfers: the MPI messages, from and to
 main RAM (StarPU-MPI's buffers, `<node>.memnode0`).
 """
@@ -47,8 +49,10 @@ def lu_kind(name: str) -> str | None:
             if name == symbol:
                 return kind.split("_")[0]
     return None
+#: numasim's trace columns (simulator/src/output.cpp), in its order: the two tables are the same
+#: table. Step (the LU iteration), OperandPages and RemoteBytes are numasim's own and stay empty.
 TASK_HEADER = ["ResourceId", "Start", "End", "Duration", "Value", "JobId", "Node", "WorkerNuma",
-               "WorkerMemNode", "Priority"]
+               "WorkerMemNode", "OperandNuma", "Priority", "Step", "OperandPages", "RemoteBytes"]
 TRANSFER_HEADER = ["Start", "End", "Bytes", "Src", "Dst", "Links"]
 
 
@@ -131,8 +135,16 @@ def tidy_tasks(rec: list[dict[str, str]], workers: dict[tuple[int, int], tuple[s
         rows.append({"ResourceId": f"{node}.{name}", "Start": float(r["StartTime"]), "End": float(r["EndTime"]),
                      "Value": kind, "JobId": r.get("JobId", ""), "Node": rank,
                      "WorkerNuma": worker_numa(name, pu, layouts[rank] if rank < len(layouts) else None),
-                     "WorkerMemNode": f"{node}.memnode{r.get('MemoryNode', '0')}", "Priority": r.get("Priority", "0")})
+                     "WorkerMemNode": f"{node}.memnode{r.get('MemoryNode', '0')}",
+                     "OperandNuma": operand_numa(r.get("NumaNodes", "")), "Priority": r.get("Priority", "0")})
     return rows
+
+
+def operand_numa(numa_nodes: str) -> str:
+    """The NUMA node most of a task's operands are on (StarPU's `NumaNodes`, one per handle, -1 when
+    unknown), empty when none is known."""
+    known = [int(v) for v in numa_nodes.split() if v.lstrip("-").isdigit() and int(v) >= 0]
+    return str(max(set(known), key=known.count)) if known else ""
 
 
 def worker_numa(name: str, pu: int, layout: Any) -> int:

@@ -75,6 +75,7 @@ def test_compare_traces_real_against_simulated(tmp_path: Path) -> None:
     common = ["--cluster", "local-1", "--n", "1920", "--b", "192"]
     simulate("--engine", "real", *common, "--trace", str(a))
     simulate("--engine", "numasim", *common, "--trace", str(b))
+    assert a.read_text().splitlines()[0] == b.read_text().splitlines()[0]  # the same columns
     assert main(["compare-traces", str(a), str(b), "--out", str(tmp_path / "cmp")]) == 0
     table = (tmp_path / "cmp" / "compare.md").read_text()
     assert "gemm" in table and "makespan" in table.lower()
