@@ -68,6 +68,7 @@ APT_PACKAGES=(
   libgtest-dev nlohmann-json3-dev
   dpkg-dev
   pajeng
+  libfxt-dev
 )
 # batch schedulers, for trying the profiles on a one-node cluster of this machine
 if [ "$TESTBED_SLURM" = 1 ]; then
@@ -218,7 +219,12 @@ for b in $TESTBED_STARPU_BUILDS; do
   case "$b" in
     simgrid) build_starpu simgrid --enable-simgrid --disable-shared --disable-cuda ;;
     # shellcheck disable=SC2086  # word splitting of the extra flags is intended
-    native) build_starpu native "${NATIVE_CUDA_FLAGS[@]}" ${STARPU_EXTRA_CONFIGURE_FLAGS:-} ;;
+    # --with-fxt: StarPU records FxT traces when STARPU_FXT_TRACE=1 (off by default in 1.4.10,
+    # src/common/fxt.c), as Debian's own starpu package is built; `testbed simulate --engine real
+    # --trace` converts them with starpu_fxt_tool (testbed/traces/fxt_trace.py). Not in the SimGrid build:
+    # SMPI links the app as a shared object and needs a PIC libfxt.a for per-rank privatization,
+    # which Debian does not ship (StarPU's configure.ac turns FxT off for MPI+SimGrid for that reason).
+    native) build_starpu native --with-fxt "${NATIVE_CUDA_FLAGS[@]}" ${STARPU_EXTRA_CONFIGURE_FLAGS:-} ;;
     none) ;;
     *) die "TESTBED_STARPU_BUILDS: expected simgrid and/or native (or none), got $b" ;;
   esac

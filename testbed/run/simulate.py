@@ -76,10 +76,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--distribution", default="block-cyclic",
                    help="block-cyclic | heterogeneous | FILE (owner rank per tile)")
     p.add_argument("--platform-dir", default=None, help="output of `testbed platform` to reuse")
-    p.add_argument("--trace", default=None, help="per-task trace CSV")
-    p.add_argument("--transfers", default=None, help="per-transfer CSV (numasim)")
+    p.add_argument("--trace", default=None,
+                   help="per-task trace CSV (real, starpu-simgrid: from StarPU's FxT trace, testbed/traces/fxt_trace.py)")
+    p.add_argument("--transfers", default=None,
+                   help="per-transfer CSV (numasim: every copy and message; real, starpu-simgrid: MPI messages)")
     p.add_argument("--paje", default=None,
-                   help="numasim: also write the run's trace as a Paje file (pj_dump, ViTE; testbed trace-paje)")
+                   help="also write the run's trace as a Paje file (pj_dump, ViTE; testbed trace-paje)")
     p.add_argument("--check", action="store_true", help="real engine: also compute the residual ||A-LU||/||A||")
     p.add_argument("--symbols", choices=["chameleon", "starpu-lu"], default=None,
                    help="perf-model symbols: Chameleon's (dgemm, ...) or StarPU's LU example (auto-detected)")
@@ -203,8 +205,6 @@ def run_with_paje(args: argparse.Namespace) -> int:
 
     from testbed.traces.paje import export_paje
 
-    if args.engine != "numasim":
-        raise InputError(None, "--paje", "the numasim engine (the other engines write no trace)")
     paje = Path(args.paje)
     with tempfile.TemporaryDirectory(prefix="testbed-paje-") as tmp:
         # Traced runs are never taken from the run cache (testbed/run/run_cache.py), so the

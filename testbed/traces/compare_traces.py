@@ -246,7 +246,7 @@ def plot_space_time(traces: dict, path: Path) -> None:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("a", metavar="A.csv", help="task trace (numasim --trace; real engine: see testbed/traces/traces.py)")
+    p.add_argument("a", metavar="A.csv", help="task trace (testbed simulate --trace, any engine)")
     p.add_argument("b", metavar="B.csv", help="task trace compared with A")
     p.add_argument("--out", default=None,
                    help="directory for compare.md, compare.json and the two plots (other files left alone)")

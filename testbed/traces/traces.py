@@ -5,9 +5,9 @@ times in seconds from the run's start. Every consumer (the Paje export, `testbed
 compare-traces`) reads traces through `read_tasks` / `read_transfers`, so a trace with other
 column names is mapped here and nowhere else.
 
-Which engines write a trace today: only numasim. The `real` and `starpu-simgrid` engines
-refuse `--trace` (neither StarPU build has FxT, issue 15), so there is no real-engine column
-set to map yet; `TASK_COLUMN_ALIASES` is the one place where it goes when they do.
+Every engine writes this table: numasim directly, the `real` and `starpu-simgrid` engines from
+StarPU's FxT trace (testbed/traces/fxt_trace.py: worker names `<node>.CPU3` / `<node>.CUDA0_0`, StarPU's
+own, under the node's name). `TASK_COLUMN_ALIASES` is where another tool's column names would go.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from testbed.common.errors import InputError
 TASK_COLUMNS = ["ResourceId", "Start", "End", "Value", "Node", "WorkerNuma"]
 # Columns read when present: Duration, JobId, WorkerMemNode, OperandNuma, Priority, Step,
 # OperandPages, RemoteBytes.
-#: other engines' column names -> numasim's (none yet: see the module docstring)
+#: other tools' column names -> numasim's (none needed today: see the module docstring)
 TASK_COLUMN_ALIASES: dict[str, str] = {}
 
 TRANSFER_COLUMNS = ["Start", "End", "Bytes", "Src", "Dst"]

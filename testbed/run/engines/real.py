@@ -21,7 +21,6 @@ import tempfile
 from pathlib import Path
 
 from testbed.common.commands import mpi_singleton_env
-from testbed.common.errors import InputError
 from testbed.common.paths import LU_REAL, binary
 from testbed.run.engines import RunSpec
 from testbed.run.engines.lu_app import check_sizes, distribution_args, kernel_args, parse_output, result_fields, run_env
@@ -36,6 +35,19 @@ def cluster_ranks(cluster: str) -> tuple[list[str], list[float]]:
     return [n.machine.name for n in nodes], [described_node_speed(n.machine) for n in nodes]
 
 
+def write_trace(spec: RunSpec, fxt_dir: Path, workdir: Path) -> None:
+    """--trace/--transfers: the ranks' FxT files as numasim's tidy tables (testbed/traces/fxt_trace.py)."""
+    from testbed.common.paths import STARPU_NATIVE
+    from testbed.describe.machines import load_cluster
+    from testbed.run.factors import layout_of
+    from testbed.traces import fxt_trace
+
+    nodes = load_cluster(spec.cluster).nodes
+    out = fxt_trace.convert(STARPU_NATIVE / "bin" / "starpu_fxt_tool", fxt_dir, workdir)
+    fxt_trace.write_tables(out, [n.name for n in nodes], [layout_of(n.machine) for n in nodes], spec.trace,
+                           spec.transfers)
+
+
 def rank_groups(machines: list[str]) -> list[tuple[str, int]]:
     """Consecutive ranks of one machine type as (machine, count): mpirun's MPMD app contexts, which
     number ranks in the order given, so each context can carry its machine's variables."""
@@ -48,18 +60,20 @@ def rank_groups(machines: list[str]) -> list[tuple[str, int]]:
     return groups
 
 
-def launch(spec: RunSpec, machines: list[str], app: list[str]) -> tuple[list[str], dict[str, str]]:
+def launch(spec: RunSpec, machines: list[str], app: list[str], extra: dict[str, str] | None = None
+           ) -> tuple[list[str], dict[str, str]]:
     """The command and process environment that start `app` once per node; each rank gets its
-    machine type's whole environment, {**spec.env, **spec.env_per_machine[machine]}."""
-    env = run_env(spec)
+    machine type's whole environment, {**spec.env, **spec.env_per_machine[machine]}, plus `extra`
+    (the trace variables)."""
+    env = {**run_env(spec), **(extra or {})}
     prefix = mpirun_prefix(len(machines))
     if not prefix:
-        return app, mpi_singleton_env({**env, **spec.env_per_machine.get(machines[0], {})})
+        return app, mpi_singleton_env({**env, **spec.env_per_machine.get(machines[0], {}), **(extra or {})})
     # Open MPI forwards only the variables named with -x; one app context per run of ranks of one
     # machine type, each with its variables (contexts number the ranks in the order given).
     cmd = list(prefix)
     for i, (machine, count) in enumerate(rank_groups(machines)):
-        rank_env = {**env, **spec.env_per_machine.get(machine, {})}
+        rank_env = {**env, **spec.env_per_machine.get(machine, {}), **(extra or {})}
         cmd += ([":"] if i else []) + ["-np", str(count)]
         for var in sorted(k for k in rank_env if k.startswith("STARPU_") or k == "OMP_NUM_THREADS"):
             cmd += ["-x", f"{var}={rank_env[var]}"]
@@ -80,8 +94,6 @@ def mpirun_prefix(ranks: int) -> list[str]:
 
 
 def run(spec: RunSpec) -> dict:
-    if spec.trace is not None or spec.transfers is not None:
-        raise InputError(None, "--trace/--transfers", "the numasim engine (apps/lu writes no trace)")
     check_sizes(spec)
     lu = binary(LU_REAL, "apps/lu (real build)")
     machines, speeds = cluster_ranks(spec.cluster)
@@ -93,9 +105,17 @@ def run(spec: RunSpec) -> dict:
         if spec.check:
             args.append("--check")
         args += kernel_args(spec, spec.symbols)
-        cmd, env = launch(spec, machines, [str(lu), *args])
+        traced = spec.trace is not None or spec.transfers is not None
+        fxt_dir = workdir / "fxt"
+        if traced:
+            from testbed.traces.fxt_trace import trace_env
+
+            fxt_dir.mkdir()
+        cmd, env = launch(spec, machines, [str(lu), *args], trace_env(fxt_dir) if traced else None)
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=workdir)
         out = parse_output(proc.stdout, proc.stderr, proc.returncode, "apps/lu (real)")
+        if traced:
+            write_trace(spec, fxt_dir, workdir)
     result = result_fields(out)
     # Factor G is a kernel setting (sysctl kernel.numa_balancing), not a StarPU variable: the
     # real engine records what the node had, and says when it differs from what was asked.

@@ -132,7 +132,9 @@ _UNCALIBRATED = re.compile(r"Codelet (\S+) does not have a perfmodel")
 
 def run(spec: RunSpec) -> dict:
     if spec.trace is not None or spec.transfers is not None:
-        raise InputError(None, "--trace/--transfers", "the numasim engine (no FxT trace in this StarPU build)")
+        raise InputError(None, "--trace/--transfers", "the numasim or real engine (StarPU-SimGrid is built without "
+                         "FxT: SMPI links the app as a shared object and needs a PIC libfxt.a, which Debian "
+                         "does not ship; envs/setup.sh)")
     check_sizes(spec)
     lu = binary(LU_SIMGRID, "apps/lu (SimGrid build)")
     smpirun = STARPU_SIMGRID / "bin" / "starpu_smpirun"

@@ -1,0 +1,185 @@
+"""StarPU FxT traces of the `real` and `starpu-simgrid` engines, as the tidy tables numasim writes.
+
+Both StarPU builds are configured `--with-fxt` (envs/setup.sh). An engine asked for `--trace`
+runs apps/lu with `STARPU_FXT_TRACE=1` and `STARPU_FXT_PREFIX=<dir>/`, so every MPI rank writes
+`prof_file_<user>_<rank>` there (src/common/fxt.c); StarPU's own `starpu_fxt_tool` (of the build
+that wrote them) merges the ranks' files into `tasks.rec`, `comms.rec` and `paje.trace`; this
+module only reads those outputs (it does not decode FxT):
+
+* `tasks.rec` (src/debug/traces/starpu_fxt.c, task_dump): one record per task, times in ms from
+  StarPU's start, `WorkerId` per rank, `MPIRank`, `Model` (the perf-model symbol: dgemm, ... or
+  StarPU's LU example symbols; dplrnt for matrix generation), `Priority`, `MemoryNode`.
+* `paje.trace`: the worker containers, `7 <t> <r>_w<id> W <r>_t<tid> <r>_CPU3` (or `CUDA0_0`),
+  inside their thread container `7 <t> <r>_t<tid> T <r>_mn<node> <r>_T<bindid>`: the worker's
+  name and the PU it is bound to (same file, `_starpu_fxt_worker_init` handling).
+* `comms.rec` (src/debug/traces/starpu_fxt_mpi.c): one record per MPI message, ranks, times
+  in ms, size.
+
+The task table gets numasim's columns (docs/interfaces.md §4; testbed/traces/traces.py reads both):
+ResourceId `<node>.CPU3` / `<node>.CUDA0_0` (StarPU's worker names, under the cluster's node
+name), Start/End/Duration in seconds from the first LU task's start, Value (the kernel kind),
+JobId, Node (rank), WorkerNuma (NUMA node of the worker's PU for CPU workers, of its GPU for
+CUDA workers, from the machine description; -1 when the description does not have that PU),
+WorkerMemNode (StarPU's memory node, `<node>.memnode<k>`), OperandNuma (the NUMA node most
+operands are on, from StarPU's `NumaNodes`; empty when unknown), Priority; numasim's own columns
+Step, OperandPages, RemoteBytes stay empty. Matrix generation tasks
+(dplrnt) are left out, as numasim does not simulate them. Transfers: the MPI messages, from and to
+main RAM (StarPU-MPI's buffers, `<node>.memnode0`).
+"""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from testbed.common.atomic import atomic_file
+from testbed.common.errors import InputError
+
+
+def lu_kind(name: str) -> str | None:
+    """The kernel kind (getrf|trsm|gemm) of a task named by its perf-model symbol (StarPU names
+    apps/lu's tasks after the model: Chameleon's dgemm, ... or StarPU's LU example symbols)."""
+    from testbed.starpu.lu_codelets import SYMBOL_SETS
+
+    for symbols in SYMBOL_SETS.values():
+        for kind, (symbol, _, _) in symbols.items():
+            if name == symbol:
+                return kind.split("_")[0]
+    return None
+#: numasim's trace columns (simulator/src/output.cpp), in its order: the two tables are the same
+#: table. Step (the LU iteration), OperandPages and RemoteBytes are numasim's own and stay empty.
+TASK_HEADER = ["ResourceId", "Start", "End", "Duration", "Value", "JobId", "Node", "WorkerNuma",
+               "WorkerMemNode", "OperandNuma", "Priority", "Step", "OperandPages", "RemoteBytes"]
+TRANSFER_HEADER = ["Start", "End", "Bytes", "Src", "Dst", "Links"]
+
+
+def trace_env(fxt_dir: Path) -> dict[str, str]:
+    """The variables that make StarPU write its FxT files into `fxt_dir` (src/common/fxt.c)."""
+    return {"STARPU_FXT_TRACE": "1", "STARPU_FXT_PREFIX": str(fxt_dir) + "/"}
+
+
+def read_rec(path: Path) -> list[dict[str, str]]:
+    """A recutils file: records separated by blank lines, `Key: value` lines."""
+    records, current = [], {}
+    for line in path.read_text(errors="replace").splitlines():
+        if not line.strip():
+            if current:
+                records.append(current)
+            current = {}
+            continue
+        key, sep, value = line.partition(":")
+        if sep:
+            current[key.strip()] = value.strip()
+    if current:
+        records.append(current)
+    return records
+
+
+def paje_workers(paje: Path) -> dict[tuple[int, int], tuple[str, int]]:
+    """(rank, StarPU worker id) -> (worker name without the rank prefix, bound PU), from the
+    container definitions of paje.trace (`7` lines of types T and W)."""
+    threads: dict[str, int] = {}
+    workers: list[tuple[str, str, str]] = []
+    with paje.open(errors="replace") as fh:
+        for line in fh:
+            if not line.startswith("7\t"):
+                continue
+            fields = line.rstrip("\n").split("\t")
+            if len(fields) < 6:
+                continue
+            alias, kind, parent, name = fields[2], fields[3].strip(), fields[4], fields[5]
+            if kind == "T" and "_T" in "_" + name:
+                threads[alias] = int(name.rsplit("T", 1)[1])
+            elif kind == "W":
+                workers.append((alias, parent, name))
+    out = {}
+    for alias, parent, name in workers:
+        prefix, _, wid = alias.rpartition("w")
+        rank = int(prefix.rstrip("_")) if prefix.rstrip("_").isdigit() else 0
+        out[(rank, int(wid))] = (name[len(prefix):] if name.startswith(prefix) else name, threads.get(parent, -1))
+    return out
+
+
+def convert(fxt_tool: Path, fxt_dir: Path, work: Path) -> Path:
+    """Runs starpu_fxt_tool on every rank's file of `fxt_dir`; returns its output directory."""
+    files = sorted(fxt_dir.glob("prof_file_*"), key=lambda p: int(p.name.rsplit("_", 1)[1])
+                   if p.name.rsplit("_", 1)[1].isdigit() else 0)
+    if not files:
+        raise RuntimeError(f"StarPU wrote no FxT file in {fxt_dir} (was it built --with-fxt? envs/setup.sh)")
+    if not fxt_tool.is_file():
+        raise FileNotFoundError(f"{fxt_tool} is missing: StarPU built without FxT (run envs/setup.sh)")
+    out = work / "fxt-tool"
+    out.mkdir(parents=True, exist_ok=True)
+    cmd = [str(fxt_tool)] + [a for f in files for a in ("-i", str(f))] + ["-d", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace", cwd=out)
+    if proc.returncode != 0 or not (out / "tasks.rec").is_file():
+        raise RuntimeError(f"starpu_fxt_tool failed ({proc.returncode}): {proc.stderr.strip()[-800:]}")
+    return out
+
+
+def tidy_tasks(rec: list[dict[str, str]], workers: dict[tuple[int, int], tuple[str, int]],
+               nodes: list[str], layouts: list[Any]) -> list[dict[str, Any]]:
+    """Rows of the tidy task table (times still in ms, not shifted)."""
+    rows = []
+    for r in rec:
+        kind = lu_kind(r.get("Model", r.get("Name", "")))
+        if kind is None or "StartTime" not in r or "EndTime" not in r or "WorkerId" not in r:
+            continue  # plrnt, control records ("Control: WontUse"), tasks not executed
+        rank = max(0, int(r.get("MPIRank", "0") or 0))  # -1: a process without MPI rank
+        wid = int(r["WorkerId"])
+        name, pu = workers.get((rank, wid), (f"W{wid}", -1))
+        node = nodes[rank] if rank < len(nodes) else f"rank{rank}"
+        rows.append({"ResourceId": f"{node}.{name}", "Start": float(r["StartTime"]), "End": float(r["EndTime"]),
+                     "Value": kind, "JobId": r.get("JobId", ""), "Node": rank,
+                     "WorkerNuma": worker_numa(name, pu, layouts[rank] if rank < len(layouts) else None),
+                     "WorkerMemNode": f"{node}.memnode{r.get('MemoryNode', '0')}",
+                     "OperandNuma": operand_numa(r.get("NumaNodes", "")), "Priority": r.get("Priority", "0")})
+    return rows
+
+
+def operand_numa(numa_nodes: str) -> str:
+    """The NUMA node most of a task's operands are on (StarPU's `NumaNodes`, one per handle, -1 when
+    unknown), empty when none is known."""
+    known = [int(v) for v in numa_nodes.split() if v.lstrip("-").isdigit() and int(v) >= 0]
+    return str(max(set(known), key=known.count)) if known else ""
+
+
+def worker_numa(name: str, pu: int, layout: Any) -> int:
+    """NUMA node of a worker: of its bound PU (CPU) or of its GPU (CUDA<j>_<stream>)."""
+    if layout is None:
+        return -1
+    if name.startswith("CUDA"):
+        j = int(name[4:].split("_")[0])
+        return layout.gpu_numa[j] if j < len(layout.gpu_numa) else -1
+    core = pu // max(1, layout.threads_per_core) if pu >= 0 else -1
+    return layout.core_numa[core] if 0 <= core < layout.ncores else -1
+
+
+def write_tables(tool_out: Path, nodes: list[str], layouts: list[Any], trace: Path | None,
+                 transfers: Path | None) -> int:
+    """Writes the tidy task table and the MPI transfer table; returns the number of tasks."""
+    rows = tidy_tasks(read_rec(tool_out / "tasks.rec"), paje_workers(tool_out / "paje.trace"), nodes, layouts)
+    if not rows:
+        raise InputError(tool_out / "tasks.rec", "tasks", "at least one executed LU task in the FxT trace")
+    t0 = min(r["Start"] for r in rows)
+    if trace is not None:
+        with atomic_file(trace, option="--trace") as fh:
+            w = csv.DictWriter(fh, fieldnames=TASK_HEADER, lineterminator="\n")
+            w.writeheader()
+            for r in sorted(rows, key=lambda r: (r["Start"], r["ResourceId"])):
+                start, end = (r["Start"] - t0) / 1e3, (r["End"] - t0) / 1e3
+                w.writerow({**r, "Start": f"{start:.9f}", "End": f"{end:.9f}", "Duration": f"{end - start:.9f}"})
+    if transfers is not None:
+        comms = read_rec(tool_out / "comms.rec") if (tool_out / "comms.rec").is_file() else []
+        with atomic_file(transfers, option="--transfers") as fh:
+            w = csv.DictWriter(fh, fieldnames=TRANSFER_HEADER, lineterminator="\n")
+            w.writeheader()
+            for c in comms:
+                src, dst = int(c["Src"]), int(c["Dst"])
+                w.writerow({"Start": f"{(float(c['SendTime']) - t0) / 1e3:.9f}",
+                            "End": f"{(float(c['RecvTime']) - t0) / 1e3:.9f}", "Bytes": c.get("Size", "0"),
+                            "Src": f"{nodes[src] if src < len(nodes) else src}.memnode0",
+                            "Dst": f"{nodes[dst] if dst < len(nodes) else dst}.memnode0", "Links": "mpi"})
+    return len(rows)

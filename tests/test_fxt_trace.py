@@ -1,0 +1,81 @@
+"""--trace for the real and starpu-simgrid engines: StarPU's FxT trace converted by StarPU's own
+starpu_fxt_tool, then read into numasim's tidy task table (testbed/traces/fxt_trace.py, issue 15), so
+`testbed compare-traces` and the Paje export take any engine's trace."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from testbed import ROOT
+from testbed.cli import main
+from testbed.common.paths import LU_REAL, STARPU_NATIVE
+from testbed.traces.traces import read_tasks, read_transfers
+
+needs_real = pytest.mark.skipif(not (LU_REAL.exists() and (STARPU_NATIVE / "bin" / "starpu_fxt_tool").exists()),
+                                reason="apps/lu or the FxT-enabled native StarPU not built (make build)")
+
+
+def simulate(*argv: str) -> dict:
+    proc = subprocess.run([sys.executable, "-m", "testbed", "simulate", *argv], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+@needs_real
+def test_real_run_trace_is_the_tidy_task_table(tmp_path: Path) -> None:
+    trace = tmp_path / "real.csv"
+    out = simulate("--engine", "real", "--cluster", "local-1", "--n", "960", "--b", "192", "--trace", str(trace))
+    tasks = read_tasks(trace)
+    assert tasks["Value"].value_counts().to_dict() == {k: v for k, v in out["tasks_by_kind"].items() if k != "plrnt"}
+    assert tasks["Start"].min() == 0 and (tasks["Duration"] > 0).all()
+    assert set(tasks["NodeName"]) == {"local-1"} and set(tasks["WorkerType"]) == {"cpu"}
+    assert set(tasks["WorkerNuma"]) == {0}  # this machine's one NUMA node, from the worker's bound PU
+    assert tasks["ResourceId"].str.fullmatch(r"local-1\.CPU\d+").all()
+    # ~ the app's own makespan (it times from the first task's submission to the last task's end)
+    assert tasks["End"].max() == pytest.approx(out["makespan_s"], rel=0.5)
+
+
+@needs_real
+def test_real_two_ranks_with_mpi_transfers_and_paje(tmp_path: Path) -> None:
+    """Two ranks of this machine (a two-node cluster file of the local description): one FxT file
+    per rank, merged by starpu_fxt_tool; MPI messages become the transfer table."""
+    cluster = tmp_path / "local-2.yaml"
+    text = (ROOT / "platforms" / "clusters" / "local-1.yaml").read_text()
+    cluster.write_text(text.replace("name: local-1", "name: local-2").replace("count: 1", "count: 2"))
+    trace, transfers, paje = tmp_path / "t.csv", tmp_path / "x.csv", tmp_path / "t.paje"
+    # one core per rank under mpirun on two cores: one CPU worker each, as tests/test_lu.py runs them
+    out = simulate("--engine", "real", "--cluster", str(cluster), "--n", "1920", "--b", "192", "--starpu-defaults",
+                   "--env", "STARPU_NCPU=1",
+                   "--trace", str(trace),
+                   "--transfers", str(transfers), "--paje", str(paje))
+    tasks = read_tasks(trace)
+    assert set(tasks["Node"]) == {0, 1} and len(tasks) == out["tasks"]  # LU tasks; generation left out
+    moved = read_transfers(transfers)
+    # tiles, and the 48-byte task counters apps/lu gathers on rank 0 at the end
+    assert (moved["Bytes"] == 192 * 192 * 8).sum() == len(moved) - 1 and (moved["Src"] != moved["Dst"]).all()
+    assert paje.read_text().startswith("%EventDef")
+
+
+def test_starpu_simgrid_says_why_it_has_no_trace(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "testbed", "simulate", "--engine", "starpu-simgrid", "--cluster",
+                           "chifflet-1", "--n", "1920", "--b", "960", "--trace", str(tmp_path / "t.csv")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "PIC libfxt.a" in proc.stderr and not (tmp_path / "t.csv").exists()
+
+
+@needs_real
+def test_compare_traces_real_against_simulated(tmp_path: Path) -> None:
+    """The comparison the issue asks for: a real run's trace against numasim's, one table."""
+    a, b = tmp_path / "real.csv", tmp_path / "numasim.csv"
+    common = ["--cluster", "local-1", "--n", "1920", "--b", "192"]
+    simulate("--engine", "real", *common, "--trace", str(a))
+    simulate("--engine", "numasim", *common, "--trace", str(b))
+    assert a.read_text().splitlines()[0] == b.read_text().splitlines()[0]  # the same columns
+    assert main(["compare-traces", str(a), str(b), "--out", str(tmp_path / "cmp")]) == 0
+    table = (tmp_path / "cmp" / "compare.md").read_text()
+    assert "gemm" in table and "makespan" in table.lower()
