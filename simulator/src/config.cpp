@@ -8,6 +8,10 @@
 #include <set>
 #include <sstream>
 
+#include <xbt/log.h>
+
+XBT_LOG_NEW_DEFAULT_SUBCATEGORY(numasim_config, numasim, "numasim run description");
+
 namespace numasim {
 
 const char* kind_name(TaskKind k)
@@ -418,124 +422,6 @@ void RunConfig::resolve_distribution(int nranks)
   }
   if (row != nt)
     throw InputError(dist_path, "rows", std::to_string(nt) + " rows, got " + std::to_string(row));
-}
-
-NodeThreads place_threads(const MachineNode& node, const StarpuEnv& env_pu)
-{
-  // StarPU's CPU ids are logical PU ids (topology.c, _starpu_initialize_workers_bindid); numasim places
-  // threads on cores, so PU p runs on core p / threads_per_core.
-  StarpuEnv env = env_pu;
-  const int tpc = std::max(1, node.threads_per_core);
-  if (env.main_thread_cpuid >= 0)
-    env.main_thread_cpuid /= tpc;
-  if (env.mpi_thread_cpuid >= 0)
-    env.mpi_thread_cpuid /= tpc;
-  for (int& pu : env.workers_cpuid)
-    pu /= tpc;
-  NodeThreads t;
-  auto numa_of = [&](int core) {
-    for (const auto& c : node.cpus)
-      if (c.index == core)
-        return c.numa;
-    return -1;
-  };
-  auto check_core = [&](int core, const char* var) {
-    if (numa_of(core) < 0)
-      throw InputError("env", var, "a CPU id of node " + node.name + " (0.." +
-                                       std::to_string(node.cpus.back().index) + "), got " + std::to_string(core));
-  };
-  std::set<int> taken; // cores bound to an active thread (starpu_get_next_bindid skips them)
-  // Main thread (topology.c: STARPU_MAIN_THREAD_CPUID / STARPU_MAIN_THREAD_BIND).
-  if (env.main_thread_cpuid >= 0) {
-    check_core(env.main_thread_cpuid, "STARPU_MAIN_THREAD_CPUID");
-    taken.insert(env.main_thread_cpuid);
-  }
-  if (env.mpi_thread_cpuid >= 0) {
-    check_core(env.mpi_thread_cpuid, "STARPU_MPI_THREAD_CPUID");
-    taken.insert(env.mpi_thread_cpuid);
-  }
-  // reserve_ncpus: StarPU-MPI first reserves 1 for its progression thread when neither
-  // STARPU_MPI_THREAD_CPUID nor STARPU_NCPU is set (mpi/src/starpu_mpi_init.c), then
-  // _starpu_conf_check_environment (src/core/workers.c) overwrites it with STARPU_RESERVE_NCPU
-  // when that is set. A bound main thread adds one more there; here it takes its own bind id below.
-  int reserve = (env.mpi_thread_cpuid < 0 && env.ncpu < 0) ? 1 : 0;
-  if (env.reserve_ncpu >= 0)
-    reserve = env.reserve_ncpu;
-  // Bind ids in order: STARPU_WORKERS_CPUID (wrapping when shorter, topology.c) or all cores.
-  std::vector<int> order;
-  if (!env.workers_cpuid.empty()) {
-    for (int c : env.workers_cpuid)
-      check_core(c, "STARPU_WORKERS_CPUID");
-    for (size_t i = 0; i < node.cpus.size(); i++)
-      order.push_back(env.workers_cpuid[i % env.workers_cpuid.size()]);
-  } else
-    for (const auto& c : node.cpus)
-      order.push_back(c.index);
-  size_t next = 0;
-  auto next_bindid = [&]() -> int {
-    while (next < order.size() && taken.count(order[next]))
-      next++;
-    if (next >= order.size()) { // fall back to any free core
-      for (const auto& c : node.cpus)
-        if (!taken.count(c.index)) {
-          taken.insert(c.index);
-          return c.index;
-        }
-      return -1;
-    }
-    int c = order[next++];
-    taken.insert(c);
-    return c;
-  };
-  // A bound main thread without STARPU_MAIN_THREAD_CPUID takes the first bind id, before the
-  // drivers and workers (topology.c; docs/interfaces.md §6.1, testbed/factors.py starpu_placement).
-  if (env.main_thread_bind && env.main_thread_cpuid < 0)
-    t.main_core = next_bindid();
-  // CUDA workers: STARPU_NCUDA (-1: all), devices from STARPU_WORKERS_CUDAID (driver_cuda_init.c).
-  int ngpu = static_cast<int>(node.gpus.size());
-  int ncuda = env.ncuda < 0 ? ngpu : std::min(env.ncuda, ngpu); // StarPU warns and caps
-  for (int i = 0; i < ncuda; i++) {
-    int dev = env.workers_cudaid.empty() ? i : env.workers_cudaid[i % env.workers_cudaid.size()];
-    const GpuInfo* g = nullptr;
-    for (const auto& x : node.gpus)
-      if (x.index == dev)
-        g = &x;
-    if (!g)
-      throw InputError("env", "STARPU_WORKERS_CUDAID", "GPU ids of node " + node.name + ", got " + std::to_string(dev));
-    WorkerPlacement w;
-    w.cuda = true;
-    w.gpu = dev;
-    w.core = next_bindid();
-    w.numa = numa_of(w.core);
-    t.workers.push_back(w);
-  }
-  // Worker count as _starpu_init_cpu_config (src/drivers/cpu/driver_cpu.c): cores minus the CUDA
-  // drivers' cores (_starpu_cpu_busy_cpu) minus reserve_ncpus, which counts a bound main thread
-  // (src/core/workers.c); explicitly placed main/MPI threads are not subtracted again, their
-  // cores are only skipped when binding.
-  if (env.main_thread_bind)
-    reserve++;
-  int avail_cores = static_cast<int>(node.cpus.size()) - ncuda;
-  int ncpu = env.ncpu >= 0 ? std::min(env.ncpu, avail_cores) : std::max(0, avail_cores - reserve);
-  for (int i = 0; i < ncpu; i++) {
-    WorkerPlacement w;
-    w.core = next_bindid();
-    if (w.core < 0)
-      break;
-    w.numa = numa_of(w.core);
-    t.workers.push_back(w);
-  }
-  if (env.main_thread_cpuid >= 0)
-    t.main_core = env.main_thread_cpuid;
-  // An unbound main thread first-touches on NUMA 0 (the study's observation: "mostly NUMA 0").
-  t.main_numa = t.main_core >= 0 ? numa_of(t.main_core) : 0;
-  // MPI progression thread: STARPU_MPI_THREAD_CPUID, else the next free bind id after the workers
-  // (mpi/src/starpu_mpi_private.c / starpu_get_next_bindid).
-  t.mpi_core = env.mpi_thread_cpuid >= 0 ? env.mpi_thread_cpuid : next_bindid();
-  if (t.mpi_core < 0)
-    t.mpi_core = node.cpus.back().index;
-  t.mpi_numa = numa_of(t.mpi_core);
-  return t;
 }
 
 } // namespace numasim

@@ -76,20 +76,5 @@ struct RunConfig {
 
 StarpuEnv parse_starpu_env(const std::map<std::string, std::string>& env, const std::string& file);
 
-// Where StarPU's threads run on one node (src/core/topology.c, mpi/src/starpu_mpi_init.c).
-struct WorkerPlacement {
-  bool cuda = false;
-  int core = -1; // OS index of the core the worker (or CUDA driver) thread is bound to
-  int numa = 0;
-  int gpu = -1; // index of the GPU driven
-};
-struct NodeThreads {
-  std::vector<WorkerPlacement> workers; // CUDA workers first, then CPU workers (StarPU's order)
-  int main_core = -1;                   // -1: not bound
-  int main_numa = 0;                    // NUMA node where the main thread first-touches data
-  int mpi_core = -1;
-  int mpi_numa = 0;
-};
-NodeThreads place_threads(const MachineNode& node, const StarpuEnv& env);
 
 } // namespace numasim

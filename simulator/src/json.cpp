@@ -8,6 +8,10 @@
 #include <fstream>
 #include <limits>
 
+#include <xbt/log.h>
+
+XBT_LOG_NEW_DEFAULT_SUBCATEGORY(numasim_json, numasim, "numasim JSON input");
+
 namespace numasim {
 
 namespace {

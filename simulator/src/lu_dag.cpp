@@ -3,6 +3,10 @@
 #include <unordered_map>
 #include <utility>
 
+#include <xbt/log.h>
+
+XBT_LOG_NEW_DEFAULT_SUBCATEGORY(numasim_lu_dag, numasim, "numasim LU task graph");
+
 namespace numasim {
 
 namespace {

@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <cstring>
 
-XBT_LOG_NEW_DEFAULT_CATEGORY(numasim, "numasim main");
+XBT_LOG_NEW_DEFAULT_SUBCATEGORY(numasim_main, numasim, "numasim main");
 
 int main(int argc, char** argv)
 {

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <sstream>
 
-XBT_LOG_NEW_DEFAULT_CATEGORY(numasim_memory, "numasim memory system");
+XBT_LOG_NEW_DEFAULT_SUBCATEGORY(numasim_memory, numasim, "numasim memory system");
 
 namespace numasim {
 

@@ -6,7 +6,7 @@
 #include <unordered_set>
 #include <xbt/config.hpp>
 
-XBT_LOG_NEW_DEFAULT_CATEGORY(numasim_network, "numasim network model");
+XBT_LOG_NEW_DEFAULT_SUBCATEGORY(numasim_network, numasim, "numasim network model");
 
 namespace numasim {
 

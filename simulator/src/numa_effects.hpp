@@ -18,7 +18,11 @@
 
 namespace numasim {
 
-class Simulation;
+struct Dag;
+class DataWizard;
+class LinkClasses;
+class Topology;
+struct Progress;
 struct Transfer;
 struct Worker;
 
@@ -45,13 +49,17 @@ struct NumaParams {
 
 class NumaEffects {
 public:
-  explicit NumaEffects(Simulation& sim) : sim_(sim) {}
+  NumaEffects(const Topology& topo, const DataWizard& data, const Dag& dag, const RunConfig& cfg,
+              const Progress& progress, LinkClasses& classes)
+      : topo_(topo), data_(data), dag_(dag), cfg_(cfg), progress_(progress), classes_(classes)
+  {
+  }
   void init();         // after the memory nodes, workers and initial replicas exist
   void start_actors(); // balancing scanners (daemons)
 
-  // Runs one task on worker `w` for `duration` of computation: sets the task's start, adds the
-  // GPU launch path or the CPU kernel's remote memory traffic and NUMA hinting faults.
-  void run_task(Worker& w, uint32_t task, double duration);
+  // Runs one task on worker `w` for `duration` of computation, adding the GPU launch path or the
+  // CPU kernel's remote memory traffic and NUMA hinting faults; returns the task's start.
+  double run_task(const Worker& w, uint32_t task, double duration);
   // A duration drawn for local data, given the spread of remote pages: the log-deviation from
   // the model mean scaled by 1 + (ratio - 1) * remote share of the bytes, the mean kept.
   static double respread(double d, double mean, double sd, double ratio, double remote_share);
@@ -85,7 +93,7 @@ private:
   };
   struct Path {
     std::vector<std::string> links;
-    std::vector<int> classes; // indices in Simulation's link classes
+    std::vector<int> classes; // indices in LinkClasses
   };
   static constexpr size_t kMaxLegs = 5; // an MPI message: RAM, MPI core, NIC, NIC, MPI core, RAM
   struct Leg {
@@ -93,7 +101,12 @@ private:
     sg4::Host* dst;
   };
 
-  Simulation& sim_;
+  const Topology& topo_;
+  const DataWizard& data_;
+  const Dag& dag_;
+  const RunConfig& cfg_;
+  const Progress& progress_;
+  LinkClasses& classes_; // the link classes of the paths (interned on first use)
   std::vector<RankInfo> ranks_;
   std::vector<int8_t> page_;       // per handle: NUMA node of the RAM replica's pages (-1: not allocated)
   std::vector<uint8_t> marked_;    // per handle: pages protected by the last balancing scan
@@ -116,7 +129,12 @@ private:
   double control_delay(int rank, const sg4::Host* driver, const sg4::Host* gpu);
   void run_legs(const std::vector<Leg>& legs, double bytes);
   std::pair<sg4::Host*, sg4::Host*> network_split(int src_rank, int dst_rank);
-  void hinting_faults(Worker& w, uint32_t task);
+  void init_rank(int rank);
+  void first_touch(int rank, const std::vector<int>& cpu_numas);
+  void run_on_gpu(const Worker& w, double duration);
+  void run_on_cpu(const Worker& w, uint32_t task, double duration);
+  double kernel_traffic(const Worker& w, uint32_t task, double* by_node);
+  void hinting_faults(const Worker& w, uint32_t task);
   void scan_loop(int rank);
 };
 

@@ -6,6 +6,10 @@
 #include <fstream>
 #include <sstream>
 
+#include <xbt/log.h>
+
+XBT_LOG_NEW_DEFAULT_SUBCATEGORY(numasim_perfmodel, numasim, "numasim StarPU performance models");
+
 namespace numasim {
 
 uint32_t crc32c_be(uint32_t input, uint32_t inputcrc)

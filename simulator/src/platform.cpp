@@ -5,7 +5,7 @@
 #include <cstring>
 #include <map>
 
-XBT_LOG_NEW_DEFAULT_CATEGORY(numasim_platform, "numasim platform discovery");
+XBT_LOG_NEW_DEFAULT_SUBCATEGORY(numasim_platform, numasim, "numasim platform discovery");
 
 namespace numasim {
 

@@ -4,6 +4,10 @@
 
 #include <cstdio>
 
+#include <xbt/log.h>
+
+XBT_LOG_NEW_DEFAULT_SUBCATEGORY(numasim_report, numasim, "numasim JSON summary");
+
 namespace numasim {
 
 namespace {

@@ -2,6 +2,7 @@
 #include "config.hpp"
 #include "error.hpp"
 #include "json.hpp"
+#include "topology.hpp"
 
 #include <gtest/gtest.h>
 

@@ -309,8 +309,9 @@ TEST(Simulation, EvictingDirtyTilesWritesThemBackFirst)
   for (const auto& m : sim.memnodes())
     if (m.gpu) {
       gpu = sim.global_mem(0, m.local);
-      EXPECT_LE(m.peak_used, capacity); // space of an evicted dirty tile is reused only after its write-back
-      EXPECT_GT(m.peak_used, capacity - tile);
+      const double peak = sim.mem_state(gpu).peak_used;
+      EXPECT_LE(peak, capacity); // space of an evicted dirty tile is reused only after its write-back
+      EXPECT_GT(peak, capacity - tile);
     }
   ASSERT_GE(gpu, 0);
   for (uint32_t tile_id = 0; tile_id < 144; tile_id++)
