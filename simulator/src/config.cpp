@@ -72,29 +72,43 @@ bool parse_bool01(const std::string& s, const std::string& file, const std::stri
     throw InputError(file, key, "0 or 1, got '" + s + "'");
   return v == 1;
 }
-// "0 1 2", "0,1,2" or ranges "0-3" (StarPU's workers bindid list, src/core/topology.c).
-std::vector<int> parse_id_list(const std::string& s, const std::string& file, const std::string& key)
+// STARPU_WORKERS_CPUID: ids, ranges "a-b" and open ranges "a-" separated by spaces or commas
+// (src/core/topology.c _starpu_initialize_workers_bindid; expanded per machine, numasim:
+// topology.cpp expand_cpuids).
+std::vector<CpuIdRange> parse_cpuid_list(const std::string& s, const std::string& file, const std::string& key)
 {
-  std::vector<int> out;
+  std::vector<CpuIdRange> out;
   std::string t = s;
   std::replace(t.begin(), t.end(), ',', ' ');
   std::istringstream in(t);
   std::string item;
+  const std::string range = "ranges a-b with 0 <= a <= b <= " + std::to_string(kMaxCpuId) + " (or open, a-)";
   while (in >> item) {
     auto dash = item.find('-', 1);
-    if (dash != std::string::npos) {
-      long a = parse_int(item.substr(0, dash), file, key, "integers or ranges a-b");
-      long b = parse_int(item.substr(dash + 1), file, key, "integers or ranges a-b");
-      if (a < 0 || b < a || b > kMaxCpuId)
-        throw InputError(file, key, "ranges a-b with 0 <= a <= b <= " + std::to_string(kMaxCpuId) + ", got '" + item + "'");
-      for (long x = a; x <= b; x++)
-        out.push_back(static_cast<int>(x));
-    } else {
-      long x = parse_int(item, file, key, "a list of integers");
-      if (x < 0 || x > kMaxCpuId)
-        throw InputError(file, key, "ids in 0.." + std::to_string(kMaxCpuId) + ", got '" + item + "'");
+    long a = parse_int(item.substr(0, dash), file, key, "integers or ranges a-b, a-");
+    long b = a;
+    if (dash != std::string::npos)
+      b = dash + 1 == item.size() ? -1 : parse_int(item.substr(dash + 1), file, key, "integers or ranges a-b, a-");
+    if (a < 0 || a > kMaxCpuId || (b != -1 && (b < a || b > kMaxCpuId)))
+      throw InputError(file, key, range + ", got '" + item + "'");
+    out.push_back({static_cast<int>(a), static_cast<int>(b)});
+    if (out.size() > static_cast<size_t>(kMaxCpuId) + 1)
+      throw InputError(file, key, "at most " + std::to_string(kMaxCpuId + 1) + " ids");
+  }
+  return out;
+}
+
+// "0 1 2", "0,1,2" or ranges "0-3" (StarPU's CUDA device list, src/core/topology.c
+// _starpu_initialize_workers_deviceid).
+std::vector<int> parse_id_list(const std::string& s, const std::string& file, const std::string& key)
+{
+  std::vector<int> out;
+  for (const CpuIdRange& r : parse_cpuid_list(s, file, key)) {
+    if (r.last < 0)
+      throw InputError(file, key, "ranges a-b with 0 <= a <= b <= " + std::to_string(kMaxCpuId) + ", got '" +
+                                      std::to_string(r.first) + "-'");
+    for (long x = r.first; x <= r.last; x++)
       out.push_back(static_cast<int>(x));
-    }
     // A list longer than any machine's PU count is a typo ("0-99999999" would allocate GBs).
     if (out.size() > static_cast<size_t>(kMaxCpuId) + 1)
       throw InputError(file, key, "at most " + std::to_string(kMaxCpuId + 1) + " ids");
@@ -177,7 +191,7 @@ StarpuEnv parse_starpu_env(const std::map<std::string, std::string>& env, const 
     else if (k == "STARPU_RESERVE_NCPU")
       e.reserve_ncpu = count_or_default(parse_int(v, file, key, "an integer"), file, key, v);
     else if (k == "STARPU_WORKERS_CPUID")
-      e.workers_cpuid = parse_id_list(v, file, key);
+      e.workers_cpuid = parse_cpuid_list(v, file, key);
     else if (k == "STARPU_WORKERS_CUDAID")
       e.workers_cudaid = parse_id_list(v, file, key);
     else if (k == "STARPU_MAIN_THREAD_CPUID")

@@ -16,6 +16,12 @@ enum class TaskKind : uint8_t { getrf = 0, trsm_row = 1, trsm_col = 2, gemm = 3 
 constexpr int kNumKinds = 4;
 const char* kind_name(TaskKind k); // "getrf", "trsm", "trsm", "gemm" (Value column of the trace)
 
+// One item of a STARPU_WORKERS_CPUID list: an id, a range a-b, or an open range a- (last = -1: up
+// to the last PU); expanded on each machine by expand_cpuids (topology.cpp).
+struct CpuIdRange {
+  int first, last;
+};
+
 struct StarpuEnv {
   Scheduler sched = Scheduler::dmdas; // study default (Chameleon picks dmdas with CUDA workers)
   double alpha = 1, beta = 1, gamma = 1000; // deque_modeling_policy_data_aware.c defaults
@@ -23,7 +29,8 @@ struct StarpuEnv {
   int cuda_pipeline = 2;                    // drivers/cuda/driver_cuda.c: STARPU_CUDA_PIPELINE default 2
   bool use_numa = false;                    // STARPU_USE_NUMA default 0 (one RAM memory node)
   int ncpu = -1, ncuda = -1, reserve_ncpu = -1;
-  std::vector<int> workers_cpuid, workers_cudaid;
+  std::vector<CpuIdRange> workers_cpuid; // empty: not set
+  std::vector<int> workers_cudaid;
   int main_thread_cpuid = -1, mpi_thread_cpuid = -1;
   bool main_thread_bind = false;
   bool homogeneous_cuda = false, homogeneous_cpu = true; // perfmodel.c defaults

@@ -10,18 +10,88 @@ XBT_LOG_NEW_DEFAULT_SUBCATEGORY(numasim_topology, numasim, "numasim workers, mem
 
 namespace numasim {
 
-NodeThreads place_threads(const MachineNode& node, const StarpuEnv& env_pu)
+std::vector<int> expand_cpuids(const std::vector<CpuIdRange>& list, int nhwpus)
 {
-  // StarPU's CPU ids are logical PU ids (topology.c, _starpu_initialize_workers_bindid); numasim places
-  // threads on cores, so PU p runs on core p / threads_per_core.
-  StarpuEnv env = env_pu;
-  const int tpc = std::max(1, node.threads_per_core);
-  if (env.main_thread_cpuid >= 0)
-    env.main_thread_cpuid /= tpc;
-  if (env.mpi_thread_cpuid >= 0)
-    env.mpi_thread_cpuid /= tpc;
-  for (int& pu : env.workers_cpuid)
-    pu /= tpc;
+  // topology.c _starpu_initialize_workers_bindid: workers_bindid[i] = val % nhwpus, a range a-b
+  // adds a..b, an open range a- runs to nhwpus - 1; the list is not repeated to the number of
+  // workers (workers_nbindid = number of entries): _starpu_get_next_bindid starts over instead.
+  std::vector<int> out;
+  for (const CpuIdRange& r : list) {
+    const long last = r.last < 0 ? std::max<long>(r.first, nhwpus - 1) : r.last;
+    for (long v = r.first; v <= last; v++)
+      out.push_back(static_cast<int>(v % nhwpus));
+  }
+  return out;
+}
+
+namespace {
+// StarPU's list of bind ids (logical PUs) and which are taken by an active thread
+// (topology.c _starpu_get_next_bindid, every thread here being STARPU_THREAD_ACTIVE).
+class BindIds {
+public:
+  BindIds(const MachineNode& node, const StarpuEnv& env) : tpc_(std::max(1, node.threads_per_core))
+  {
+    const int nhwpus = static_cast<int>(node.cpus.size()) * tpc_;
+    if (!env.workers_cpuid.empty())
+      ids_ = expand_cpuids(env.workers_cpuid, nhwpus);
+    else // one PU per core (STARPU_NTHREADS_PER_CORE = 1): the first PU of each core
+      for (const auto& c : node.cpus)
+        ids_.push_back(c.index * tpc_);
+    bound_.assign(ids_.size(), false);
+  }
+
+  // The next PU: the preferred core's first PU if it is in the list and free, else the next free
+  // entry from the last one used; when every entry is taken, StarPU starts over (overloading).
+  int next(int preferred_core = -1)
+  {
+    if (preferred_core >= 0) {
+      const int want = preferred_core * tpc_;
+      for (size_t i = 0; i < ids_.size(); i++)
+        if (ids_[i] == want) {
+          if (!bound_[i]) {
+            bound_[i] = true;
+            return want;
+          }
+          break;
+        }
+    }
+    size_t i = current_;
+    while (i < ids_.size() && bound_[i])
+      i++;
+    if (i == ids_.size()) { // "Finished binding on all cpus, restart from start"
+      bound_.assign(ids_.size(), false);
+      i = 0;
+    }
+    bound_[i] = true;
+    current_ = i;
+    return ids_[i];
+  }
+  int core_of(int pu) const { return pu / tpc_; }
+
+private:
+  const int tpc_;
+  std::vector<int> ids_;
+  std::vector<bool> bound_;
+  size_t current_ = 0;
+};
+
+// ncpus as _starpu_init_cpu_config (src/drivers/cpu/driver_cpu.c) and
+// _starpu_topology_check_ndevices (src/core/topology.c) compute it: by default the cores not
+// taken by CUDA drivers minus reserve_ncpus; an explicit STARPU_NCPU is not capped by the cores
+// (overflow allowed) but reserve_ncpus is subtracted from it too.
+int cpu_worker_count(const StarpuEnv& env, int ncores, int ncuda, int reserve)
+{
+  if (env.ncpu == 0)
+    return 0;
+  int n = env.ncpu < 0 ? std::max(0, ncores - ncuda) : env.ncpu;
+  if (reserve > 0)
+    n = n < reserve ? 0 : n - reserve;
+  return n;
+}
+} // namespace
+
+NodeThreads place_threads(const MachineNode& node, const StarpuEnv& env)
+{
   NodeThreads t;
   auto numa_of = [&](int core) {
     for (const auto& c : node.cpus)
@@ -29,105 +99,57 @@ NodeThreads place_threads(const MachineNode& node, const StarpuEnv& env_pu)
         return c.numa;
     return -1;
   };
-  auto check_core = [&](int core, const char* var) {
+  auto checked = [&](int core, const char* var) {
     if (numa_of(core) < 0)
       throw InputError("env", var, "a CPU id of node " + node.name + " (0.." +
                                        std::to_string(node.cpus.back().index) + "), got " + std::to_string(core));
+    return core;
   };
-  std::set<int> taken; // cores bound to an active thread (starpu_get_next_bindid skips them)
-  // Main thread (topology.c: STARPU_MAIN_THREAD_CPUID / STARPU_MAIN_THREAD_BIND).
-  if (env.main_thread_cpuid >= 0) {
-    check_core(env.main_thread_cpuid, "STARPU_MAIN_THREAD_CPUID");
-    taken.insert(env.main_thread_cpuid);
-  }
-  if (env.mpi_thread_cpuid >= 0) {
-    check_core(env.mpi_thread_cpuid, "STARPU_MPI_THREAD_CPUID");
-    taken.insert(env.mpi_thread_cpuid);
-  }
-  // reserve_ncpus: StarPU-MPI first reserves 1 for its progression thread when neither
-  // STARPU_MPI_THREAD_CPUID nor STARPU_NCPU is set (mpi/src/starpu_mpi_init.c), then
-  // _starpu_conf_check_environment (src/core/workers.c) overwrites it with STARPU_RESERVE_NCPU
-  // when that is set. A bound main thread adds one more there; here it takes its own bind id below.
-  int reserve = (env.mpi_thread_cpuid < 0 && env.ncpu < 0) ? 1 : 0;
-  if (env.reserve_ncpu >= 0)
-    reserve = env.reserve_ncpu;
-  // Bind ids in order: STARPU_WORKERS_CPUID (wrapping when shorter, topology.c) or all cores.
-  std::vector<int> order;
-  if (!env.workers_cpuid.empty()) {
-    for (int c : env.workers_cpuid)
-      check_core(c, "STARPU_WORKERS_CPUID");
-    for (size_t i = 0; i < node.cpus.size(); i++)
-      order.push_back(env.workers_cpuid[i % env.workers_cpuid.size()]);
-  } else
-    for (const auto& c : node.cpus)
-      order.push_back(c.index);
-  size_t next = 0;
-  auto next_bindid = [&]() -> int {
-    while (next < order.size() && taken.count(order[next]))
-      next++;
-    if (next >= order.size()) { // fall back to any free core
-      for (const auto& c : node.cpus)
-        if (!taken.count(c.index)) {
-          taken.insert(c.index);
-          return c.index;
-        }
-      return -1;
-    }
-    int c = order[next++];
-    taken.insert(c);
-    return c;
-  };
-  // A bound main thread without STARPU_MAIN_THREAD_CPUID takes the first bind id, before the
-  // drivers and workers (topology.c; docs/interfaces.md §6.1, testbed/factors.py starpu_placement).
-  if (env.main_thread_bind && env.main_thread_cpuid < 0)
-    t.main_core = next_bindid();
-  // CUDA workers: STARPU_NCUDA (-1: all), devices from STARPU_WORKERS_CUDAID (driver_cuda_init.c).
+  BindIds ids(node, env);
+  const int tpc = std::max(1, node.threads_per_core);
+  // reserve_ncpus: STARPU_RESERVE_NCPU, else 1 for StarPU-MPI's progression thread when neither
+  // STARPU_MPI_THREAD_CPUID nor STARPU_NCPU is set (mpi/src/starpu_mpi_init.c; an explicit
+  // STARPU_RESERVE_NCPU replaces it, src/core/workers.c _starpu_conf_check_environment), plus 1
+  // for a bound main thread (workers.c).
+  int reserve = env.reserve_ncpu >= 0 ? env.reserve_ncpu : (env.mpi_thread_cpuid < 0 && env.ncpu < 0 ? 1 : -1);
+  // Main thread (topology.c _starpu_init_machine_config): STARPU_MAIN_THREAD_BIND takes a bind
+  // id, the requested core's if given and free; STARPU_MAIN_THREAD_CPUID alone binds it without
+  // taking one (workers may share its PU).
+  if (env.main_thread_bind) {
+    reserve = reserve < 0 ? 1 : reserve + 1;
+    int got = ids.next(env.main_thread_cpuid >= 0 ? env.main_thread_cpuid / tpc : -1);
+    t.main_core = ids.core_of(env.main_thread_cpuid >= 0 ? env.main_thread_cpuid : got);
+  } else if (env.main_thread_cpuid >= 0)
+    t.main_core = env.main_thread_cpuid / tpc;
+  if (t.main_core >= 0)
+    checked(t.main_core, "STARPU_MAIN_THREAD_CPUID");
+  // STARPU_MPI_THREAD_CPUID takes its bind id now, before the workers (topology.c).
+  if (env.mpi_thread_cpuid >= 0)
+    ids.next(checked(env.mpi_thread_cpuid / tpc, "STARPU_MPI_THREAD_CPUID"));
+  // CUDA workers: STARPU_NCUDA (-1: all), devices from STARPU_WORKERS_CUDAID (driver_cuda.c), one
+  // driver thread per device bound to the next bind id.
   int ngpu = static_cast<int>(node.gpus.size());
   int ncuda = env.ncuda < 0 ? ngpu : std::min(env.ncuda, ngpu); // StarPU warns and caps
   for (int i = 0; i < ncuda; i++) {
     int dev = env.workers_cudaid.empty() ? i : env.workers_cudaid[i % env.workers_cudaid.size()];
-    const GpuInfo* g = nullptr;
-    for (const auto& x : node.gpus)
-      if (x.index == dev)
-        g = &x;
-    if (!g)
+    if (std::none_of(node.gpus.begin(), node.gpus.end(), [&](const GpuInfo& g) { return g.index == dev; }))
       throw InputError("env", "STARPU_WORKERS_CUDAID", "GPU ids of node " + node.name + ", got " + std::to_string(dev));
-    WorkerPlacement w;
-    w.cuda = true;
-    w.gpu = dev;
-    w.core = next_bindid();
-    w.numa = numa_of(w.core);
-    t.workers.push_back(w);
+    int core = checked(ids.core_of(ids.next()), "STARPU_WORKERS_CPUID");
+    t.workers.push_back({true, core, numa_of(core), dev});
   }
-  // Worker count as _starpu_init_cpu_config (src/drivers/cpu/driver_cpu.c): cores minus the CUDA
-  // drivers' cores (_starpu_cpu_busy_cpu) minus reserve_ncpus, which counts a bound main thread
-  // (src/core/workers.c); explicitly placed main/MPI threads are not subtracted again, their
-  // cores are only skipped when binding.
-  if (env.main_thread_bind)
-    reserve++;
-  int avail_cores = static_cast<int>(node.cpus.size()) - ncuda;
-  int ncpu = env.ncpu >= 0 ? std::min(env.ncpu, avail_cores) : std::max(0, avail_cores - reserve);
+  const int ncpu = cpu_worker_count(env, static_cast<int>(node.cpus.size()), ncuda, reserve);
   for (int i = 0; i < ncpu; i++) {
-    WorkerPlacement w;
-    w.core = next_bindid();
-    if (w.core < 0)
-      break;
-    w.numa = numa_of(w.core);
-    t.workers.push_back(w);
+    int core = checked(ids.core_of(ids.next()), "STARPU_WORKERS_CPUID");
+    t.workers.push_back({false, core, numa_of(core), -1});
   }
-  if (env.main_thread_cpuid >= 0)
-    t.main_core = env.main_thread_cpuid;
   // An unbound main thread first-touches on NUMA 0 (the study's observation: "mostly NUMA 0").
   t.main_numa = t.main_core >= 0 ? numa_of(t.main_core) : 0;
-  // MPI progression thread: STARPU_MPI_THREAD_CPUID, else the next free bind id after the workers
-  // (mpi/src/starpu_mpi_private.c / starpu_get_next_bindid).
-  t.mpi_core = env.mpi_thread_cpuid >= 0 ? env.mpi_thread_cpuid : next_bindid();
-  if (t.mpi_core < 0)
-    t.mpi_core = node.cpus.back().index;
+  // MPI progression thread: STARPU_MPI_THREAD_CPUID, else the next bind id after the workers
+  // (mpi/src/mpi/starpu_mpi_mpi.c _starpu_mpi_progress_thread_func, starpu_get_next_bindid).
+  t.mpi_core = env.mpi_thread_cpuid >= 0 ? env.mpi_thread_cpuid / tpc : checked(ids.core_of(ids.next()), "STARPU_WORKERS_CPUID");
   t.mpi_numa = numa_of(t.mpi_core);
   return t;
 }
-
 
 // Memory StarPU lets itself allocate on a GPU without STARPU_LIMIT_CUDA_MEM: 90% of the
 // device memory, in whole MiB (drivers/cuda/driver_cuda.c _starpu_cuda_limit_gpu_mem_if_needed,

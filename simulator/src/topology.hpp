@@ -36,6 +36,10 @@ struct NodeThreads {
 // progression thread on `node` (tests/data/binding_cases.json, shared with the Python replay
 // testbed/factors.py starpu_placement).
 NodeThreads place_threads(const MachineNode& node, const StarpuEnv& env);
+// The PUs of a STARPU_WORKERS_CPUID list on a machine of `nhwpus` PUs: ranges expanded (an open
+// range `a-` runs to the last PU), every id modulo nhwpus (topology.c
+// _starpu_initialize_workers_bindid).
+std::vector<int> expand_cpuids(const std::vector<CpuIdRange>& list, int nhwpus);
 
 // A memory node (StarPU's memory nodes: one RAM node, or one per NUMA node, and one per GPU).
 struct MemNode {
