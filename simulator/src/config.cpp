@@ -221,34 +221,33 @@ StarpuEnv parse_starpu_env(const std::map<std::string, std::string>& env, const 
   return e;
 }
 
-RunConfig RunConfig::from_json(const Json& j, const std::string& file)
+namespace {
+std::string str_at(const std::string& file, const Json& parent, const std::string& key, const std::string& where)
 {
-  RunConfig c;
-  c.file = file;
-  auto str = [&](const Json& parent, const std::string& key, const std::string& where) -> std::string {
-    const Json* v = parent.find(key);
-    if (!v || v->type != Json::Type::String)
-      throw InputError(file, where + key, "a string");
-    return v->string;
-  };
-  auto num = [&](const Json& parent, const std::string& key, const std::string& where) -> double {
-    const Json* v = parent.find(key);
-    if (!v || v->type != Json::Type::Number)
-      throw InputError(file, where + key, "a number");
-    return v->number;
-  };
-  // Env values: strings, or numbers/booleans written for convenience; a list or object is a mistake.
-  auto env_value = [&](const Json& v, const std::string& key) -> std::string {
-    if (v.type != Json::Type::String && v.type != Json::Type::Number && v.type != Json::Type::Bool)
-      throw InputError(file, key, "a string, number or boolean");
-    return v.scalar_text();
-  };
-  if (j.type != Json::Type::Object)
-    throw InputError(file, "", "a JSON object (run description)");
-  known_keys(j, file, "",
-             {"platform", "perfmodels", "symbols", "dag", "getrf_on_cuda", "workload", "env", "env_per_machine",
-              "seed", "variability", "mpi", "trace", "transfers"});
-  c.platform = str(j, "platform", "");
+  const Json* v = parent.find(key);
+  if (!v || v->type != Json::Type::String)
+    throw InputError(file, where + key, "a string");
+  return v->string;
+}
+double num_at(const std::string& file, const Json& parent, const std::string& key, const std::string& where)
+{
+  const Json* v = parent.find(key);
+  if (!v || v->type != Json::Type::Number)
+    throw InputError(file, where + key, "a number");
+  return v->number;
+}
+// Env values: strings, or numbers/booleans written for convenience; a list or object is a mistake.
+std::string env_value(const std::string& file, const Json& v, const std::string& key)
+{
+  if (v.type != Json::Type::String && v.type != Json::Type::Number && v.type != Json::Type::Bool)
+    throw InputError(file, key, "a string, number or boolean");
+  return v.scalar_text();
+}
+
+// perfmodels, symbols, dag, getrf_on_cuda
+void read_models(const Json& j, RunConfig& c)
+{
+  const std::string& file = c.file;
   const Json* pm = j.find("perfmodels");
   if (!pm || pm->type != Json::Type::Object || pm->object.empty())
     throw InputError(file, "perfmodels", "an object {machine type: StarPU sampling directory}");
@@ -298,26 +297,15 @@ RunConfig RunConfig::from_json(const Json& j, const std::string& file)
       throw InputError(file, "getrf_on_cuda", "true or false");
     c.kind_on_cuda[0] = a->boolean;
   }
-  const Json* w = j.find("workload");
-  if (!w || w->type != Json::Type::Object)
-    throw InputError(file, "workload", "an object {kind: lu, n, b, distribution}");
-  known_keys(*w, file, "workload.", {"kind", "n", "b", "distribution"});
-  if (str(*w, "kind", "workload.") != "lu")
-    throw InputError(file, "workload.kind", "\"lu\"");
-  double n = num(*w, "n", "workload."), b = num(*w, "b", "workload.");
-  if (n <= 0 || b <= 0 || std::fmod(n, b) != 0 || n != std::floor(n) || b != std::floor(b))
-    throw InputError(file, "workload.n/b", "positive integers with n a multiple of b");
-  // Before any allocation: the task graph grows as (n/b)^3 / 3 and tile footprints with b^2.
-  if (b > kMaxTileSize || n / b > kMaxTiles)
-    throw InputError(file, "workload.n/b", "b <= " + std::to_string(kMaxTileSize) + " and n/b <= " +
-                                               std::to_string(kMaxTiles) + " tiles per dimension");
-  c.n = static_cast<int>(n);
-  c.b = static_cast<int>(b);
-  c.nt = c.n / c.b;
-  if (const Json* d = w->find("distribution")) {
+}
+
+void read_distribution(const Json& w, RunConfig& c)
+{
+  const std::string& file = c.file;
+  if (const Json* d = w.find("distribution")) {
     if (d->type != Json::Type::Object)
       throw InputError(file, "workload.distribution", "an object {kind, p, q} or {kind, path}");
-    c.dist_kind = str(*d, "kind", "workload.distribution.");
+    c.dist_kind = str_at(file, *d, "kind", "workload.distribution.");
     if (c.dist_kind == "block-cyclic") {
       known_keys(*d, file, "workload.distribution.", {"kind", "p", "q"});
       // 0 (or absent): chosen from the node count; the bound keeps p*q from overflowing.
@@ -327,15 +315,43 @@ RunConfig RunConfig::from_json(const Json& j, const std::string& file)
         c.q = static_cast<int>(integer_in(d->find("q"), file, "workload.distribution.q", 0, 1 << 20));
     } else if (c.dist_kind == "file" || c.dist_kind == "heterogeneous") {
       known_keys(*d, file, "workload.distribution.", {"kind", "path"});
-      c.dist_path = str(*d, "path", "workload.distribution.");
+      c.dist_path = str_at(file, *d, "path", "workload.distribution.");
     } else
       throw InputError(file, "workload.distribution.kind", "block-cyclic, file or heterogeneous");
   }
+}
+
+void read_workload(const Json& j, RunConfig& c)
+{
+  const std::string& file = c.file;
+  const Json* w = j.find("workload");
+  if (!w || w->type != Json::Type::Object)
+    throw InputError(file, "workload", "an object {kind: lu, n, b, distribution}");
+  known_keys(*w, file, "workload.", {"kind", "n", "b", "distribution"});
+  if (str_at(file, *w, "kind", "workload.") != "lu")
+    throw InputError(file, "workload.kind", "\"lu\"");
+  double n = num_at(file, *w, "n", "workload."), b = num_at(file, *w, "b", "workload.");
+  if (n <= 0 || b <= 0 || std::fmod(n, b) != 0 || n != std::floor(n) || b != std::floor(b))
+    throw InputError(file, "workload.n/b", "positive integers with n a multiple of b");
+  // Before any allocation: the task graph grows as (n/b)^3 / 3 and tile footprints with b^2.
+  if (b > kMaxTileSize || n / b > kMaxTiles)
+    throw InputError(file, "workload.n/b", "b <= " + std::to_string(kMaxTileSize) + " and n/b <= " +
+                                               std::to_string(kMaxTiles) + " tiles per dimension");
+  c.n = static_cast<int>(n);
+  c.b = static_cast<int>(b);
+  c.nt = c.n / c.b;
+  read_distribution(*w, c);
+}
+
+// env, env_per_machine
+void read_envs(const Json& j, RunConfig& c)
+{
+  const std::string& file = c.file;
   if (const Json* e = j.find("env")) {
     if (e->type != Json::Type::Object)
       throw InputError(file, "env", "an object of STARPU_* variables");
     for (const auto& [k, v] : e->object)
-      c.env_raw[k] = env_value(v, "env." + k);
+      c.env_raw[k] = env_value(file, v, "env." + k);
   }
   c.env = parse_starpu_env(c.env_raw, file);
   if (const Json* pm = j.find("env_per_machine")) {
@@ -346,12 +362,18 @@ RunConfig RunConfig::from_json(const Json& j, const std::string& file)
         throw InputError(file, "env_per_machine." + machine, "an object of STARPU_* variables");
       std::map<std::string, std::string> merged = c.env_raw;
       for (const auto& [k, v] : vars.object) {
-        c.env_machine_raw[machine][k] = env_value(v, "env_per_machine." + machine + "." + k);
+        c.env_machine_raw[machine][k] = env_value(file, v, "env_per_machine." + machine + "." + k);
         merged[k] = c.env_machine_raw[machine][k];
       }
       c.env_machine[machine] = parse_starpu_env(merged, file);
     }
   }
+}
+
+// seed, variability, mpi
+void read_options(const Json& j, RunConfig& c)
+{
+  const std::string& file = c.file;
   if (const Json* s = j.find("seed"))
     c.seed = static_cast<uint64_t>(integer_in(s, file, "seed", 0, std::numeric_limits<int64_t>::max()));
   if (const Json* v = j.find("variability")) {
@@ -364,11 +386,17 @@ RunConfig RunConfig::from_json(const Json& j, const std::string& file)
       throw InputError(file, "mpi", "an object {overhead_s}");
     known_keys(*m, file, "mpi.", {"overhead_s"});
     if (m->has("overhead_s")) {
-      c.mpi_overhead_s = num(*m, "overhead_s", "mpi.");
+      c.mpi_overhead_s = num_at(file, *m, "overhead_s", "mpi.");
       if (c.mpi_overhead_s < 0)
         throw InputError(file, "mpi.overhead_s", "a duration >= 0 s");
     }
   }
+}
+
+// trace, transfers; relative paths are made relative to the run description's directory
+void read_paths(const Json& j, RunConfig& c)
+{
+  const std::string& file = c.file;
   // Relative paths are relative to the run description's directory.
   std::string base = file.find('/') == std::string::npos ? "" : file.substr(0, file.rfind('/') + 1);
   auto rel = [&](std::string& path) {
@@ -380,11 +408,29 @@ RunConfig RunConfig::from_json(const Json& j, const std::string& file)
     rel(dir);
   rel(c.dist_path);
   if (const Json* t = j.find("trace"); t && !t->is_null())
-    c.trace = str(j, "trace", "");
+    c.trace = str_at(file, j, "trace", "");
   if (const Json* t = j.find("transfers"); t && !t->is_null())
-    c.transfers = str(j, "transfers", "");
+    c.transfers = str_at(file, j, "transfers", "");
   rel(c.trace);
   rel(c.transfers);
+}
+} // namespace
+
+RunConfig RunConfig::from_json(const Json& j, const std::string& file)
+{
+  RunConfig c;
+  c.file = file;
+  if (j.type != Json::Type::Object)
+    throw InputError(file, "", "a JSON object (run description)");
+  known_keys(j, file, "",
+             {"platform", "perfmodels", "symbols", "dag", "getrf_on_cuda", "workload", "env", "env_per_machine",
+              "seed", "variability", "mpi", "trace", "transfers"});
+  c.platform = str_at(file, j, "platform", "");
+  read_models(j, c);
+  read_workload(j, c);
+  read_envs(j, c);
+  read_options(j, c);
+  read_paths(j, c);
   return c;
 }
 

@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <sys/wait.h>
@@ -18,6 +20,29 @@ using namespace numasim;
 static const std::string kData = std::string(NUMASIM_SOURCE_ROOT) + "/simulator/tests/data/";
 using Env = std::map<std::string, std::string>;
 using Facts = std::map<std::string, double>;
+
+// A directory of this test process's own under the system's temporary directory (mkdtemp),
+// removed when the process ends (the forked children leave with _exit and keep it).
+static const std::filesystem::path& scratch()
+{
+  struct Dir {
+    std::filesystem::path path;
+    Dir()
+    {
+      std::string tmpl = (std::filesystem::temp_directory_path() / "numasim_factors_XXXXXX").string();
+      if (!mkdtemp(tmpl.data()))
+        throw std::runtime_error("mkdtemp failed in " + std::filesystem::temp_directory_path().string());
+      path = tmpl;
+    }
+    ~Dir()
+    {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  };
+  static const Dir dir;
+  return dir.path;
+}
 
 // tiny1/tiny2 with `props` added to every node zone (numa_* parameters of numa_effects.cpp).
 static std::string platform_with(const std::string& base, const Env& props)
@@ -31,7 +56,7 @@ static std::string platform_with(const std::string& base, const Env& props)
   const std::string anchor = "<prop id=\"machine\" value=\"tiny\"/>";
   for (size_t at = xml.find(anchor); at != std::string::npos; at = xml.find(anchor, at + 1))
     xml.insert(at + anchor.size(), extra);
-  std::string path = "/tmp/numasim_factors_" + std::to_string(getpid()) + "_" + base;
+  std::string path = (scratch() / base).string();
   std::ofstream(path) << xml;
   return path;
 }
@@ -45,7 +70,7 @@ static RunConfig config(const std::string& platform, int nt, const Env& env, int
   RunConfig c = RunConfig::from_json(parse_json(text, "test.json"), "test.json");
   c.env_raw = env;
   c.env = parse_starpu_env(env, "test.json");
-  c.transfers = "/tmp/numasim_factors_unused.csv"; // enables the transfer log (not written)
+  c.transfers = (scratch() / "unused.csv").string(); // enables the transfer log (not written)
   return c;
 }
 
@@ -301,7 +326,7 @@ TEST(Factors, SeedsGiveADistributionAndAreReproducible)
 TEST(Factors, TraceShowsOperandPagesAndRemoteBytes)
 {
   std::string p = platform_with("tiny1.xml", {});
-  std::string trace = "/tmp/numasim_factors_trace_" + std::to_string(getpid()) + ".csv";
+  std::string trace = (scratch() / "trace.csv").string();
   auto body = [trace](Simulation& sim, Summary&) {
     sim.write_trace(trace);
     return Facts{};
