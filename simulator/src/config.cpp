@@ -14,13 +14,15 @@ XBT_LOG_NEW_DEFAULT_SUBCATEGORY(numasim_config, numasim, "numasim run descriptio
 
 namespace numasim {
 
-const char* kind_name(TaskKind k)
-{
+const char* kind_name(TaskKind k) {
   switch (k) {
-    case TaskKind::getrf: return "getrf";
-    case TaskKind::trsm_row:
-    case TaskKind::trsm_col: return "trsm";
-    case TaskKind::gemm: return "gemm";
+  case TaskKind::getrf:
+    return "getrf";
+  case TaskKind::trsm_row:
+  case TaskKind::trsm_col:
+    return "trsm";
+  case TaskKind::gemm:
+    return "gemm";
   }
   return "?";
 }
@@ -29,44 +31,39 @@ namespace {
 // Largest CPU/GPU id accepted in StarPU id lists: StarPU's STARPU_NMAXWORKERS is far below it;
 // it only keeps a typo from allocating gigabytes.
 constexpr long kMaxCpuId = 65535;
-long parse_int(const std::string& s, const std::string& file, const std::string& key, const std::string& expected)
-{
+long parse_int(const std::string& s, const std::string& file, const std::string& key,
+               const std::string& expected) {
   char* end = nullptr;
   long v = std::strtol(s.c_str(), &end, 10);
   if (s.empty() || *end)
     throw InputError(file, key, expected + ", got '" + s + "'");
   return v;
 }
-double parse_double(const std::string& s, const std::string& file, const std::string& key)
-{
+double parse_double(const std::string& s, const std::string& file, const std::string& key) {
   char* end = nullptr;
   double v = std::strtod(s.c_str(), &end);
   if (s.empty() || *end || !std::isfinite(v))
     throw InputError(file, key, "a number, got '" + s + "'");
   return v;
 }
-double nonnegative(double v, const std::string& file, const std::string& key, const std::string& text)
-{
+double nonnegative(double v, const std::string& file, const std::string& key, const std::string& text) {
   if (v < 0)
     throw InputError(file, key, "a number >= 0, got '" + text + "'");
   return v;
 }
-int count_or_default(long v, const std::string& file, const std::string& key, const std::string& text)
-{
+int count_or_default(long v, const std::string& file, const std::string& key, const std::string& text) {
   if (v < -1 || v > 1000000)
     throw InputError(file, key, "a count >= 0 (or -1: StarPU's default), got '" + text + "'");
   return static_cast<int>(v);
 }
 // -1 (StarPU's "not set") or an id; larger values would wrap when narrowed to int.
-int cpu_id(const std::string& s, const std::string& file, const std::string& key)
-{
+int cpu_id(const std::string& s, const std::string& file, const std::string& key) {
   long v = parse_int(s, file, key, "a CPU id");
   if (v < -1 || v > kMaxCpuId)
     throw InputError(file, key, "a CPU id in 0.." + std::to_string(kMaxCpuId) + " (or -1), got '" + s + "'");
   return static_cast<int>(v);
 }
-bool parse_bool01(const std::string& s, const std::string& file, const std::string& key)
-{
+bool parse_bool01(const std::string& s, const std::string& file, const std::string& key) {
   long v = parse_int(s, file, key, "0 or 1");
   if (v != 0 && v != 1)
     throw InputError(file, key, "0 or 1, got '" + s + "'");
@@ -75,8 +72,8 @@ bool parse_bool01(const std::string& s, const std::string& file, const std::stri
 // STARPU_WORKERS_CPUID: ids, ranges "a-b" and open ranges "a-" separated by spaces or commas
 // (src/core/topology.c _starpu_initialize_workers_bindid; expanded per machine, numasim:
 // topology.cpp expand_cpuids).
-std::vector<CpuIdRange> parse_cpuid_list(const std::string& s, const std::string& file, const std::string& key)
-{
+std::vector<CpuIdRange> parse_cpuid_list(const std::string& s, const std::string& file,
+                                         const std::string& key) {
   std::vector<CpuIdRange> out;
   std::string t = s;
   std::replace(t.begin(), t.end(), ',', ' ');
@@ -88,7 +85,8 @@ std::vector<CpuIdRange> parse_cpuid_list(const std::string& s, const std::string
     long a = parse_int(item.substr(0, dash), file, key, "integers or ranges a-b, a-");
     long b = a;
     if (dash != std::string::npos)
-      b = dash + 1 == item.size() ? -1 : parse_int(item.substr(dash + 1), file, key, "integers or ranges a-b, a-");
+      b = dash + 1 == item.size() ? -1
+                                  : parse_int(item.substr(dash + 1), file, key, "integers or ranges a-b, a-");
     if (a < 0 || a > kMaxCpuId || (b != -1 && (b < a || b > kMaxCpuId)))
       throw InputError(file, key, range + ", got '" + item + "'");
     out.push_back({static_cast<int>(a), static_cast<int>(b)});
@@ -100,13 +98,13 @@ std::vector<CpuIdRange> parse_cpuid_list(const std::string& s, const std::string
 
 // "0 1 2", "0,1,2" or ranges "0-3" (StarPU's CUDA device list, src/core/topology.c
 // _starpu_initialize_workers_deviceid).
-std::vector<int> parse_id_list(const std::string& s, const std::string& file, const std::string& key)
-{
+std::vector<int> parse_id_list(const std::string& s, const std::string& file, const std::string& key) {
   std::vector<int> out;
   for (const CpuIdRange& r : parse_cpuid_list(s, file, key)) {
     if (r.last < 0)
-      throw InputError(file, key, "ranges a-b with 0 <= a <= b <= " + std::to_string(kMaxCpuId) + ", got '" +
-                                      std::to_string(r.first) + "-'");
+      throw InputError(file, key,
+                       "ranges a-b with 0 <= a <= b <= " + std::to_string(kMaxCpuId) + ", got '" +
+                           std::to_string(r.first) + "-'");
     for (long x = r.first; x <= r.last; x++)
       out.push_back(static_cast<int>(x));
     // A list longer than any machine's PU count is a typo ("0-99999999" would allocate GBs).
@@ -119,8 +117,7 @@ std::vector<int> parse_id_list(const std::string& s, const std::string& file, co
 // A typo in a key ("variabilty", "distrbution") would otherwise leave the default in force
 // silently; every object of the run description lists the keys it may hold.
 void known_keys(const Json& obj, const std::string& file, const std::string& where,
-                std::initializer_list<const char*> keys)
-{
+                std::initializer_list<const char*> keys) {
   for (const auto& [k, v] : obj.object) {
     bool known = false;
     for (const char* key : keys)
@@ -135,24 +132,35 @@ void known_keys(const Json& obj, const std::string& file, const std::string& whe
 }
 // An integer in [lo, hi] written as a JSON number without fraction ("seed": "abc" or 1.5 is an error,
 // not 0 or 1).
-int64_t integer_in(const Json* v, const std::string& file, const std::string& key, int64_t lo, int64_t hi)
-{
+int64_t integer_in(const Json* v, const std::string& file, const std::string& key, int64_t lo, int64_t hi) {
   if (!v || v->type != Json::Type::Number || !v->integral || v->integer < lo || v->integer > hi)
     throw InputError(file, key, "an integer in " + std::to_string(lo) + ".." + std::to_string(hi));
   return v->integer;
 }
 } // namespace
 
-StarpuEnv parse_starpu_env(const std::map<std::string, std::string>& env, const std::string& file)
-{
+StarpuEnv parse_starpu_env(const std::map<std::string, std::string>& env, const std::string& file) {
   StarpuEnv e;
   // Variables with no effect on a simulated run (output, calibration, tracing).
-  static const std::set<std::string> inert = {
-      "STARPU_SILENT",        "STARPU_HOSTNAME",      "STARPU_CALIBRATE",     "STARPU_FXT_PREFIX",
-      "STARPU_FXT_TRACE",     "STARPU_GENERATE_TRACE", "STARPU_WORKER_STATS", "STARPU_BUS_STATS",
-      "STARPU_MEMORY_STATS",  "STARPU_PROFILING",     "STARPU_MALLOC_SIMULATION_FOLD",
-      "STARPU_SIMGRID_CUDA_MALLOC_COST", "STARPU_PERF_MODEL_DIR", "STARPU_HOME", "STARPU_LOGFILENAME",
-      "STARPU_MPI_STATS",     "STARPU_COMM_STATS",    "STARPU_DISPLAY_BINDINGS", "STARPU_ENABLE_STATS"};
+  static const std::set<std::string> inert = {"STARPU_SILENT",
+                                              "STARPU_HOSTNAME",
+                                              "STARPU_CALIBRATE",
+                                              "STARPU_FXT_PREFIX",
+                                              "STARPU_FXT_TRACE",
+                                              "STARPU_GENERATE_TRACE",
+                                              "STARPU_WORKER_STATS",
+                                              "STARPU_BUS_STATS",
+                                              "STARPU_MEMORY_STATS",
+                                              "STARPU_PROFILING",
+                                              "STARPU_MALLOC_SIMULATION_FOLD",
+                                              "STARPU_SIMGRID_CUDA_MALLOC_COST",
+                                              "STARPU_PERF_MODEL_DIR",
+                                              "STARPU_HOME",
+                                              "STARPU_LOGFILENAME",
+                                              "STARPU_MPI_STATS",
+                                              "STARPU_COMM_STATS",
+                                              "STARPU_DISPLAY_BINDINGS",
+                                              "STARPU_ENABLE_STATS"};
   for (const auto& [k, v] : env) {
     std::string key = "env." + k;
     if (k == "STARPU_SCHED") {
@@ -167,7 +175,8 @@ StarpuEnv parse_starpu_env(const std::map<std::string, std::string>& env, const 
       else if (v == "lws")
         e.sched = Scheduler::lws;
       else
-        throw InputError(file, key, "one of dmda, dmdas, dmdasd, eager, lws (schedulers numasim models), got '" + v + "'");
+        throw InputError(
+            file, key, "one of dmda, dmdas, dmdasd, eager, lws (schedulers numasim models), got '" + v + "'");
     } else if (k == "STARPU_SCHED_ALPHA")
       e.alpha = nonnegative(parse_double(v, file, key), file, key, v);
     else if (k == "STARPU_SCHED_BETA")
@@ -217,36 +226,34 @@ StarpuEnv parse_starpu_env(const std::map<std::string, std::string>& env, const 
                        "STARPU_PERF_MODEL_HOMOGENEOUS_CPU/CUDA, TESTBED_NUMA_BALANCING)");
   }
   if (!e.homogeneous_cpu)
-    throw InputError(file, "env.STARPU_PERF_MODEL_HOMOGENEOUS_CPU", "1 (per-core CPU models are not modelled)");
+    throw InputError(file, "env.STARPU_PERF_MODEL_HOMOGENEOUS_CPU",
+                     "1 (per-core CPU models are not modelled)");
   return e;
 }
 
 namespace {
-std::string str_at(const std::string& file, const Json& parent, const std::string& key, const std::string& where)
-{
+std::string str_at(const std::string& file, const Json& parent, const std::string& key,
+                   const std::string& where) {
   const Json* v = parent.find(key);
   if (!v || v->type != Json::Type::String)
     throw InputError(file, where + key, "a string");
   return v->string;
 }
-double num_at(const std::string& file, const Json& parent, const std::string& key, const std::string& where)
-{
+double num_at(const std::string& file, const Json& parent, const std::string& key, const std::string& where) {
   const Json* v = parent.find(key);
   if (!v || v->type != Json::Type::Number)
     throw InputError(file, where + key, "a number");
   return v->number;
 }
 // Env values: strings, or numbers/booleans written for convenience; a list or object is a mistake.
-std::string env_value(const std::string& file, const Json& v, const std::string& key)
-{
+std::string env_value(const std::string& file, const Json& v, const std::string& key) {
   if (v.type != Json::Type::String && v.type != Json::Type::Number && v.type != Json::Type::Bool)
     throw InputError(file, key, "a string, number or boolean");
   return v.scalar_text();
 }
 
 // perfmodels, symbols, dag, getrf_on_cuda
-void read_models(const Json& j, RunConfig& c)
-{
+void read_models(const Json& j, RunConfig& c) {
   const std::string& file = c.file;
   const Json* pm = j.find("perfmodels");
   if (!pm || pm->type != Json::Type::Object || pm->object.empty())
@@ -299,8 +306,7 @@ void read_models(const Json& j, RunConfig& c)
   }
 }
 
-void read_distribution(const Json& w, RunConfig& c)
-{
+void read_distribution(const Json& w, RunConfig& c) {
   const std::string& file = c.file;
   if (const Json* d = w.find("distribution")) {
     if (d->type != Json::Type::Object)
@@ -321,8 +327,7 @@ void read_distribution(const Json& w, RunConfig& c)
   }
 }
 
-void read_workload(const Json& j, RunConfig& c)
-{
+void read_workload(const Json& j, RunConfig& c) {
   const std::string& file = c.file;
   const Json* w = j.find("workload");
   if (!w || w->type != Json::Type::Object)
@@ -335,8 +340,9 @@ void read_workload(const Json& j, RunConfig& c)
     throw InputError(file, "workload.n/b", "positive integers with n a multiple of b");
   // Before any allocation: the task graph grows as (n/b)^3 / 3 and tile footprints with b^2.
   if (b > kMaxTileSize || n / b > kMaxTiles)
-    throw InputError(file, "workload.n/b", "b <= " + std::to_string(kMaxTileSize) + " and n/b <= " +
-                                               std::to_string(kMaxTiles) + " tiles per dimension");
+    throw InputError(file, "workload.n/b",
+                     "b <= " + std::to_string(kMaxTileSize) + " and n/b <= " + std::to_string(kMaxTiles) +
+                         " tiles per dimension");
   c.n = static_cast<int>(n);
   c.b = static_cast<int>(b);
   c.nt = c.n / c.b;
@@ -344,8 +350,7 @@ void read_workload(const Json& j, RunConfig& c)
 }
 
 // env, env_per_machine
-void read_envs(const Json& j, RunConfig& c)
-{
+void read_envs(const Json& j, RunConfig& c) {
   const std::string& file = c.file;
   if (const Json* e = j.find("env")) {
     if (e->type != Json::Type::Object)
@@ -371,8 +376,7 @@ void read_envs(const Json& j, RunConfig& c)
 }
 
 // seed, variability, mpi
-void read_options(const Json& j, RunConfig& c)
-{
+void read_options(const Json& j, RunConfig& c) {
   const std::string& file = c.file;
   if (const Json* s = j.find("seed"))
     c.seed = static_cast<uint64_t>(integer_in(s, file, "seed", 0, std::numeric_limits<int64_t>::max()));
@@ -394,8 +398,7 @@ void read_options(const Json& j, RunConfig& c)
 }
 
 // trace, transfers; relative paths are made relative to the run description's directory
-void read_paths(const Json& j, RunConfig& c)
-{
+void read_paths(const Json& j, RunConfig& c) {
   const std::string& file = c.file;
   // Relative paths are relative to the run description's directory.
   std::string base = file.find('/') == std::string::npos ? "" : file.substr(0, file.rfind('/') + 1);
@@ -416,15 +419,14 @@ void read_paths(const Json& j, RunConfig& c)
 }
 } // namespace
 
-RunConfig RunConfig::from_json(const Json& j, const std::string& file)
-{
+RunConfig RunConfig::from_json(const Json& j, const std::string& file) {
   RunConfig c;
   c.file = file;
   if (j.type != Json::Type::Object)
     throw InputError(file, "", "a JSON object (run description)");
   known_keys(j, file, "",
-             {"platform", "perfmodels", "symbols", "dag", "getrf_on_cuda", "workload", "env", "env_per_machine",
-              "seed", "variability", "mpi", "trace", "transfers"});
+             {"platform", "perfmodels", "symbols", "dag", "getrf_on_cuda", "workload", "env",
+              "env_per_machine", "seed", "variability", "mpi", "trace", "transfers"});
   c.platform = str_at(file, j, "platform", "");
   read_models(j, c);
   read_workload(j, c);
@@ -434,8 +436,7 @@ RunConfig RunConfig::from_json(const Json& j, const std::string& file)
   return c;
 }
 
-void RunConfig::resolve_distribution(int nranks)
-{
+void RunConfig::resolve_distribution(int nranks) {
   owner.assign(static_cast<size_t>(nt) * nt, 0);
   if (dist_kind == "block-cyclic") {
     if (p <= 0 && q <= 0) { // most square grid p <= q with p*q = nranks

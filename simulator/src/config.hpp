@@ -23,7 +23,7 @@ struct CpuIdRange {
 };
 
 struct StarpuEnv {
-  Scheduler sched = Scheduler::dmdas; // study default (Chameleon picks dmdas with CUDA workers)
+  Scheduler sched = Scheduler::dmdas;       // study default (Chameleon picks dmdas with CUDA workers)
   double alpha = 1, beta = 1, gamma = 1000; // deque_modeling_policy_data_aware.c defaults
   bool prefetch = true;                     // starpu_get_prefetch_flag(): STARPU_PREFETCH default 1
   int cuda_pipeline = 2;                    // drivers/cuda/driver_cuda.c: STARPU_CUDA_PIPELINE default 2
@@ -66,8 +66,7 @@ struct RunConfig {
   // NUMA balancing; the scheduler settings are taken from `env`).
   std::map<std::string, std::map<std::string, std::string>> env_machine_raw;
   std::map<std::string, StarpuEnv> env_machine;
-  const StarpuEnv& env_for(const std::string& machine) const
-  {
+  const StarpuEnv& env_for(const std::string& machine) const {
     auto it = env_machine.find(machine);
     return it == env_machine.end() ? env : it->second;
   }
@@ -82,6 +81,5 @@ struct RunConfig {
 };
 
 StarpuEnv parse_starpu_env(const std::map<std::string, std::string>& env, const std::string& file);
-
 
 } // namespace numasim

@@ -39,9 +39,9 @@ struct Reception {
 struct Dag {
   std::vector<Task> tasks;
   std::vector<Reception> receptions;
-  std::vector<uint32_t> succ; // node ids: < tasks.size() is a task, else a reception (id - tasks.size())
-  std::vector<uint32_t> ready;        // tasks without predecessors, in submission order
-  std::vector<uint32_t> ready_recvs;  // receptions of initial data
+  std::vector<uint32_t> succ;  // node ids: < tasks.size() is a task, else a reception (id - tasks.size())
+  std::vector<uint32_t> ready; // tasks without predecessors, in submission order
+  std::vector<uint32_t> ready_recvs; // receptions of initial data
   uint64_t count_by_kind[kNumKinds] = {0, 0, 0, 0};
 };
 

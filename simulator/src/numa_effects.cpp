@@ -1,6 +1,6 @@
 #include "numa_effects.hpp"
-#include "error.hpp"
 #include "datawizard/datawizard.hpp"
+#include "error.hpp"
 
 #include <algorithm>
 #include <array>
@@ -13,20 +13,21 @@ namespace numasim {
 
 namespace {
 // The BLAS kernel of a task kind: the names of numa_bench's kernels and of the stall fractions.
-const char* kernel_of(TaskKind k)
-{
+const char* kernel_of(TaskKind k) {
   switch (k) {
-    case TaskKind::getrf: return "dgetrf_nopiv";
-    case TaskKind::trsm_row:
-    case TaskKind::trsm_col: return "dtrsm";
-    case TaskKind::gemm: return "dgemm";
+  case TaskKind::getrf:
+    return "dgetrf_nopiv";
+  case TaskKind::trsm_row:
+  case TaskKind::trsm_col:
+    return "dtrsm";
+  case TaskKind::gemm:
+    return "dgemm";
   }
   return "?";
 }
 } // namespace
 
-NumaParams NumaParams::from_zone(const sg4::NetZone* zone, const std::string& file)
-{
+NumaParams NumaParams::from_zone(const sg4::NetZone* zone, const std::string& file) {
   NumaParams p;
   auto get = [&](const char* key, double& field) {
     const char* v = zone->get_property(std::string("numa_") + key);
@@ -49,14 +50,15 @@ NumaParams NumaParams::from_zone(const sg4::NetZone* zone, const std::string& fi
   get("migrate_ratelimit_bytes", p.migrate_ratelimit_bytes);
   get("migrate_ratelimit_window_s", p.migrate_ratelimit_window_s);
   if (p.page_bytes <= 0 || p.balancing_scan_period_s <= 0 || p.migrate_ratelimit_window_s <= 0)
-    throw InputError(file, "zone " + zone->get_name() + " numa_page_bytes/numa_balancing_scan_period_s/"
-                                                        "numa_migrate_ratelimit_window_s",
+    throw InputError(file,
+                     "zone " + zone->get_name() +
+                         " numa_page_bytes/numa_balancing_scan_period_s/"
+                         "numa_migrate_ratelimit_window_s",
                      "positive numbers");
   return p;
 }
 
-void NumaEffects::init()
-{
+void NumaEffects::init() {
   const size_t nranks = topo_.nranks();
   ranks_.resize(nranks);
   page_.assign(data_.nhandles(), -1);
@@ -69,8 +71,7 @@ void NumaEffects::init()
     init_rank(static_cast<int>(r));
 }
 
-void NumaEffects::init_rank(int r)
-{
+void NumaEffects::init_rank(int r) {
   const MachineNode& n = topo_.nodes()[r];
   const StarpuEnv& env = cfg_.env_for(n.machine);
   const NodeThreads& th = topo_.threads(r);
@@ -116,8 +117,7 @@ void NumaEffects::init_rank(int r)
 }
 
 // First touch of the application's tiles (owner's RAM replica).
-void NumaEffects::first_touch(int r, const std::vector<int>& cpu_numas)
-{
+void NumaEffects::first_touch(int r, const std::vector<int>& cpu_numas) {
   const RankInfo& ri = ranks_[r];
   size_t k = 0;
   for (uint32_t t = 0; t < data_.ntiles(); t++) {
@@ -133,10 +133,11 @@ void NumaEffects::first_touch(int r, const std::vector<int>& cpu_numas)
   }
 }
 
-int NumaEffects::page_numa(int rank, uint32_t tile) const { return page_[data_.handle(rank, tile)]; }
+int NumaEffects::page_numa(int rank, uint32_t tile) const {
+  return page_[data_.handle(rank, tile)];
+}
 
-sg4::Host* NumaEffects::ram_host(int rank, uint32_t h, int gmem) const
-{
+sg4::Host* NumaEffects::ram_host(int rank, uint32_t h, int gmem) const {
   const MemNode& m = topo_.mem(gmem);
   const RankInfo& ri = ranks_[rank];
   if (ri.use_numa || page_[h] < 0)
@@ -144,8 +145,7 @@ sg4::Host* NumaEffects::ram_host(int rank, uint32_t h, int gmem) const
   return ri.ram[page_[h]];
 }
 
-int NumaEffects::operand_numa(const Worker& w, uint32_t h) const
-{
+int NumaEffects::operand_numa(const Worker& w, uint32_t h) const {
   const MemNode& m = topo_.mem(topo_.global_mem(w.rank, w.mem));
   if (m.gpu)
     return -1;
@@ -154,8 +154,7 @@ int NumaEffects::operand_numa(const Worker& w, uint32_t h) const
   return page_[h];
 }
 
-int NumaEffects::intern(const std::vector<Leg>& legs)
-{
+int NumaEffects::intern(const std::vector<Leg>& legs) {
   std::vector<const sg4::Host*> key;
   for (const auto& l : legs) {
     key.push_back(l.src);
@@ -180,8 +179,7 @@ int NumaEffects::intern(const std::vector<Leg>& legs)
   return id;
 }
 
-double NumaEffects::control_delay(int rank, const sg4::Host* driver, const sg4::Host* gpu)
-{
+double NumaEffects::control_delay(int rank, const sg4::Host* driver, const sg4::Host* gpu) {
   auto key = std::make_pair(driver, gpu);
   auto it = latbw_.find(key);
   if (it == latbw_.end()) {
@@ -194,19 +192,18 @@ double NumaEffects::control_delay(int rank, const sg4::Host* driver, const sg4::
     it = latbw_.emplace(key, std::make_pair(lat, bw)).first;
   }
   double bytes = ranks_[rank].p.control_message_bytes;
-  return it->second.first + (std::isfinite(it->second.second) && it->second.second > 0 ? bytes / it->second.second : 0);
+  return it->second.first +
+         (std::isfinite(it->second.second) && it->second.second > 0 ? bytes / it->second.second : 0);
 }
 
-std::vector<std::string> NumaEffects::control_links(int gpu_gmem)
-{
+std::vector<std::string> NumaEffects::control_links(int gpu_gmem) {
   auto it = driver_of_gpu_mem_.find(gpu_gmem);
   if (it == driver_of_gpu_mem_.end())
     return {};
   return paths_[intern({{it->second, topo_.mem(gpu_gmem).host}})].links;
 }
 
-void NumaEffects::run_legs(const std::vector<Leg>& legs, double bytes)
-{
+void NumaEffects::run_legs(const std::vector<Leg>& legs, double bytes) {
   // Legs of one pipelined copy run concurrently: the copy ends when its slowest leg ends, and
   // each leg contends on its own links. At most 5 legs (an MPI message): a fixed array, no
   // allocation per copy.
@@ -222,8 +219,7 @@ void NumaEffects::run_legs(const std::vector<Leg>& legs, double bytes)
     comms[i]->wait();
 }
 
-std::pair<sg4::Host*, sg4::Host*> NumaEffects::network_split(int a, int b)
-{
+std::pair<sg4::Host*, sg4::Host*> NumaEffects::network_split(int a, int b) {
   // The NICs where the message's route between the two MPI threads leaves node a and enters
   // node b, when that route is exactly (thread a -> NIC a) + (NIC a -> NIC b) + (NIC b -> thread b);
   // {nullptr, nullptr} otherwise (then the message stays one leg between the threads).
@@ -256,8 +252,7 @@ std::pair<sg4::Host*, sg4::Host*> NumaEffects::network_split(int a, int b)
   return split_[k];
 }
 
-int NumaEffects::move(const Transfer& tr)
-{
+int NumaEffects::move(const Transfer& tr) {
   // A copy: transfers_ may grow (and move) while this actor blocks.
   struct {
     bool mpi;
@@ -309,7 +304,8 @@ int NumaEffects::move(const Transfer& tr)
     else
       add(ram, dst.host);
   } else {
-    add(src.gpu ? src.host : ram_host(t.rank, t.handle, t.gsrc), dst.gpu ? dst.host : ram_host(t.rank, t.handle, t.gdst));
+    add(src.gpu ? src.host : ram_host(t.rank, t.handle, t.gsrc),
+        dst.gpu ? dst.host : ram_host(t.rank, t.handle, t.gdst));
   }
   if (legs.empty()) // both ends on the same host (pages already where the copy goes)
     legs.push_back({src.host, dst.host});
@@ -318,8 +314,7 @@ int NumaEffects::move(const Transfer& tr)
   return path;
 }
 
-void NumaEffects::hinting_faults(const Worker& w, uint32_t task)
-{
+void NumaEffects::hinting_faults(const Worker& w, uint32_t task) {
   RankInfo& ri = ranks_[w.rank];
   const Task& t = dag_.tasks[task];
   double fault_time = 0;
@@ -366,8 +361,7 @@ void NumaEffects::hinting_faults(const Worker& w, uint32_t task)
   }
 }
 
-double NumaEffects::run_task(const Worker& w, uint32_t task, double duration)
-{
+double NumaEffects::run_task(const Worker& w, uint32_t task, double duration) {
   const double now = sg4::Engine::get_clock();
   if (w.cuda)
     run_on_gpu(w, duration);
@@ -376,8 +370,7 @@ double NumaEffects::run_task(const Worker& w, uint32_t task, double duration)
   return now;
 }
 
-void NumaEffects::run_on_gpu(const Worker& w, double duration)
-{
+void NumaEffects::run_on_gpu(const Worker& w, double duration) {
   // The driver launches the kernel asynchronously as soon as the operands are there; when the
   // GPU has been idle (nothing launched ahead), the launch latency driver core -> GPU is paid
   // before the kernel starts (drivers/cuda/driver_cuda.c; hidden by STARPU_CUDA_PIPELINE).
@@ -399,8 +392,7 @@ void NumaEffects::run_on_gpu(const Worker& w, double duration)
 
 // Bytes the CPU kernel of `task` moves from each NUMA node's RAM; records the operands' pages and
 // remote bytes for the trace. Returns the remote bytes.
-double NumaEffects::kernel_traffic(const Worker& w, uint32_t task, double* by_node)
-{
+double NumaEffects::kernel_traffic(const Worker& w, uint32_t task, double* by_node) {
   const Task& t = dag_.tasks[task];
   const RankInfo& ri = ranks_[w.rank];
   double passes = ri.p.gemm_block_k > 0 ? std::ceil(cfg_.b / ri.p.gemm_block_k) : 1.0;
@@ -430,8 +422,7 @@ double NumaEffects::kernel_traffic(const Worker& w, uint32_t task, double* by_no
   return remote;
 }
 
-void NumaEffects::run_on_cpu(const Worker& w, uint32_t task, double duration)
-{
+void NumaEffects::run_on_cpu(const Worker& w, uint32_t task, double duration) {
   if (ranks_[w.rank].balancing)
     hinting_faults(w, task);
   // The kernel's memory traffic (docs/memory-model.md): read-only operands are read once; the
@@ -461,8 +452,7 @@ void NumaEffects::run_on_cpu(const Worker& w, uint32_t task, double duration)
   ri.mem->end_kernel(by_node, duration);
 }
 
-double NumaEffects::respread(double d, double mean, double sd, double ratio, double remote_share)
-{
+double NumaEffects::respread(double d, double mean, double sd, double ratio, double remote_share) {
   // Lognormal d = m exp(-s2/2 + s z) (Simulation::sample_duration): m (d/m)^f has log-sd f s
   // and mean m exp(f (f - 1) s2 / 2), divided out.
   if (d <= 0 || mean <= 0 || sd <= 0)
@@ -472,8 +462,7 @@ double NumaEffects::respread(double d, double mean, double sd, double ratio, dou
   return mean * std::pow(d / mean, f) * std::exp(-f * (f - 1) * s2 / 2);
 }
 
-std::string NumaEffects::operand_pages(uint32_t task) const
-{
+std::string NumaEffects::operand_pages(uint32_t task) const {
   const Task& t = dag_.tasks[task];
   if (t.worker >= 0 && topo_.workers()[t.worker].cuda)
     return "gpu";
@@ -485,13 +474,13 @@ std::string NumaEffects::operand_pages(uint32_t task) const
   return s;
 }
 
-void NumaEffects::scan_loop(int rank)
-{
+void NumaEffects::scan_loop(int rank) {
   // task_numa_work (kernel/sched/fair.c): every scan period, the next scan_size bytes of the
   // address space are made PROT_NONE so that the next access faults. Tiles are taken in handle
   // order as the address order.
   RankInfo& ri = ranks_[rank];
-  size_t per_scan = static_cast<size_t>(std::max(1.0, std::floor(ri.p.balancing_scan_size_bytes / data_.tile_bytes())));
+  size_t per_scan =
+      static_cast<size_t>(std::max(1.0, std::floor(ri.p.balancing_scan_size_bytes / data_.tile_bytes())));
   sg4::this_actor::sleep_for(ri.p.balancing_scan_delay_s);
   uint64_t last_done = progress_.done_tasks;
   int idle_scans = 0;
@@ -514,18 +503,17 @@ void NumaEffects::scan_loop(int rank)
   }
 }
 
-void NumaEffects::start_actors()
-{
+void NumaEffects::start_actors() {
   for (size_t r = 0; r < ranks_.size(); r++)
     if (ranks_[r].balancing) {
       int rank = static_cast<int>(r);
-      auto a = sg4::Actor::create(topo_.nodes()[r].name + ".numab", ranks_[r].ram[0], [this, rank] { scan_loop(rank); });
+      auto a = sg4::Actor::create(topo_.nodes()[r].name + ".numab", ranks_[r].ram[0],
+                                  [this, rank] { scan_loop(rank); });
       a->daemonize();
     }
 }
 
-std::map<std::string, double> NumaEffects::summary() const
-{
+std::map<std::string, double> NumaEffects::summary() const {
   return {{"remote_read_bytes", remote_total_},
           {"remote_read_tasks", static_cast<double>(remote_tasks_)},
           {"hinting_faults", static_cast<double>(faults_)},

@@ -8,8 +8,7 @@ XBT_LOG_NEW_DEFAULT_SUBCATEGORY(numasim_bus, numasim, "numasim bus model");
 
 namespace numasim {
 
-int LinkClasses::id(const std::string& cls)
-{
+int LinkClasses::id(const std::string& cls) {
   auto it = std::find(names_.begin(), names_.end(), cls);
   if (it != names_.end())
     return static_cast<int>(it - names_.begin());
@@ -18,13 +17,11 @@ int LinkClasses::id(const std::string& cls)
   return static_cast<int>(names_.size() - 1);
 }
 
-BusModel::BusModel(const Topology& topo, LinkClasses& classes) : topo_(topo), classes_(classes)
-{
+BusModel::BusModel(const Topology& topo, LinkClasses& classes) : topo_(topo), classes_(classes) {
   routes_.resize(topo_.mem().size() * topo_.mem().size());
 }
 
-BusModel::Route& BusModel::route(int gsrc, int gdst)
-{
+BusModel::Route& BusModel::route(int gsrc, int gdst) {
   Route& r = routes_[static_cast<size_t>(gsrc) * topo_.mem().size() + gdst];
   if (!r.known) {
     std::vector<sg4::Link*> links;
@@ -42,8 +39,7 @@ BusModel::Route& BusModel::route(int gsrc, int gdst)
   return r;
 }
 
-double BusModel::estimate(int gsrc, int gdst, double bytes)
-{
+double BusModel::estimate(int gsrc, int gdst, double bytes) {
   if (gsrc == gdst)
     return 0;
   // StarPU's bus model, core/perfmodel/perfmodel_bus.c starpu_transfer_predict:

@@ -11,8 +11,8 @@ XBT_LOG_NEW_DEFAULT_SUBCATEGORY(numasim_runtime, numasim, "numasim StarPU runtim
 
 namespace numasim {
 
-Simulation::Simulation(sg4::Engine& engine, RunConfig cfg) : engine_(engine), cfg_(std::move(cfg)), rng_(cfg_.seed)
-{
+Simulation::Simulation(sg4::Engine& engine, RunConfig cfg)
+    : engine_(engine), cfg_(std::move(cfg)), rng_(cfg_.seed) {
   load_platform();
   dag_ = build_lu_dag(cfg_);
   bus_ = std::make_unique<BusModel>(*topo_, classes_);
@@ -32,13 +32,13 @@ Simulation::Simulation(sg4::Engine& engine, RunConfig cfg) : engine_(engine), cf
 Simulation::~Simulation() = default;
 
 // The platform, its nodes, the tile distribution and StarPU's configuration of every node.
-void Simulation::load_platform()
-{
+void Simulation::load_platform() {
   // CM02 with LV08's factors on Ethernet routes only, unless --cfg chose a model (network.hpp).
   const bool own_network_model = configure_network_model();
   // SimGrid reports a missing file as a runtime error (exit 1, an environment fault); here it is the
   // run description's `platform` key that is wrong.
-  if (std::error_code ec; !std::filesystem::is_regular_file(cfg_.platform, ec) || !std::ifstream(cfg_.platform))
+  if (std::error_code ec;
+      !std::filesystem::is_regular_file(cfg_.platform, ec) || !std::ifstream(cfg_.platform))
     throw InputError(cfg_.file, "platform", "a readable SimGrid platform file, got '" + cfg_.platform + "'");
   engine_.load_platform(cfg_.platform);
   if (own_network_model)
@@ -52,8 +52,7 @@ void Simulation::load_platform()
 }
 
 // A copy a task (or an MPI send) waited for landed (DataWizard::Hooks::ready).
-void Simulation::operand_ready(uint32_t waiter)
-{
+void Simulation::operand_ready(uint32_t waiter) {
   if (waiter & kRecvFlag) { // an MPI send waiting for the data to reach RAM
     const uint32_t r = waiter & ~kRecvFlag;
     mpi_->enqueue(dag_.receptions[r].src, true, r);
@@ -64,8 +63,7 @@ void Simulation::operand_ready(uint32_t waiter)
     wake(topo_->workers()[t.worker]);
 }
 
-double Simulation::sample_duration(const Worker& w, TaskKind k)
-{
+double Simulation::sample_duration(const Worker& w, TaskKind k) {
   double mean = w.length[static_cast<int>(k)];
   double sd = w.dev[static_cast<int>(k)];
   if (!cfg_.variability || sd <= 0 || mean <= 0)
@@ -76,8 +74,7 @@ double Simulation::sample_duration(const Worker& w, TaskKind k)
   return std::exp(mu + std::sqrt(s2) * normal_(rng_));
 }
 
-void Simulation::prepare(Worker& w, uint32_t task)
-{
+void Simulation::prepare(Worker& w, uint32_t task) {
   // _starpu_fetch_task_input (datawizard/coherency.cpp): every operand must be valid on the
   // worker's memory node.
   Task& t = dag_.tasks[task];
@@ -92,16 +89,14 @@ void Simulation::prepare(Worker& w, uint32_t task)
 // when tasks run back to back the host time overlaps the previous kernel: the worker then
 // advances by max(host, kernel), the steady state of a two-stage pipeline; after an idle gap
 // nothing overlaps and the task costs host + kernel.
-double Simulation::cuda_occupancy(const Worker& w, double kernel) const
-{
+double Simulation::cuda_occupancy(const Worker& w, double kernel) const {
   if (w.task_overhead <= 0)
     return kernel;
   bool back_to_back = cfg_.env.cuda_pipeline >= 2 && sg4::Engine::get_clock() <= w.last_end;
   return back_to_back ? std::max(w.task_overhead, kernel) : w.task_overhead + kernel;
 }
 
-void Simulation::execute(Worker& w, uint32_t task)
-{
+void Simulation::execute(Worker& w, uint32_t task) {
   Task& t = dag_.tasks[task];
   double d = sample_duration(w, t.kind);
   if (w.cuda)
@@ -121,8 +116,7 @@ void Simulation::execute(Worker& w, uint32_t task)
     finish_all();
 }
 
-void Simulation::release(uint32_t node_id, int releasing_worker)
-{
+void Simulation::release(uint32_t node_id, int releasing_worker) {
   const uint32_t ntasks = static_cast<uint32_t>(dag_.tasks.size());
   uint32_t b, e;
   if (node_id < ntasks) {
@@ -141,8 +135,7 @@ void Simulation::release(uint32_t node_id, int releasing_worker)
   }
 }
 
-void Simulation::worker_loop(int wid)
-{
+void Simulation::worker_loop(int wid) {
   Worker& w = topo_->workers()[wid];
   size_t depth = w.cuda ? static_cast<size_t>(std::max(1, cfg_.env.cuda_pipeline)) : 1;
   while (!progress_.finished) {
@@ -164,8 +157,7 @@ void Simulation::worker_loop(int wid)
   }
 }
 
-void Simulation::finish_all()
-{
+void Simulation::finish_all() {
   progress_.finished = true;
   sum_.makespan = sg4::Engine::get_clock();
   for (auto& w : topo_->workers())
@@ -174,8 +166,7 @@ void Simulation::finish_all()
   data_->finish();
 }
 
-void Simulation::fill_summary()
-{
+void Simulation::fill_summary() {
   sum_.tasks = progress_.done_tasks;
   for (size_t c = 0; c < classes_.names().size(); c++)
     sum_.bytes_by_link_class[classes_.names()[c]] = classes_.bytes(static_cast<int>(c));
@@ -191,8 +182,7 @@ void Simulation::fill_summary()
     (w.cuda ? sum_.cuda_workers : sum_.cpu_workers)++;
 }
 
-Summary Simulation::run()
-{
+Summary Simulation::run() {
   for (auto& w : topo_->workers())
     w.actor = sg4::Actor::create(w.name, w.host, [this, id = w.id] { worker_loop(id); });
   mpi_->start_actors();

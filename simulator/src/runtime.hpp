@@ -58,7 +58,9 @@ public:
   std::vector<std::string> route_links(int gsrc, int gdst) { return bus_->route_links(gsrc, gdst); }
 
   // Scheduling decision of dmda for a ready task (exposed for unit tests; -1 under other policies).
-  int dmda_choose(uint32_t task, double* best_fitness = nullptr) { return sched_->choose(task, best_fitness); }
+  int dmda_choose(uint32_t task, double* best_fitness = nullptr) {
+    return sched_->choose(task, best_fitness);
+  }
 
   NumaEffects& numa() { return *numa_; }
 
@@ -101,7 +103,8 @@ private:
   void fill_summary();
   std::string tile_name(uint32_t tile) const;
   std::string task_name(uint32_t task) const;
-  void stall_tasks(std::vector<std::string>& items, size_t max_items, uint64_t& prepared, uint64_t& queued) const;
+  void stall_tasks(std::vector<std::string>& items, size_t max_items, uint64_t& prepared,
+                   uint64_t& queued) const;
 };
 
 } // namespace numasim

@@ -6,12 +6,12 @@
 #include <cmath>
 #include <cstdio>
 
-XBT_LOG_NEW_DEFAULT_SUBCATEGORY(numasim_topology, numasim, "numasim workers, memory nodes and thread binding");
+XBT_LOG_NEW_DEFAULT_SUBCATEGORY(numasim_topology, numasim,
+                                "numasim workers, memory nodes and thread binding");
 
 namespace numasim {
 
-std::vector<int> expand_cpuids(const std::vector<CpuIdRange>& list, int nhwpus)
-{
+std::vector<int> expand_cpuids(const std::vector<CpuIdRange>& list, int nhwpus) {
   // topology.c _starpu_initialize_workers_bindid: workers_bindid[i] = val % nhwpus, a range a-b
   // adds a..b, an open range a- runs to nhwpus - 1; the list is not repeated to the number of
   // workers (workers_nbindid = number of entries): _starpu_get_next_bindid starts over instead.
@@ -29,8 +29,7 @@ namespace {
 // (topology.c _starpu_get_next_bindid, every thread here being STARPU_THREAD_ACTIVE).
 class BindIds {
 public:
-  BindIds(const MachineNode& node, const StarpuEnv& env) : tpc_(std::max(1, node.threads_per_core))
-  {
+  BindIds(const MachineNode& node, const StarpuEnv& env) : tpc_(std::max(1, node.threads_per_core)) {
     const int nhwpus = static_cast<int>(node.cpus.size()) * tpc_;
     if (!env.workers_cpuid.empty())
       ids_ = expand_cpuids(env.workers_cpuid, nhwpus);
@@ -42,8 +41,7 @@ public:
 
   // The next PU: the preferred core's first PU if it is in the list and free, else the next free
   // entry from the last one used; when every entry is taken, StarPU starts over (overloading).
-  int next(int preferred_core = -1)
-  {
+  int next(int preferred_core = -1) {
     if (preferred_core >= 0) {
       const int want = preferred_core * tpc_;
       for (size_t i = 0; i < ids_.size(); i++)
@@ -79,8 +77,7 @@ private:
 // _starpu_topology_check_ndevices (src/core/topology.c) compute it: by default the cores not
 // taken by CUDA drivers minus reserve_ncpus; an explicit STARPU_NCPU is not capped by the cores
 // (overflow allowed) but reserve_ncpus is subtracted from it too.
-int cpu_worker_count(const StarpuEnv& env, int ncores, int ncuda, int reserve)
-{
+int cpu_worker_count(const StarpuEnv& env, int ncores, int ncuda, int reserve) {
   if (env.ncpu == 0)
     return 0;
   int n = env.ncpu < 0 ? std::max(0, ncores - ncuda) : env.ncpu;
@@ -90,8 +87,7 @@ int cpu_worker_count(const StarpuEnv& env, int ncores, int ncuda, int reserve)
 }
 } // namespace
 
-NodeThreads place_threads(const MachineNode& node, const StarpuEnv& env)
-{
+NodeThreads place_threads(const MachineNode& node, const StarpuEnv& env) {
   NodeThreads t;
   auto numa_of = [&](int core) {
     for (const auto& c : node.cpus)
@@ -101,8 +97,9 @@ NodeThreads place_threads(const MachineNode& node, const StarpuEnv& env)
   };
   auto checked = [&](int core, const char* var) {
     if (numa_of(core) < 0)
-      throw InputError("env", var, "a CPU id of node " + node.name + " (0.." +
-                                       std::to_string(node.cpus.back().index) + "), got " + std::to_string(core));
+      throw InputError("env", var,
+                       "a CPU id of node " + node.name + " (0.." + std::to_string(node.cpus.back().index) +
+                           "), got " + std::to_string(core));
     return core;
   };
   BindIds ids(node, env);
@@ -111,7 +108,8 @@ NodeThreads place_threads(const MachineNode& node, const StarpuEnv& env)
   // STARPU_MPI_THREAD_CPUID nor STARPU_NCPU is set (mpi/src/starpu_mpi_init.c; an explicit
   // STARPU_RESERVE_NCPU replaces it, src/core/workers.c _starpu_conf_check_environment), plus 1
   // for a bound main thread (workers.c).
-  int reserve = env.reserve_ncpu >= 0 ? env.reserve_ncpu : (env.mpi_thread_cpuid < 0 && env.ncpu < 0 ? 1 : -1);
+  int reserve =
+      env.reserve_ncpu >= 0 ? env.reserve_ncpu : (env.mpi_thread_cpuid < 0 && env.ncpu < 0 ? 1 : -1);
   // Main thread (topology.c _starpu_init_machine_config): STARPU_MAIN_THREAD_BIND takes a bind
   // id, the requested core's if given and free; STARPU_MAIN_THREAD_CPUID alone binds it without
   // taking one (workers may share its PU).
@@ -133,7 +131,8 @@ NodeThreads place_threads(const MachineNode& node, const StarpuEnv& env)
   for (int i = 0; i < ncuda; i++) {
     int dev = env.workers_cudaid.empty() ? i : env.workers_cudaid[i % env.workers_cudaid.size()];
     if (std::none_of(node.gpus.begin(), node.gpus.end(), [&](const GpuInfo& g) { return g.index == dev; }))
-      throw InputError("env", "STARPU_WORKERS_CUDAID", "GPU ids of node " + node.name + ", got " + std::to_string(dev));
+      throw InputError("env", "STARPU_WORKERS_CUDAID",
+                       "GPU ids of node " + node.name + ", got " + std::to_string(dev));
     int core = checked(ids.core_of(ids.next()), "STARPU_WORKERS_CPUID");
     t.workers.push_back({true, core, numa_of(core), dev});
   }
@@ -146,7 +145,8 @@ NodeThreads place_threads(const MachineNode& node, const StarpuEnv& env)
   t.main_numa = t.main_core >= 0 ? numa_of(t.main_core) : 0;
   // MPI progression thread: STARPU_MPI_THREAD_CPUID, else the next bind id after the workers
   // (mpi/src/mpi/starpu_mpi_mpi.c _starpu_mpi_progress_thread_func, starpu_get_next_bindid).
-  t.mpi_core = env.mpi_thread_cpuid >= 0 ? env.mpi_thread_cpuid / tpc : checked(ids.core_of(ids.next()), "STARPU_WORKERS_CPUID");
+  t.mpi_core = env.mpi_thread_cpuid >= 0 ? env.mpi_thread_cpuid / tpc
+                                         : checked(ids.core_of(ids.next()), "STARPU_WORKERS_CPUID");
   t.mpi_numa = numa_of(t.mpi_core);
   return t;
 }
@@ -154,14 +154,13 @@ NodeThreads place_threads(const MachineNode& node, const StarpuEnv& env)
 // Memory StarPU lets itself allocate on a GPU without STARPU_LIMIT_CUDA_MEM: 90% of the
 // device memory, in whole MiB (drivers/cuda/driver_cuda.c _starpu_cuda_limit_gpu_mem_if_needed,
 // FREE_MARGIN 0.9; StarPU-SimGrid takes the device memory from the host's memsize property).
-static double usable_gpu_memory(double bytes)
-{
+static double usable_gpu_memory(double bytes) {
   const double mib = 1024.0 * 1024.0;
   return std::floor(std::floor(bytes / mib) * 0.9) * mib;
 }
 
-Topology::Topology(const RunConfig& cfg, std::vector<MachineNode> nodes) : cfg_(cfg), nodes_(std::move(nodes))
-{
+Topology::Topology(const RunConfig& cfg, std::vector<MachineNode> nodes)
+    : cfg_(cfg), nodes_(std::move(nodes)) {
   const int nranks = static_cast<int>(nodes_.size());
   threads_.resize(nranks);
   rank_mem_.resize(nranks);
@@ -173,11 +172,11 @@ Topology::Topology(const RunConfig& cfg, std::vector<MachineNode> nodes) : cfg_(
   load_models();
 }
 
-void Topology::setup_node(int r)
-{
+void Topology::setup_node(int r) {
   const MachineNode& n = nodes_[r];
   if (!cfg_.perfmodels.count(n.machine))
-    throw InputError(cfg_.file, "perfmodels", "an entry for machine type '" + n.machine + "' (node " + n.name + ")");
+    throw InputError(cfg_.file, "perfmodels",
+                     "an entry for machine type '" + n.machine + "' (node " + n.name + ")");
   const StarpuEnv& env = cfg_.env_for(n.machine); // per machine type (env_per_machine)
   threads_[r] = place_threads(n, env);
   std::map<int, int> gpu_mem = add_memory_nodes(r, env);
@@ -194,8 +193,7 @@ void Topology::setup_node(int r)
 // Memory nodes (src/core/topology.c): with STARPU_USE_NUMA=1 one RAM node per NUMA node, else one
 // RAM node whose pages the main thread first-touched (its NUMA node); then one per driven GPU.
 // Returns GPU index -> local memory node.
-std::map<int, int> Topology::add_memory_nodes(int r, const StarpuEnv& env)
-{
+std::map<int, int> Topology::add_memory_nodes(int r, const StarpuEnv& env) {
   const MachineNode& n = nodes_[r];
   const NodeThreads& th = threads_[r];
   auto add_mem = [&](bool gpu, int numa, sg4::Host* host, double cap) {
@@ -229,8 +227,7 @@ std::map<int, int> Topology::add_memory_nodes(int r, const StarpuEnv& env)
   return gpu_mem;
 }
 
-void Topology::add_workers(int r, const StarpuEnv& env, const std::map<int, int>& gpu_mem)
-{
+void Topology::add_workers(int r, const StarpuEnv& env, const std::map<int, int>& gpu_mem) {
   const MachineNode& n = nodes_[r];
   for (const auto& wp : threads_[r].workers) {
     Worker w;
@@ -264,8 +261,7 @@ void Topology::add_workers(int r, const StarpuEnv& env, const std::map<int, int>
 
 // One model file per (machine type, kind); the footprint is that of the kind's nbuf b×b matrices
 // (core/perfmodel/perfmodel_history.c; numasim: perfmodel.cpp).
-void Topology::load_models()
-{
+void Topology::load_models() {
   const int nbuf[kNumKinds] = {1, 2, 2, 3};
   std::map<std::pair<std::string, std::string>, PerfModel> cache;
   for (auto& w : workers_) {
@@ -286,10 +282,10 @@ void Topology::load_models()
       if (!e) {
         char fps[16];
         std::snprintf(fps, sizeof fps, "%08x", fp);
-        throw InputError(m.path,
-                         std::string(w.cuda ? "cuda" : "cpu") + (w.cuda ? std::to_string(w.devid) : "") + "_impl0",
-                         std::string("a calibrated history entry for footprint ") + fps + " (size " +
-                             std::to_string(size) + ", tile " + std::to_string(cfg_.b) + ") used by worker " + w.name);
+        throw InputError(
+            m.path, std::string(w.cuda ? "cuda" : "cpu") + (w.cuda ? std::to_string(w.devid) : "") + "_impl0",
+            std::string("a calibrated history entry for footprint ") + fps + " (size " +
+                std::to_string(size) + ", tile " + std::to_string(cfg_.b) + ") used by worker " + w.name);
       }
       w.length[k] = e->mean_us * 1e-6;
       w.dev[k] = e->dev_us * 1e-6;

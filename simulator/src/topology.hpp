@@ -92,8 +92,7 @@ struct Progress {
 };
 
 // Resumes a worker's actor if it waits for work or operands.
-inline void wake(Worker& w)
-{
+inline void wake(Worker& w) {
   if (w.suspended) {
     w.suspended = false;
     w.actor->resume();

@@ -15,8 +15,7 @@ namespace {
 const std::string kCases = std::string(NUMASIM_SOURCE_ROOT) + "/tests/data/binding_cases.json";
 
 // A machine node with the case's layout: cores numbered in NUMA order, GPU j on gpu_numa[j].
-MachineNode node_of(const std::string& name, const nlohmann::json& layout)
-{
+MachineNode node_of(const std::string& name, const nlohmann::json& layout) {
   MachineNode n;
   n.name = name;
   n.threads_per_core = layout.at("threads_per_core").get<int>();
@@ -34,8 +33,7 @@ MachineNode node_of(const std::string& name, const nlohmann::json& layout)
 }
 } // namespace
 
-TEST(Binding, SharedFixtureMatchesStarPU)
-{
+TEST(Binding, SharedFixtureMatchesStarPU) {
   std::ifstream in(kCases);
   ASSERT_TRUE(in) << kCases;
   const nlohmann::json doc = nlohmann::json::parse(in);
@@ -59,8 +57,7 @@ TEST(Binding, SharedFixtureMatchesStarPU)
   }
 }
 
-TEST(Binding, CpuIdListsExpandAsStarPU)
-{
+TEST(Binding, CpuIdListsExpandAsStarPU) {
   // topology.c _starpu_initialize_workers_bindid: ids modulo the number of PUs, `a-` up to the last.
   StarpuEnv e = parse_starpu_env({{"STARPU_WORKERS_CPUID", "6-9,3- 11"}}, "f");
   EXPECT_EQ(expand_cpuids(e.workers_cpuid, 8), (std::vector<int>{6, 7, 0, 1, 3, 4, 5, 6, 7, 3}));

@@ -10,8 +10,8 @@ namespace numasim {
 
 DataWizard::DataWizard(const Topology& topo, BusModel& bus, LinkClasses& classes, const Dag& dag,
                        const RunConfig& cfg, const Progress& progress, Hooks hooks)
-    : topo_(topo), bus_(bus), classes_(classes), dag_(dag), cfg_(cfg), hooks_(std::move(hooks)), progress_(progress)
-{
+    : topo_(topo), bus_(bus), classes_(classes), dag_(dag), cfg_(cfg), hooks_(std::move(hooks)),
+      progress_(progress) {
   tile_bytes_ = static_cast<double>(cfg_.b) * cfg_.b * sizeof(double);
   ntiles_ = static_cast<size_t>(cfg_.nt) * cfg_.nt;
   mem_stride_ = topo_.mem_stride();
@@ -36,8 +36,7 @@ DataWizard::DataWizard(const Topology& topo, BusModel& bus, LinkClasses& classes
   log_transfers_ = !cfg_.transfers.empty();
 }
 
-int DataWizard::best_source(int rank, uint32_t h, int dst_local)
-{
+int DataWizard::best_source(int rank, uint32_t h, int dst_local) {
   // _starpu_select_src_node: among valid replicas, the one with the best predicted time.
   MemMask valid = hstate_[h].valid;
   int best = -1;
@@ -53,8 +52,7 @@ int DataWizard::best_source(int rank, uint32_t h, int dst_local)
   return best;
 }
 
-double DataWizard::transfer_penalty(const Task& t, const Worker& w)
-{
+double DataWizard::transfer_penalty(const Task& t, const Worker& w) {
   double penalty = 0;
   for (uint8_t i = 0; i < t.nbuf; i++) {
     uint32_t h = handle(w.rank, t.tiles[i]);
@@ -68,8 +66,7 @@ double DataWizard::transfer_penalty(const Task& t, const Worker& w)
   return penalty;
 }
 
-void DataWizard::touch(int rank, uint32_t h, int local)
-{
+void DataWizard::touch(int rank, uint32_t h, int local) {
   const int g = global(rank, local);
   if (!topo_.mem(g).gpu)
     return;
@@ -78,8 +75,7 @@ void DataWizard::touch(int rank, uint32_t h, int local)
   lru_push(ms_[g], s);
 }
 
-void DataWizard::drop_replica(int rank, uint32_t h, int local)
-{
+void DataWizard::drop_replica(int rank, uint32_t h, int local) {
   const int g = global(rank, local);
   MemState& m = ms_[g];
   hstate_[h].valid &= static_cast<MemMask>(~(1u << local));
@@ -100,8 +96,7 @@ void DataWizard::drop_replica(int rank, uint32_t h, int local)
 }
 
 // Another waiter for a copy under way; a task that needs it now turns a prefetch into a fetch.
-void DataWizard::join_request(uint32_t tid, uint32_t waiter, bool prefetch)
-{
+void DataWizard::join_request(uint32_t tid, uint32_t waiter, bool prefetch) {
   Transfer& t = transfers_[tid];
   if (waiter != kNone)
     t.waiters.push_back(waiter);
@@ -118,8 +113,7 @@ void DataWizard::join_request(uint32_t tid, uint32_t waiter, bool prefetch)
   }
 }
 
-bool DataWizard::request(int rank, uint32_t h, int dst_local, uint32_t waiter, bool prefetch, int32_t prio)
-{
+bool DataWizard::request(int rank, uint32_t h, int dst_local, uint32_t waiter, bool prefetch, int32_t prio) {
   HandleState& s = hstate_[h];
   MemMask bit = static_cast<MemMask>(1u << dst_local);
   if (s.valid & bit) {
@@ -156,8 +150,7 @@ bool DataWizard::request(int rank, uint32_t h, int dst_local, uint32_t waiter, b
   return false;
 }
 
-void DataWizard::prefetch_task(const Task& t, const Worker& w)
-{
+void DataWizard::prefetch_task(const Task& t, const Worker& w) {
   for (uint8_t i = 0; i < t.nbuf; i++) {
     uint32_t h = handle(w.rank, t.tiles[i]);
     prefetch_tasks_[slot(h, w.mem)]++; // coherency.c: nb_tasks_prefetch of the replica
@@ -165,8 +158,7 @@ void DataWizard::prefetch_task(const Task& t, const Worker& w)
   }
 }
 
-void DataWizard::fetch_task(Task& t, uint32_t task, const Worker& w)
-{
+void DataWizard::fetch_task(Task& t, uint32_t task, const Worker& w) {
   // _starpu_fetch_task_input: every operand must be valid on the worker's memory node.
   t.pending = 0;
   for (uint8_t i = 0; i < t.nbuf; i++) {
@@ -180,8 +172,7 @@ void DataWizard::fetch_task(Task& t, uint32_t task, const Worker& w)
   }
 }
 
-void DataWizard::task_done(const Task& t, const Worker& w)
-{
+void DataWizard::task_done(const Task& t, const Worker& w) {
   // Write: the worker's replica becomes the only valid one (MSI invalidation).
   uint32_t written = handle(w.rank, t.tiles[t.nbuf - 1]);
   HandleState& s = hstate_[written];
@@ -202,8 +193,7 @@ void DataWizard::task_done(const Task& t, const Worker& w)
     serve_waiting(g);
 }
 
-void DataWizard::receive(int rank, uint32_t h, uint32_t version)
-{
+void DataWizard::receive(int rank, uint32_t h, uint32_t version) {
   // Received into the main RAM node; this version replaces any older cached one.
   HandleState& s = hstate_[h];
   for (int l = 0; l < mem_stride_; l++)
@@ -214,8 +204,7 @@ void DataWizard::receive(int rank, uint32_t h, uint32_t version)
 }
 
 // A local copy landed: the replica is valid unless the tile was rewritten meanwhile.
-void DataWizard::copy_landed(const Transfer& t0)
-{
+void DataWizard::copy_landed(const Transfer& t0) {
   int local = topo_.mem(t0.gdst).local;
   HandleState& s = hstate_[t0.handle];
   MemMask bit = static_cast<MemMask>(1u << local);
@@ -239,18 +228,17 @@ void DataWizard::copy_landed(const Transfer& t0)
   }
 }
 
-OperandReadiness DataWizard::readiness(int rank, uint32_t h, int local) const
-{
+OperandReadiness DataWizard::readiness(int rank, uint32_t h, int local) const {
   const HandleState& hs = hstate_[h];
   const MemMask bit = static_cast<MemMask>(1u << local);
   bool valid = hs.valid & bit, loading = hs.fetching & bit;
   // Allocated: valid, or its copy got its space (not waiting in an allocation queue).
-  bool allocated = valid || (loading && transfers_[static_cast<uint32_t>(fetch_id_[slot(h, local)])].queued == 0);
+  bool allocated =
+      valid || (loading && transfers_[static_cast<uint32_t>(fetch_id_[slot(h, local)])].queued == 0);
   return {valid, loading, allocated};
 }
 
-std::string DataWizard::describe(int rank, uint32_t tile, int local, const std::string& tile_name) const
-{
+std::string DataWizard::describe(int rank, uint32_t tile, int local, const std::string& tile_name) const {
   const uint32_t h = handle(rank, tile);
   const int g = global(rank, local);
   const MemNode& n = topo_.mem(g);
@@ -265,11 +253,12 @@ std::string DataWizard::describe(int rank, uint32_t tile, int local, const std::
   s += std::string(t.prefetch ? "prefetch" : "fetch") + " from " + topo_.mem(t.gsrc).host->get_name();
   char buf[160];
   if (t.queued) {
-    std::snprintf(buf, sizeof buf,
-                  " waits for memory (%s queue; used %.0f + reserved %.0f of %.0f MiB, %d copies landing, %.0f MiB "
-                  "being written back)",
-                  t.queued == 1 ? "fetch" : "prefetch", m.used / 1048576, m.reserved / 1048576,
-                  n.capacity / 1048576, m.inflight, m.pending_free / 1048576);
+    std::snprintf(
+        buf, sizeof buf,
+        " waits for memory (%s queue; used %.0f + reserved %.0f of %.0f MiB, %d copies landing, %.0f MiB "
+        "being written back)",
+        t.queued == 1 ? "fetch" : "prefetch", m.used / 1048576, m.reserved / 1048576, n.capacity / 1048576,
+        m.inflight, m.pending_free / 1048576);
     return s + buf;
   }
   if (t.nwait > 0)

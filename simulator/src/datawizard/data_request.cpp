@@ -11,8 +11,7 @@ XBT_LOG_NEW_DEFAULT_SUBCATEGORY(numasim_data_request, numasim, "numasim copy req
 namespace numasim {
 
 // A transfer record, reusing the slot of a finished one (records are referenced by index).
-uint32_t DataWizard::new_transfer()
-{
+uint32_t DataWizard::new_transfer() {
   if (!free_transfers_.empty()) {
     uint32_t tid = free_transfers_.back();
     free_transfers_.pop_back();
@@ -22,14 +21,12 @@ uint32_t DataWizard::new_transfer()
   return static_cast<uint32_t>(transfers_.size() - 1);
 }
 
-int DataWizard::pending_copies(int gsrc, int gdst) const
-{
+int DataWizard::pending_copies(int gsrc, int gdst) const {
   int32_t rid = runner_of_pair_[static_cast<size_t>(gsrc) * topo_.mem().size() + gdst];
   return rid < 0 ? 0 : runners_[rid].pending;
 }
 
-bool DataWizard::sequential(const Transfer& later, const Transfer& earlier) const
-{
+bool DataWizard::sequential(const Transfer& later, const Transfer& earlier) const {
   // StarPU-SimGrid's ordering constraints between copies (core/simgrid.c transfers_are_sequential,
   // "observed with CUDA"): beyond one stream per (source, destination) pair (the runners), a
   // GPU-GPU copy waits for earlier copies into either of its GPUs, and a copy into a GPU waits
@@ -43,8 +40,7 @@ bool DataWizard::sequential(const Transfer& later, const Transfer& earlier) cons
   return earlier_gg && (later.gdst == earlier.gsrc || later.gdst == earlier.gdst);
 }
 
-void DataWizard::start_transfer(uint32_t tid)
-{
+void DataWizard::start_transfer(uint32_t tid) {
   Transfer& t = transfers_[tid];
   t.start = sg4::Engine::get_clock();
   t.nwait = 0;
@@ -61,7 +57,8 @@ void DataWizard::start_transfer(uint32_t tid)
     runners_[rid].pending = 1;
     runners_[rid].queue.push_back(tid);
     int id = rid;
-    runners_[rid].actor = sg4::Actor::create("runner", topo_.mem(t.gsrc).host, [this, id] { runner_loop(id); });
+    runners_[rid].actor =
+        sg4::Actor::create("runner", topo_.mem(t.gsrc).host, [this, id] { runner_loop(id); });
     return;
   }
   Runner& r = runners_[rid];
@@ -73,8 +70,7 @@ void DataWizard::start_transfer(uint32_t tid)
   }
 }
 
-void DataWizard::runner_loop(int rid)
-{
+void DataWizard::runner_loop(int rid) {
   while (true) {
     if (runners_[rid].queue.empty()) {
       if (progress_.finished)
@@ -98,8 +94,7 @@ void DataWizard::runner_loop(int rid)
   }
 }
 
-void DataWizard::account(int gsrc, int gdst, double bytes, double start, int path)
-{
+void DataWizard::account(int gsrc, int gdst, double bytes, double start, int path) {
   counters_.transfers++;
   for (int c : numa_->path_classes(path)) // the links the copy actually crossed
     classes_.add_bytes(c, bytes);
@@ -108,8 +103,7 @@ void DataWizard::account(int gsrc, int gdst, double bytes, double start, int pat
 }
 
 // A GPU copy ended: the later copies that waited for it may start.
-void DataWizard::release_sequential(uint32_t tid, const Transfer& t0)
-{
+void DataWizard::release_sequential(uint32_t tid, const Transfer& t0) {
   // Resuming an actor yields to the others, which may start copies: resume after the list walk.
   std::vector<int32_t> ready;
   auto& pending = gpu_copies_[t0.rank];
@@ -128,8 +122,7 @@ void DataWizard::release_sequential(uint32_t tid, const Transfer& t0)
     }
 }
 
-void DataWizard::transfer_done(uint32_t tid)
-{
+void DataWizard::transfer_done(uint32_t tid) {
   // No reference into transfers_ is held across calls that may request copies (eviction,
   // tidying, waiting allocations): a request may grow the vector.
   const Transfer t0 = [&] {
@@ -162,8 +155,7 @@ void DataWizard::transfer_done(uint32_t tid)
   free_transfers_.push_back(tid);
 }
 
-void DataWizard::send_message(int src, int dst, uint32_t tile, uint32_t recv)
-{
+void DataWizard::send_message(int src, int dst, uint32_t tile, uint32_t recv) {
   uint32_t tid = new_transfer();
   Transfer& t = transfers_[tid];
   t.rank = dst;
@@ -176,8 +168,7 @@ void DataWizard::send_message(int src, int dst, uint32_t tile, uint32_t recv)
   start_transfer(tid);
 }
 
-void DataWizard::finish()
-{
+void DataWizard::finish() {
   for (auto& r : runners_)
     if (r.suspended) {
       r.suspended = false;

@@ -94,7 +94,7 @@ struct OperandReadiness {
 class DataWizard {
 public:
   struct Hooks {
-    std::function<void(uint32_t waiter)> ready;  // a copy a task (or an MPI send) waited for landed
+    std::function<void(uint32_t waiter)> ready;   // a copy a task (or an MPI send) waited for landed
     std::function<void(uint32_t recv)> delivered; // the network message of reception `recv` landed
   };
   DataWizard(const Topology& topo, BusModel& bus, LinkClasses& classes, const Dag& dag, const RunConfig& cfg,
@@ -151,16 +151,16 @@ private:
   DataCounters counters_;
   std::vector<MemState> ms_; // per global memory node
   std::vector<HandleState> hstate_;
-  std::vector<int32_t> fetch_id_;            // (handle, local mem) -> transfer in flight
-  std::vector<uint16_t> pins_;               // (handle, local mem) -> tasks holding the replica
-  std::vector<size_t> lru_prev_, lru_next_;  // (handle, local mem) -> neighbours in MemState's LRU list
-  std::vector<uint8_t> in_lru_;              // (handle, local mem) -> in its MemState's LRU list
-  std::vector<uint8_t> evicting_;            // (handle, local mem) -> evicted, its write-back to RAM under way
-  uint64_t pending_evictions_ = 0;           // slots with evicting_ set
-  std::vector<uint16_t> prefetch_tasks_;     // (handle, local mem) -> queued tasks it was prefetched for
-  std::vector<uint8_t> dirty_;               // (handle, local mem) -> counted in MemState::dirty
-  uint64_t pending_dirty_ = 0;               // slots with dirty_ set
-  uint64_t alloc_seq_ = 0;                   // order of entry into the GPU allocation queues
+  std::vector<int32_t> fetch_id_;           // (handle, local mem) -> transfer in flight
+  std::vector<uint16_t> pins_;              // (handle, local mem) -> tasks holding the replica
+  std::vector<size_t> lru_prev_, lru_next_; // (handle, local mem) -> neighbours in MemState's LRU list
+  std::vector<uint8_t> in_lru_;             // (handle, local mem) -> in its MemState's LRU list
+  std::vector<uint8_t> evicting_;           // (handle, local mem) -> evicted, its write-back to RAM under way
+  uint64_t pending_evictions_ = 0;          // slots with evicting_ set
+  std::vector<uint16_t> prefetch_tasks_;    // (handle, local mem) -> queued tasks it was prefetched for
+  std::vector<uint8_t> dirty_;              // (handle, local mem) -> counted in MemState::dirty
+  uint64_t pending_dirty_ = 0;              // slots with dirty_ set
+  uint64_t alloc_seq_ = 0;                  // order of entry into the GPU allocation queues
   std::vector<Transfer> transfers_;
   std::vector<uint32_t> free_transfers_;
   // One runner per (source, destination) memory node pair: transfers of a pair are sequential,
@@ -171,8 +171,9 @@ private:
     sg4::ActorPtr actor;
     bool suspended = false;
   };
-  std::vector<std::vector<uint32_t>> gpu_copies_; // per rank: GPU copies started, not finished, in start order
-  std::vector<int32_t> runner_of_pair_;           // dense [gsrc * nmem + gdst] -> runner, -1 if none yet
+  std::vector<std::vector<uint32_t>>
+      gpu_copies_;                      // per rank: GPU copies started, not finished, in start order
+  std::vector<int32_t> runner_of_pair_; // dense [gsrc * nmem + gdst] -> runner, -1 if none yet
   std::vector<Runner> runners_;
   std::vector<TransferRecord> transfer_log_;
   bool log_transfers_ = false;
@@ -190,10 +191,10 @@ private:
   // memalloc.cpp
   static constexpr int kMaxPendingFetches = 5;    // datawizard/data_request.h MAX_PENDING_REQUESTS_PER_NODE
   static constexpr int kMaxPendingPrefetches = 2; // data_request.h MAX_PENDING_PREFETCH_REQUESTS_PER_NODE
-  bool lru_erase(MemState& m, size_t s); // false if s was not in the list
-  void lru_push(MemState& m, size_t s);  // at the most recently used end (s not in the list)
-  void admit(uint32_t tid);              // allocates the destination replica (maybe later), starts the copy
-  void serve_waiting(int gmem);          // allocates and starts the waiting copies that fit
+  bool lru_erase(MemState& m, size_t s);          // false if s was not in the list
+  void lru_push(MemState& m, size_t s);           // at the most recently used end (s not in the list)
+  void admit(uint32_t tid);     // allocates the destination replica (maybe later), starts the copy
+  void serve_waiting(int gmem); // allocates and starts the waiting copies that fit
   void serve_fetches(int gmem, bool& out_of_memory);
   void serve_prefetches(int gmem);
   void start_waiting(int gmem, std::set<AllocKey>& q, std::set<AllocKey>::iterator at);

@@ -9,8 +9,7 @@ XBT_LOG_NEW_DEFAULT_SUBCATEGORY(numasim_memalloc, numasim, "numasim GPU memory a
 
 namespace numasim {
 
-bool DataWizard::lru_erase(MemState& m, size_t s)
-{
+bool DataWizard::lru_erase(MemState& m, size_t s) {
   if (!in_lru_[s])
     return false;
   size_t p = lru_prev_[s], n = lru_next_[s];
@@ -22,8 +21,7 @@ bool DataWizard::lru_erase(MemState& m, size_t s)
   return true;
 }
 
-void DataWizard::lru_push(MemState& m, size_t s)
-{
+void DataWizard::lru_push(MemState& m, size_t s) {
   lru_prev_[s] = m.lru_tail;
   lru_next_[s] = MemState::kNoSlot;
   (m.lru_tail == MemState::kNoSlot ? m.lru_head : lru_next_[m.lru_tail]) = s;
@@ -32,8 +30,7 @@ void DataWizard::lru_push(MemState& m, size_t s)
   m.lru_size++;
 }
 
-bool DataWizard::evictable(int gmem, uint32_t victim, bool for_prefetch) const
-{
+bool DataWizard::evictable(int gmem, uint32_t victim, bool for_prefetch) const {
   size_t vs = slot(victim, topo_.mem(gmem).local);
   if (pins_[vs] > 0 || fetch_id_[vs] >= 0 || evicting_[vs]) // in use (memalloc.c may_free_subtree)
     return false;
@@ -44,8 +41,7 @@ bool DataWizard::evictable(int gmem, uint32_t victim, bool for_prefetch) const
 
 // A sole copy chosen for eviction: written back to the main RAM node first; it keeps its space,
 // and stays a valid source, until the write-back ends (finish_eviction).
-void DataWizard::write_back(int gmem, uint32_t victim)
-{
+void DataWizard::write_back(int gmem, uint32_t victim) {
   const MemNode& n = topo_.mem(gmem);
   set_clean(n.rank, victim, n.local); // its write-back is submitted now
   evicting_[slot(victim, n.local)] = 1;
@@ -55,8 +51,7 @@ void DataWizard::write_back(int gmem, uint32_t victim)
   request(n.rank, victim, topo_.home(n.rank), kNone); // or joins a write-back already under way
 }
 
-void DataWizard::make_room(int gmem, double need, bool for_prefetch)
-{
+void DataWizard::make_room(int gmem, double need, bool for_prefetch) {
   // LRU eviction when the GPU memory is full (datawizard/memalloc.c, try_to_throw_mem_chunk):
   // unused replicas are freed; a replica that is the only valid copy (StarPU's OWNER state) is
   // first written back to the main RAM node (transfer_subtree_to_node waits for that request).
@@ -94,8 +89,7 @@ void DataWizard::make_room(int gmem, double need, bool for_prefetch)
 }
 
 // Takes a waiting copy off its queue, allocates its replica and starts it.
-void DataWizard::start_waiting(int gmem, std::set<AllocKey>& q, std::set<AllocKey>::iterator at)
-{
+void DataWizard::start_waiting(int gmem, std::set<AllocKey>& q, std::set<AllocKey>::iterator at) {
   const MemNode& n = topo_.mem(gmem);
   MemState& m = ms_[gmem];
   uint32_t tid = at->tid;
@@ -126,8 +120,7 @@ void DataWizard::start_waiting(int gmem, std::set<AllocKey>& q, std::set<AllocKe
 // copies are under way between its source and this memory (data_request.c
 // __starpu_handle_node_data_requests takes at most n − npending requests per peer node, highest
 // priority first): copies are allocated just ahead of the links, not ahead of the memory.
-std::set<AllocKey>::iterator DataWizard::startable(int gmem, std::set<AllocKey>& q, int limit)
-{
+std::set<AllocKey>::iterator DataWizard::startable(int gmem, std::set<AllocKey>& q, int limit) {
   const int local = topo_.mem(gmem).local;
   auto it = q.begin();
   for (; it != q.end(); ++it) {
@@ -143,8 +136,7 @@ std::set<AllocKey>::iterator DataWizard::startable(int gmem, std::set<AllocKey>&
 
 // Eviction may start copies, and starting a copy resumes actors that may change the queues:
 // the chosen entry is looked up again after make_room.
-void DataWizard::serve_fetches(int gmem, bool& out_of_memory)
-{
+void DataWizard::serve_fetches(int gmem, bool& out_of_memory) {
   const MemNode& n = topo_.mem(gmem);
   MemState& m = ms_[gmem];
   for (auto it = startable(gmem, m.waiting, kMaxPendingFetches); it != m.waiting.end();
@@ -166,8 +158,7 @@ void DataWizard::serve_fetches(int gmem, bool& out_of_memory)
 // handled unless the fetch lists ran out of memory; datawizard.c ____starpu_datawizard_progress)
 // and never overcommit: one that finds no room stays queued until a copy lands, a task ends or
 // a fetch takes it over (request()).
-void DataWizard::serve_prefetches(int gmem)
-{
+void DataWizard::serve_prefetches(int gmem) {
   const MemNode& n = topo_.mem(gmem);
   MemState& m = ms_[gmem];
   while (true) {
@@ -184,8 +175,7 @@ void DataWizard::serve_prefetches(int gmem)
   }
 }
 
-void DataWizard::serve_waiting(int gmem)
-{
+void DataWizard::serve_waiting(int gmem) {
   // Allocations into a GPU memory are served in request order. One that does not fit waits
   // while evicted dirty replicas are being written back or copies into the memory are under way
   // (they become evictable when they land): the allocating request waits for the reclaim in
@@ -203,8 +193,7 @@ void DataWizard::serve_waiting(int gmem)
   m.admitting = false;
 }
 
-void DataWizard::admit(uint32_t tid)
-{
+void DataWizard::admit(uint32_t tid) {
   const int gdst = transfers_[tid].gdst;
   if (!topo_.mem(gdst).gpu) { // RAM is not limited
     start_transfer(tid);
@@ -224,8 +213,7 @@ void DataWizard::admit(uint32_t tid)
   serve_waiting(gdst);
 }
 
-void DataWizard::set_clean(int rank, uint32_t h, int local)
-{
+void DataWizard::set_clean(int rank, uint32_t h, int local) {
   size_t s = slot(h, local);
   if (!dirty_[s])
     return;
@@ -234,8 +222,7 @@ void DataWizard::set_clean(int rank, uint32_t h, int local)
   pending_dirty_--;
 }
 
-void DataWizard::set_dirty(int rank, uint32_t h, int local)
-{
+void DataWizard::set_dirty(int rank, uint32_t h, int local) {
   size_t s = slot(h, local);
   if (dirty_[s])
     return;
@@ -244,8 +231,7 @@ void DataWizard::set_dirty(int rank, uint32_t h, int local)
   pending_dirty_++;
 }
 
-void DataWizard::tidy(int gmem)
-{
+void DataWizard::tidy(int gmem) {
   // starpu_memchunk_tidy (datawizard/memalloc.c), run at each progress of a memory node: when
   // fewer than STARPU_MINIMUM_CLEAN_BUFFERS (5) % of the allocated buffers are clean, dirty ones
   // (oldest first) are written back to the main RAM node as idle requests, each counted clean at
@@ -268,8 +254,7 @@ void DataWizard::tidy(int gmem)
   }
 }
 
-void DataWizard::finish_eviction(int rank, uint32_t h)
-{
+void DataWizard::finish_eviction(int rank, uint32_t h) {
   // A write-back to the main RAM node ended: each replica of h evicted meanwhile is freed now,
   // unless a task got in while the copy ran or the copy is stale (memalloc.c: "a task got in,
   // abort"); then its space stays in use and the waiting allocations look for other victims.

@@ -9,12 +9,9 @@ namespace numasim {
 MpiRuntime::MpiRuntime(const Topology& topo, const Dag& dag, DataWizard& data, const RunConfig& cfg,
                        const Progress& progress, std::function<void(uint32_t r)> received)
     : topo_(topo), dag_(dag), data_(data), cfg_(cfg), progress_(progress), received_(std::move(received)),
-      threads_(topo.nranks()), recv_state_(dag.receptions.size(), 0)
-{
-}
+      threads_(topo.nranks()), recv_state_(dag.receptions.size(), 0) {}
 
-void MpiRuntime::trigger(uint32_t r)
-{
+void MpiRuntime::trigger(uint32_t r) {
   // The owner sends once its copy is in RAM (StarPU-MPI acquires the data on the main RAM node).
   const Reception& rc = dag_.receptions[r];
   recv_state_[r] = kRecvTriggered;
@@ -25,8 +22,7 @@ void MpiRuntime::trigger(uint32_t r)
     data_.request(rc.src, h, topo_.home(rc.src), kRecvFlag | r);
 }
 
-void MpiRuntime::enqueue(int rank, bool send, uint32_t r)
-{
+void MpiRuntime::enqueue(int rank, bool send, uint32_t r) {
   Thread& m = threads_[rank];
   m.requests.emplace_back(send, r);
   if (m.suspended) {
@@ -35,8 +31,7 @@ void MpiRuntime::enqueue(int rank, bool send, uint32_t r)
   }
 }
 
-void MpiRuntime::progression_loop(int rank)
-{
+void MpiRuntime::progression_loop(int rank) {
   // The progression thread handles requests one at a time, each with a fixed overhead
   // (mpi/src/mpi/starpu_mpi_mpi.c progression loop).
   Thread& m = threads_[rank];
@@ -62,20 +57,19 @@ void MpiRuntime::progression_loop(int rank)
   }
 }
 
-void MpiRuntime::start_actors()
-{
+void MpiRuntime::start_actors() {
   for (size_t r = 0; r < topo_.nranks(); r++) {
     const MachineNode& n = topo_.nodes()[r];
     sg4::Host* host = n.cpus.front().host;
     for (const auto& c : n.cpus)
       if (c.index == topo_.threads(static_cast<int>(r)).mpi_core)
         host = c.host;
-    threads_[r].actor = sg4::Actor::create(n.name + ".mpi", host, [this, r] { progression_loop(static_cast<int>(r)); });
+    threads_[r].actor =
+        sg4::Actor::create(n.name + ".mpi", host, [this, r] { progression_loop(static_cast<int>(r)); });
   }
 }
 
-void MpiRuntime::finish()
-{
+void MpiRuntime::finish() {
   for (auto& m : threads_)
     if (m.suspended) {
       m.suspended = false;
@@ -84,8 +78,7 @@ void MpiRuntime::finish()
 }
 
 uint64_t MpiRuntime::stall_items(std::vector<std::string>& items, size_t max_items,
-                                 const std::function<std::string(uint32_t tile)>& tile_name) const
-{
+                                 const std::function<std::string(uint32_t tile)>& tile_name) const {
   uint64_t receptions = 0;
   for (uint32_t r = 0; r < recv_state_.size(); r++) {
     if (recv_state_[r] != kRecvTriggered && recv_state_[r] != kRecvSent)
@@ -95,11 +88,12 @@ uint64_t MpiRuntime::stall_items(std::vector<std::string>& items, size_t max_ite
       continue;
     const Reception& rc = dag_.receptions[r];
     const auto& src_requests = threads_[rc.src].requests;
-    std::string s = "MPI message of " + tile_name(rc.tile) + " version " + std::to_string(rc.version) + " from " +
-                    topo_.nodes()[rc.src].name + " to " + topo_.nodes()[rc.dst].name;
+    std::string s = "MPI message of " + tile_name(rc.tile) + " version " + std::to_string(rc.version) +
+                    " from " + topo_.nodes()[rc.src].name + " to " + topo_.nodes()[rc.dst].name;
     if (recv_state_[r] == kRecvSent)
       s += " sent, not received";
-    else if (std::find(src_requests.begin(), src_requests.end(), std::make_pair(true, r)) != src_requests.end())
+    else if (std::find(src_requests.begin(), src_requests.end(), std::make_pair(true, r)) !=
+             src_requests.end())
       s += " queued at the sender's MPI thread";
     else if (data_.valid_on(rc.src, data_.handle(rc.src, rc.tile), topo_.home(rc.src)))
       s += " has its RAM copy but was never queued for sending";

@@ -17,8 +17,8 @@ namespace numasim {
 class MpiRuntime {
 public:
   // `received(r)`: reception r's data is in the destination's RAM (its successors may run).
-  MpiRuntime(const Topology& topo, const Dag& dag, DataWizard& data, const RunConfig& cfg, const Progress& progress,
-             std::function<void(uint32_t r)> received);
+  MpiRuntime(const Topology& topo, const Dag& dag, DataWizard& data, const RunConfig& cfg,
+             const Progress& progress, std::function<void(uint32_t r)> received);
   void trigger(uint32_t r);                      // the tile version of reception r was written
   void enqueue(int rank, bool send, uint32_t r); // a send (data in RAM) or a reception (data landed)
   void start_actors();                           // one progression thread per node

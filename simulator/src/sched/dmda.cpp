@@ -16,9 +16,8 @@ namespace {
 class Dmda final : public SchedPolicy {
 public:
   Dmda(SchedContext ctx, Scheduler variant)
-      : SchedPolicy(ctx), sorted_(variant != Scheduler::dmda), sorted_decision_(variant == Scheduler::dmdasd)
-  {
-  }
+      : SchedPolicy(ctx), sorted_(variant != Scheduler::dmda),
+        sorted_decision_(variant == Scheduler::dmdasd) {}
   void push(uint32_t task, int releasing_worker) override;
   int32_t pop(Worker& w) override;
   void post_exec(Worker& w) override { w.exp_start = sg4::Engine::get_clock(); } // dmda_post_exec_hook
@@ -31,8 +30,7 @@ private:
   std::set<QueueKey>::iterator pop_ready(Worker& w);
 };
 
-double Dmda::queued_before(const Worker& w, int32_t prio) const
-{
+double Dmda::queued_before(const Worker& w, int32_t prio) const {
   // dmdasd (not dmdas, which passes sorted_decision = 0) decides with the work queued ahead of
   // the task's place in the sorted queue
   // (sched_policies/fifo_queues.c starpu_st_fifo_taskq_get_exp_len_prev_task_list, called by
@@ -47,8 +45,7 @@ double Dmda::queued_before(const Worker& w, int32_t prio) const
   return queued_at_least(w, prio);
 }
 
-int Dmda::choose(uint32_t task, double* best_fitness)
-{
+int Dmda::choose(uint32_t task, double* best_fitness) {
   // compute_all_performance_predictions + the fitness loop of dmda_push_task.
   const Task& t = ctx_.dag.tasks[task];
   const double now = sg4::Engine::get_clock();
@@ -88,13 +85,13 @@ int Dmda::choose(uint32_t task, double* best_fitness)
   return best;
 }
 
-void Dmda::push(uint32_t task, int)
-{
+void Dmda::push(uint32_t task, int) {
   Task& t = ctx_.dag.tasks[task];
   int wid = choose(task, nullptr);
   if (wid < 0)
-    throw InputError(ctx_.cfg.file, "env", std::string("a worker able to run ") + kind_name(t.kind) + " on node " +
-                                               ctx_.topo.nodes()[t.rank].name);
+    throw InputError(ctx_.cfg.file, "env",
+                     std::string("a worker able to run ") + kind_name(t.kind) + " on node " +
+                         ctx_.topo.nodes()[t.rank].name);
   Worker& w = ctx_.topo.workers()[wid];
   const double len = w.length[static_cast<int>(t.kind)];
   const double transfer = ctx_.data.transfer_penalty(t, w);
@@ -116,8 +113,7 @@ void Dmda::push(uint32_t task, int)
 // priority, the first task with the fewest non-ready operands, ties broken by the fewest of those
 // not being loaded, then by the fewest not allocated (starpu_st_non_ready_buffers_size; equal
 // tiles, so counts order as sizes do). Stops at a task that is ready and allocated.
-std::set<QueueKey>::iterator Dmda::pop_ready(Worker& w)
-{
+std::set<QueueKey>::iterator Dmda::pop_ready(Worker& w) {
   auto chosen = w.queue.begin();
   int best[3] = {std::numeric_limits<int>::max(), 0, 0};
   const int32_t head_prio = chosen->prio;
@@ -140,8 +136,7 @@ std::set<QueueKey>::iterator Dmda::pop_ready(Worker& w)
   return chosen;
 }
 
-int32_t Dmda::pop(Worker& w)
-{
+int32_t Dmda::pop(Worker& w) {
   const double now = sg4::Engine::get_clock();
   if (w.queue.empty())
     return -1;
@@ -156,8 +151,7 @@ int32_t Dmda::pop(Worker& w)
 }
 } // namespace
 
-std::unique_ptr<SchedPolicy> make_dmda(SchedContext ctx, Scheduler variant)
-{
+std::unique_ptr<SchedPolicy> make_dmda(SchedContext ctx, Scheduler variant) {
   return std::make_unique<Dmda>(ctx, variant);
 }
 

@@ -11,15 +11,13 @@ class Eager final : public SchedPolicy {
 public:
   explicit Eager(SchedContext ctx) : SchedPolicy(ctx), central_(ctx.topo.nranks()) {}
 
-  void push(uint32_t task, int) override
-  {
+  void push(uint32_t task, int) override {
     const Task& t = ctx_.dag.tasks[task];
     central_[t.rank].insert({0, seq_++, task});
     wake_idle(t.rank, t);
   }
 
-  int32_t pop(Worker& w) override
-  {
+  int32_t pop(Worker& w) override {
     auto& q = central_[w.rank];
     for (auto it = q.begin(); it != q.end(); ++it)
       if (can_run(w, it->task)) {
@@ -31,8 +29,7 @@ public:
     return -1;
   }
 
-  size_t central_queued() const override
-  {
+  size_t central_queued() const override {
     size_t n = 0;
     for (const auto& c : central_)
       n += c.size();
@@ -44,6 +41,8 @@ private:
 };
 } // namespace
 
-std::unique_ptr<SchedPolicy> make_eager(SchedContext ctx) { return std::make_unique<Eager>(ctx); }
+std::unique_ptr<SchedPolicy> make_eager(SchedContext ctx) {
+  return std::make_unique<Eager>(ctx);
+}
 
 } // namespace numasim

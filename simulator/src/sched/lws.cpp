@@ -20,8 +20,7 @@ private:
   int32_t take(Worker& from, Worker& w);
 };
 
-void Lws::push(uint32_t task, int releasing_worker)
-{
+void Lws::push(uint32_t task, int releasing_worker) {
   Task& t = ctx_.dag.tasks[task];
   auto& workers = ctx_.topo.workers();
   int wid = releasing_worker; // the releasing worker's own queue
@@ -42,8 +41,7 @@ void Lws::push(uint32_t task, int releasing_worker)
   wake_idle(t.rank, t); // an idle worker may steal it
 }
 
-int32_t Lws::take(Worker& from, Worker& w)
-{
+int32_t Lws::take(Worker& from, Worker& w) {
   for (auto it = from.queue.begin(); it != from.queue.end(); ++it)
     if (can_run(w, it->task)) {
       uint32_t task = it->task;
@@ -54,8 +52,7 @@ int32_t Lws::take(Worker& from, Worker& w)
   return -1;
 }
 
-int32_t Lws::pop(Worker& w)
-{
+int32_t Lws::pop(Worker& w) {
   int32_t got = take(w, w);
   const auto& ws = ctx_.topo.rank_workers(w.rank);
   size_t me = std::find(ws.begin(), ws.end(), w.id) - ws.begin();
@@ -65,6 +62,8 @@ int32_t Lws::pop(Worker& w)
 }
 } // namespace
 
-std::unique_ptr<SchedPolicy> make_lws(SchedContext ctx) { return std::make_unique<Lws>(ctx); }
+std::unique_ptr<SchedPolicy> make_lws(SchedContext ctx) {
+  return std::make_unique<Lws>(ctx);
+}
 
 } // namespace numasim

@@ -38,12 +38,11 @@ public:
 
 protected:
   SchedContext ctx_;
-  uint64_t seq_ = 0; // order of pushes
+  uint64_t seq_ = 0;                 // order of pushes
   std::vector<int32_t> prio_levels_; // distinct task priorities, decreasing
   std::vector<uint32_t> prio_rank_;  // per task: index of its priority in prio_levels_
 
-  bool can_run(const Worker& w, uint32_t task) const
-  {
+  bool can_run(const Worker& w, uint32_t task) const {
     return w.length[static_cast<int>(ctx_.dag.tasks[task].kind)] >= 0;
   }
   // A worker's queue (sorted by priority, or FIFO with `sorted` false), with Worker::queued_ps
