@@ -97,7 +97,7 @@ std::vector<CpuIdRange> parse_cpuid_list(const std::string& s, const std::string
 }
 
 // "0 1 2", "0,1,2" or ranges "0-3" (StarPU's CUDA device list, src/core/topology.c
-// _starpu_initialize_workers_deviceid).
+// _starpu_initialize_workers_deviceid; used by numasim: topology.cpp place_threads).
 std::vector<int> parse_id_list(const std::string& s, const std::string& file, const std::string& key) {
   std::vector<int> out;
   for (const CpuIdRange& r : parse_cpuid_list(s, file, key)) {
@@ -139,9 +139,9 @@ int64_t integer_in(const Json* v, const std::string& file, const std::string& ke
 }
 } // namespace
 
-StarpuEnv parse_starpu_env(const std::map<std::string, std::string>& env, const std::string& file) {
-  StarpuEnv e;
-  // Variables with no effect on a simulated run (output, calibration, tracing).
+namespace {
+// Variables with no effect on a simulated run (output, calibration, tracing).
+bool inert_variable(const std::string& k) {
   static const std::set<std::string> inert = {"STARPU_SILENT",
                                               "STARPU_HOSTNAME",
                                               "STARPU_CALIBRATE",
@@ -161,69 +161,94 @@ StarpuEnv parse_starpu_env(const std::map<std::string, std::string>& env, const 
                                               "STARPU_COMM_STATS",
                                               "STARPU_DISPLAY_BINDINGS",
                                               "STARPU_ENABLE_STATS"};
+  return inert.count(k) > 0;
+}
+
+Scheduler parse_sched(const std::string& v, const std::string& file, const std::string& key) {
+  if (v == "dmda")
+    return Scheduler::dmda;
+  if (v == "dmdas")
+    return Scheduler::dmdas;
+  if (v == "dmdasd")
+    return Scheduler::dmdasd;
+  if (v == "eager")
+    return Scheduler::eager;
+  if (v == "lws")
+    return Scheduler::lws;
+  throw InputError(file, key,
+                   "one of dmda, dmdas, dmdasd, eager, lws (schedulers numasim models), got '" + v + "'");
+}
+
+// Scheduler, data and model variables; false if `k` is none of them.
+bool set_runtime_variable(StarpuEnv& e, const std::string& k, const std::string& v, const std::string& file,
+                          const std::string& key) {
+  if (k == "STARPU_SCHED")
+    e.sched = parse_sched(v, file, key);
+  else if (k == "STARPU_SCHED_ALPHA")
+    e.alpha = nonnegative(parse_double(v, file, key), file, key, v);
+  else if (k == "STARPU_SCHED_BETA")
+    e.beta = nonnegative(parse_double(v, file, key), file, key, v);
+  else if (k == "STARPU_SCHED_GAMMA")
+    e.gamma = nonnegative(parse_double(v, file, key), file, key, v);
+  else if (k == "STARPU_PREFETCH")
+    e.prefetch = parse_bool01(v, file, key);
+  else if (k == "STARPU_CUDA_PIPELINE") {
+    long depth = parse_int(v, file, key, "a non-negative integer");
+    if (depth < 0 || depth > 1000000) // checked before narrowing to int
+      throw InputError(file, key, "an integer in 0..1000000, got '" + v + "'");
+    e.cuda_pipeline = static_cast<int>(depth);
+  } else if (k == "STARPU_USE_NUMA")
+    e.use_numa = parse_bool01(v, file, key);
+  else if (k == "STARPU_PERF_MODEL_HOMOGENEOUS_CUDA")
+    e.homogeneous_cuda = parse_bool01(v, file, key);
+  else if (k == "STARPU_PERF_MODEL_HOMOGENEOUS_CPU")
+    e.homogeneous_cpu = parse_bool01(v, file, key);
+  else if (k == "TESTBED_NUMA_BALANCING") // factor G (testbed/factors.py), numa_effects.cpp
+    e.numa_balancing = parse_bool01(v, file, key);
+  else
+    return false;
+  return true;
+}
+
+// Worker counts and thread binding (numasim: topology.cpp); false if `k` is none of them.
+bool set_thread_variable(StarpuEnv& e, const std::string& k, const std::string& v, const std::string& file,
+                         const std::string& key) {
+  // -1 is StarPU's "as many as there are" (the default); other negative counts are errors.
+  if (k == "STARPU_NCPU" || k == "STARPU_NCPUS")
+    e.ncpu = count_or_default(parse_int(v, file, key, "an integer"), file, key, v);
+  else if (k == "STARPU_NCUDA")
+    e.ncuda = count_or_default(parse_int(v, file, key, "an integer"), file, key, v);
+  else if (k == "STARPU_RESERVE_NCPU")
+    e.reserve_ncpu = count_or_default(parse_int(v, file, key, "an integer"), file, key, v);
+  else if (k == "STARPU_WORKERS_CPUID")
+    e.workers_cpuid = parse_cpuid_list(v, file, key);
+  else if (k == "STARPU_WORKERS_CUDAID")
+    e.workers_cudaid = parse_id_list(v, file, key);
+  else if (k == "STARPU_MAIN_THREAD_CPUID")
+    e.main_thread_cpuid = cpu_id(v, file, key);
+  else if (k == "STARPU_MAIN_THREAD_BIND")
+    e.main_thread_bind = parse_bool01(v, file, key);
+  else if (k == "STARPU_MPI_THREAD_CPUID")
+    e.mpi_thread_cpuid = cpu_id(v, file, key);
+  else
+    return false;
+  return true;
+}
+} // namespace
+
+StarpuEnv parse_starpu_env(const std::map<std::string, std::string>& env, const std::string& file) {
+  StarpuEnv e;
   for (const auto& [k, v] : env) {
     std::string key = "env." + k;
-    if (k == "STARPU_SCHED") {
-      if (v == "dmda")
-        e.sched = Scheduler::dmda;
-      else if (v == "dmdas")
-        e.sched = Scheduler::dmdas;
-      else if (v == "dmdasd")
-        e.sched = Scheduler::dmdasd;
-      else if (v == "eager")
-        e.sched = Scheduler::eager;
-      else if (v == "lws")
-        e.sched = Scheduler::lws;
-      else
-        throw InputError(
-            file, key, "one of dmda, dmdas, dmdasd, eager, lws (schedulers numasim models), got '" + v + "'");
-    } else if (k == "STARPU_SCHED_ALPHA")
-      e.alpha = nonnegative(parse_double(v, file, key), file, key, v);
-    else if (k == "STARPU_SCHED_BETA")
-      e.beta = nonnegative(parse_double(v, file, key), file, key, v);
-    else if (k == "STARPU_SCHED_GAMMA")
-      e.gamma = nonnegative(parse_double(v, file, key), file, key, v);
-    else if (k == "STARPU_PREFETCH")
-      e.prefetch = parse_bool01(v, file, key);
-    else if (k == "STARPU_CUDA_PIPELINE") {
-      long depth = parse_int(v, file, key, "a non-negative integer");
-      if (depth < 0 || depth > 1000000) // checked before narrowing to int
-        throw InputError(file, key, "an integer in 0..1000000, got '" + v + "'");
-      e.cuda_pipeline = static_cast<int>(depth);
-    } else if (k == "STARPU_USE_NUMA")
-      e.use_numa = parse_bool01(v, file, key);
-    // -1 is StarPU's "as many as there are" (the default); other negative counts are errors.
-    else if (k == "STARPU_NCPU" || k == "STARPU_NCPUS")
-      e.ncpu = count_or_default(parse_int(v, file, key, "an integer"), file, key, v);
-    else if (k == "STARPU_NCUDA")
-      e.ncuda = count_or_default(parse_int(v, file, key, "an integer"), file, key, v);
-    else if (k == "STARPU_RESERVE_NCPU")
-      e.reserve_ncpu = count_or_default(parse_int(v, file, key, "an integer"), file, key, v);
-    else if (k == "STARPU_WORKERS_CPUID")
-      e.workers_cpuid = parse_cpuid_list(v, file, key);
-    else if (k == "STARPU_WORKERS_CUDAID")
-      e.workers_cudaid = parse_id_list(v, file, key);
-    else if (k == "STARPU_MAIN_THREAD_CPUID")
-      e.main_thread_cpuid = cpu_id(v, file, key);
-    else if (k == "STARPU_MAIN_THREAD_BIND")
-      e.main_thread_bind = parse_bool01(v, file, key);
-    else if (k == "STARPU_MPI_THREAD_CPUID")
-      e.mpi_thread_cpuid = cpu_id(v, file, key);
-    else if (k == "STARPU_PERF_MODEL_HOMOGENEOUS_CUDA")
-      e.homogeneous_cuda = parse_bool01(v, file, key);
-    else if (k == "STARPU_PERF_MODEL_HOMOGENEOUS_CPU")
-      e.homogeneous_cpu = parse_bool01(v, file, key);
-    else if (k == "TESTBED_NUMA_BALANCING") // factor G (testbed/factors.py), numa_effects.cpp
-      e.numa_balancing = parse_bool01(v, file, key);
-    else if (inert.count(k))
+    if (set_runtime_variable(e, k, v, file, key) || set_thread_variable(e, k, v, file, key) ||
+        inert_variable(k))
       continue;
-    else
-      throw InputError(file, key,
-                       "a StarPU variable numasim interprets (STARPU_SCHED, STARPU_SCHED_ALPHA/BETA/GAMMA, "
-                       "STARPU_PREFETCH, STARPU_CUDA_PIPELINE, STARPU_USE_NUMA, STARPU_NCPU, STARPU_NCUDA, "
-                       "STARPU_RESERVE_NCPU, STARPU_WORKERS_CPUID, STARPU_WORKERS_CUDAID, "
-                       "STARPU_MAIN_THREAD_CPUID, STARPU_MAIN_THREAD_BIND, STARPU_MPI_THREAD_CPUID, "
-                       "STARPU_PERF_MODEL_HOMOGENEOUS_CPU/CUDA, TESTBED_NUMA_BALANCING)");
+    throw InputError(file, key,
+                     "a StarPU variable numasim interprets (STARPU_SCHED, STARPU_SCHED_ALPHA/BETA/GAMMA, "
+                     "STARPU_PREFETCH, STARPU_CUDA_PIPELINE, STARPU_USE_NUMA, STARPU_NCPU, STARPU_NCUDA, "
+                     "STARPU_RESERVE_NCPU, STARPU_WORKERS_CPUID, STARPU_WORKERS_CUDAID, "
+                     "STARPU_MAIN_THREAD_CPUID, STARPU_MAIN_THREAD_BIND, STARPU_MPI_THREAD_CPUID, "
+                     "STARPU_PERF_MODEL_HOMOGENEOUS_CPU/CUDA, TESTBED_NUMA_BALANCING)");
   }
   if (!e.homogeneous_cpu)
     throw InputError(file, "env.STARPU_PERF_MODEL_HOMOGENEOUS_CPU",

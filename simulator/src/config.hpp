@@ -24,7 +24,7 @@ struct CpuIdRange {
 
 struct StarpuEnv {
   Scheduler sched = Scheduler::dmdas;       // study default (Chameleon picks dmdas with CUDA workers)
-  double alpha = 1, beta = 1, gamma = 1000; // deque_modeling_policy_data_aware.c defaults
+  double alpha = 1, beta = 1, gamma = 1000; // deque_modeling_policy_data_aware.c defaults (sched/dmda.cpp)
   bool prefetch = true;                     // starpu_get_prefetch_flag(): STARPU_PREFETCH default 1
   int cuda_pipeline = 2;                    // drivers/cuda/driver_cuda.c: STARPU_CUDA_PIPELINE default 2
   bool use_numa = false;                    // STARPU_USE_NUMA default 0 (one RAM memory node)

@@ -1,8 +1,8 @@
 // The tiled LU without pivoting as a task graph (Chameleon compute/pzgetrf_nopiv.c
 // submission order and priorities), with StarPU-MPI's owner-computes rule
-// (mpi/src/starpu_mpi_task_insert.c): a task runs on the rank owning the tile it
-// writes; a tile version read on another rank is sent there once (per version and
-// destination) and cached.
+// (mpi/src/starpu_mpi_task_insert.c; at run time numasim: mpi/starpu_mpi.cpp): a task runs on the rank owning
+// the tile it writes; a tile version read on another rank is sent there once (per version and destination)
+// and cached.
 #pragma once
 #include "config.hpp"
 

@@ -268,9 +268,9 @@ int NumaEffects::move(const Transfer& tr) {
   };
   if (t.mpi) {
     // StarPU-MPI: the progression thread copies the data between the RAM replica and the NIC
-    // (mpi/src/mpi/starpu_mpi_mpi.c; TCP sends and receives are CPU copies in that thread), so
-    // the message crosses the thread's socket on both ends: RAM -> MPI core -> NIC -> network ->
-    // NIC -> MPI core -> RAM. A thread on the NIC's remote socket adds the inter-socket link.
+    // (mpi/src/mpi/starpu_mpi_mpi.c, numasim: mpi/starpu_mpi.cpp; TCP sends and receives are CPU copies in
+    // that thread), so the message crosses the thread's socket on both ends: RAM -> MPI core -> NIC ->
+    // network -> NIC -> MPI core -> RAM. A thread on the NIC's remote socket adds the inter-socket link.
     const Reception& rc = dag_.receptions[t.recv];
     uint32_t hs = data_.handle(rc.src, rc.tile);
     RankInfo& rd = ranks_[rc.dst];

@@ -144,7 +144,8 @@ NodeThreads place_threads(const MachineNode& node, const StarpuEnv& env) {
   // An unbound main thread first-touches on NUMA 0 (the study's observation: "mostly NUMA 0").
   t.main_numa = t.main_core >= 0 ? numa_of(t.main_core) : 0;
   // MPI progression thread: STARPU_MPI_THREAD_CPUID, else the next bind id after the workers
-  // (mpi/src/mpi/starpu_mpi_mpi.c _starpu_mpi_progress_thread_func, starpu_get_next_bindid).
+  // (mpi/src/mpi/starpu_mpi_mpi.c _starpu_mpi_progress_thread_func, starpu_get_next_bindid; the
+  // thread itself: mpi/starpu_mpi.cpp).
   t.mpi_core = env.mpi_thread_cpuid >= 0 ? env.mpi_thread_cpuid / tpc
                                          : checked(ids.core_of(ids.next()), "STARPU_WORKERS_CPUID");
   t.mpi_numa = numa_of(t.mpi_core);

@@ -43,7 +43,8 @@ struct MemState {
   // GPU replicas allocated here, least recently used first: an intrusive doubly-linked list
   // through DataWizard::lru_prev_/lru_next_ (per slot). Entries only ever enter at the most
   // recent end, so the order is the one of a set sorted by a use counter (StarPU's mc_list with
-  // _starpu_memchunk_recently_used), with O(1) moves instead of a tree's erase + insert.
+  // _starpu_memchunk_recently_used; numasim: datawizard/memalloc.cpp), with O(1) moves instead of a tree's
+  // erase + insert.
   static constexpr size_t kNoSlot = SIZE_MAX;
   size_t lru_head = kNoSlot, lru_tail = kNoSlot, lru_size = 0;
   std::set<AllocKey> waiting;  // task fetches into this memory waiting for space
@@ -86,7 +87,8 @@ struct DataCounters {
   uint64_t eviction_writebacks = 0; // evictions of a sole (dirty) copy, written back to RAM first
 };
 
-// What a task's operand on a memory node still needs (fifo_queues.c starpu_st_non_ready_buffers_*).
+// What a task's operand on a memory node still needs (fifo_queues.c starpu_st_non_ready_buffers_*;
+// numasim: sched/dmda.cpp pop_ready).
 struct OperandReadiness {
   bool valid, loading, allocated;
 };
@@ -164,7 +166,8 @@ private:
   std::vector<Transfer> transfers_;
   std::vector<uint32_t> free_transfers_;
   // One runner per (source, destination) memory node pair: transfers of a pair are sequential,
-  // as in StarPU-SimGrid (core/simgrid.c transfer_queue/transfer_execute: one CUDA stream per pair).
+  // as in StarPU-SimGrid (core/simgrid.c transfer_queue/transfer_execute: one CUDA stream per pair;
+  // numasim: datawizard/data_request.cpp).
   struct Runner {
     std::deque<uint32_t> queue;
     int pending = 0; // copies started on this pair and not finished (StarPU's data_requests_npending)
