@@ -1,6 +1,6 @@
 #include "lu_dag.hpp"
+#include "mpi/starpu_mpi_cache.hpp"
 
-#include <unordered_map>
 #include <utility>
 
 #include <xbt/log.h>
@@ -27,7 +27,7 @@ public:
     for (auto [m, n] : operands)
       t.tiles[t.nbuf++] = static_cast<uint32_t>(m * nt_ + n);
     uint32_t written = t.tiles[t.nbuf - 1];
-    t.rank = static_cast<uint16_t>(cfg_.owner[written]);
+    t.rank = owner_computes(cfg_, written);
     uint32_t id = static_cast<uint32_t>(dag_.tasks.size());
     dag_.tasks.push_back(t);
     dag_.count_by_kind[static_cast<int>(kind)]++;
@@ -71,9 +71,9 @@ private:
   int nt_;
   Dag dag_;
   std::vector<uint32_t> last_writer_, version_;
-  std::vector<std::vector<uint32_t>> readers_;        // local readers since the last write (WAR)
-  std::unordered_map<uint64_t, uint32_t> recv_index_; // looked up only, never iterated
-  std::vector<std::pair<uint32_t, uint32_t>> edges_;  // (from, to) with provisional reception ids
+  std::vector<std::vector<uint32_t>> readers_;       // local readers since the last write (WAR)
+  ReceptionCache cache_;                             // mpi/starpu_mpi_cache.hpp
+  std::vector<std::pair<uint32_t, uint32_t>> edges_; // (from, to) with provisional reception ids
 
   void edge(uint32_t from, uint32_t to) {
     edges_.emplace_back(from, to);
@@ -89,11 +89,9 @@ private:
       readers_[tile].push_back(task);
       return;
     }
-    uint64_t key = (static_cast<uint64_t>(tile) << 32) | (static_cast<uint64_t>(version_[tile]) << 16) | rank;
-    auto [it, inserted] = recv_index_.try_emplace(key, static_cast<uint32_t>(dag_.receptions.size()));
-    uint32_t r = it->second;
+    auto [r, inserted] = cache_.find_or_add(dag_.receptions, tile, version_[tile],
+                                            static_cast<uint16_t>(cfg_.owner[tile]), rank);
     if (inserted) {
-      dag_.receptions.push_back({tile, version_[tile], static_cast<uint16_t>(cfg_.owner[tile]), rank});
       if (writer != kNone)
         edge(writer, node_of_recv(r));
       else
