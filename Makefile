@@ -6,7 +6,7 @@ BUILD := $(CURDIR)/build
 CORES ?= all
 export PATH := $(VENV)/bin:$(PATH)
 
-.PHONY: run test sensitivity setup build build-simulator build-lu test-python test-cpp test-cpp-asan test-schedulers lint lint-python clean
+.PHONY: run test sensitivity setup build build-simulator build-lu test-python test-cpp test-cpp-asan test-schedulers format-check lint lint-python clean
 
 run: setup build
 	snakemake --cores $(CORES) all
@@ -16,7 +16,7 @@ sensitivity: setup build
 	snakemake --cores $(CORES) sensitivity
 
 test: setup build
-	$(MAKE) --no-print-directory -k lint-python test-cpp test-cpp-asan test-python
+	$(MAKE) --no-print-directory -k lint-python format-check test-cpp test-cpp-asan test-python
 
 setup:
 	@bash envs/setup.sh
@@ -58,6 +58,12 @@ test-python:
 # TESTBED_SLURM=1 TESTBED_OAR=1 bash envs/setup.sh installs them)
 test-schedulers:
 	$(PY) -m pytest -q -rs -m "slurm or oar"
+
+# numasim's C++ sources follow the repository's .clang-format (Debian's clang-format, envs/setup.sh);
+# `clang-format -i` on a file fixes what this reports.
+CXX_SOURCES = $(shell find simulator/src simulator/tests simulator/tools \( -name '*.cpp' -o -name '*.hpp' \) | sort)
+format-check:
+	@clang-format --dry-run -Werror $(CXX_SOURCES) && echo "format-check: $(words $(CXX_SOURCES)) C++ files follow .clang-format"
 
 lint:
 	snakemake --lint

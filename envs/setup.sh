@@ -66,6 +66,7 @@ APT_PACKAGES=(
   xsltproc libxml2-utils
   python3-venv python3-dev
   libgtest-dev nlohmann-json3-dev
+  clang-format
   dpkg-dev
   pajeng
   libfxt-dev

@@ -8,15 +8,21 @@
 #include <set>
 #include <sstream>
 
+#include <xbt/log.h>
+
+XBT_LOG_NEW_DEFAULT_SUBCATEGORY(numasim_config, numasim, "numasim run description");
+
 namespace numasim {
 
-const char* kind_name(TaskKind k)
-{
+const char* kind_name(TaskKind k) {
   switch (k) {
-    case TaskKind::getrf: return "getrf";
-    case TaskKind::trsm_row:
-    case TaskKind::trsm_col: return "trsm";
-    case TaskKind::gemm: return "gemm";
+  case TaskKind::getrf:
+    return "getrf";
+  case TaskKind::trsm_row:
+  case TaskKind::trsm_col:
+    return "trsm";
+  case TaskKind::gemm:
+    return "gemm";
   }
   return "?";
 }
@@ -25,72 +31,82 @@ namespace {
 // Largest CPU/GPU id accepted in StarPU id lists: StarPU's STARPU_NMAXWORKERS is far below it;
 // it only keeps a typo from allocating gigabytes.
 constexpr long kMaxCpuId = 65535;
-long parse_int(const std::string& s, const std::string& file, const std::string& key, const std::string& expected)
-{
+long parse_int(const std::string& s, const std::string& file, const std::string& key,
+               const std::string& expected) {
   char* end = nullptr;
   long v = std::strtol(s.c_str(), &end, 10);
   if (s.empty() || *end)
     throw InputError(file, key, expected + ", got '" + s + "'");
   return v;
 }
-double parse_double(const std::string& s, const std::string& file, const std::string& key)
-{
+double parse_double(const std::string& s, const std::string& file, const std::string& key) {
   char* end = nullptr;
   double v = std::strtod(s.c_str(), &end);
   if (s.empty() || *end || !std::isfinite(v))
     throw InputError(file, key, "a number, got '" + s + "'");
   return v;
 }
-double nonnegative(double v, const std::string& file, const std::string& key, const std::string& text)
-{
+double nonnegative(double v, const std::string& file, const std::string& key, const std::string& text) {
   if (v < 0)
     throw InputError(file, key, "a number >= 0, got '" + text + "'");
   return v;
 }
-int count_or_default(long v, const std::string& file, const std::string& key, const std::string& text)
-{
+int count_or_default(long v, const std::string& file, const std::string& key, const std::string& text) {
   if (v < -1 || v > 1000000)
     throw InputError(file, key, "a count >= 0 (or -1: StarPU's default), got '" + text + "'");
   return static_cast<int>(v);
 }
 // -1 (StarPU's "not set") or an id; larger values would wrap when narrowed to int.
-int cpu_id(const std::string& s, const std::string& file, const std::string& key)
-{
+int cpu_id(const std::string& s, const std::string& file, const std::string& key) {
   long v = parse_int(s, file, key, "a CPU id");
   if (v < -1 || v > kMaxCpuId)
     throw InputError(file, key, "a CPU id in 0.." + std::to_string(kMaxCpuId) + " (or -1), got '" + s + "'");
   return static_cast<int>(v);
 }
-bool parse_bool01(const std::string& s, const std::string& file, const std::string& key)
-{
+bool parse_bool01(const std::string& s, const std::string& file, const std::string& key) {
   long v = parse_int(s, file, key, "0 or 1");
   if (v != 0 && v != 1)
     throw InputError(file, key, "0 or 1, got '" + s + "'");
   return v == 1;
 }
-// "0 1 2", "0,1,2" or ranges "0-3" (StarPU's workers bindid list, src/core/topology.c).
-std::vector<int> parse_id_list(const std::string& s, const std::string& file, const std::string& key)
-{
-  std::vector<int> out;
+// STARPU_WORKERS_CPUID: ids, ranges "a-b" and open ranges "a-" separated by spaces or commas
+// (src/core/topology.c _starpu_initialize_workers_bindid; expanded per machine, numasim:
+// topology.cpp expand_cpuids).
+std::vector<CpuIdRange> parse_cpuid_list(const std::string& s, const std::string& file,
+                                         const std::string& key) {
+  std::vector<CpuIdRange> out;
   std::string t = s;
   std::replace(t.begin(), t.end(), ',', ' ');
   std::istringstream in(t);
   std::string item;
+  const std::string range = "ranges a-b with 0 <= a <= b <= " + std::to_string(kMaxCpuId) + " (or open, a-)";
   while (in >> item) {
     auto dash = item.find('-', 1);
-    if (dash != std::string::npos) {
-      long a = parse_int(item.substr(0, dash), file, key, "integers or ranges a-b");
-      long b = parse_int(item.substr(dash + 1), file, key, "integers or ranges a-b");
-      if (a < 0 || b < a || b > kMaxCpuId)
-        throw InputError(file, key, "ranges a-b with 0 <= a <= b <= " + std::to_string(kMaxCpuId) + ", got '" + item + "'");
-      for (long x = a; x <= b; x++)
-        out.push_back(static_cast<int>(x));
-    } else {
-      long x = parse_int(item, file, key, "a list of integers");
-      if (x < 0 || x > kMaxCpuId)
-        throw InputError(file, key, "ids in 0.." + std::to_string(kMaxCpuId) + ", got '" + item + "'");
+    long a = parse_int(item.substr(0, dash), file, key, "integers or ranges a-b, a-");
+    long b = a;
+    if (dash != std::string::npos)
+      b = dash + 1 == item.size() ? -1
+                                  : parse_int(item.substr(dash + 1), file, key, "integers or ranges a-b, a-");
+    if (a < 0 || a > kMaxCpuId || (b != -1 && (b < a || b > kMaxCpuId)))
+      throw InputError(file, key, range + ", got '" + item + "'");
+    out.push_back({static_cast<int>(a), static_cast<int>(b)});
+    if (out.size() > static_cast<size_t>(kMaxCpuId) + 1)
+      throw InputError(file, key, "at most " + std::to_string(kMaxCpuId + 1) + " ids");
+  }
+  return out;
+}
+
+// "0 1 2", "0,1,2" or ranges "0-3" (StarPU's CUDA device list, src/core/topology.c
+// _starpu_initialize_workers_deviceid; used by numasim: topology.cpp place_threads).
+std::vector<int> parse_id_list(const std::string& s, const std::string& file, const std::string& key) {
+  std::vector<int> out;
+  for (const CpuIdRange& r : parse_cpuid_list(s, file, key)) {
+    if (r.last < 0)
+      throw InputError(file, key,
+                       "ranges a-b with 0 <= a <= b <= " + std::to_string(kMaxCpuId) + ", got '" +
+                           std::to_string(r.first) + "-'");
+    for (long x = r.first; x <= r.last; x++)
       out.push_back(static_cast<int>(x));
-    }
     // A list longer than any machine's PU count is a typo ("0-99999999" would allocate GBs).
     if (out.size() > static_cast<size_t>(kMaxCpuId) + 1)
       throw InputError(file, key, "at most " + std::to_string(kMaxCpuId + 1) + " ids");
@@ -101,8 +117,7 @@ std::vector<int> parse_id_list(const std::string& s, const std::string& file, co
 // A typo in a key ("variabilty", "distrbution") would otherwise leave the default in force
 // silently; every object of the run description lists the keys it may hold.
 void known_keys(const Json& obj, const std::string& file, const std::string& where,
-                std::initializer_list<const char*> keys)
-{
+                std::initializer_list<const char*> keys) {
   for (const auto& [k, v] : obj.object) {
     bool known = false;
     for (const char* key : keys)
@@ -117,120 +132,154 @@ void known_keys(const Json& obj, const std::string& file, const std::string& whe
 }
 // An integer in [lo, hi] written as a JSON number without fraction ("seed": "abc" or 1.5 is an error,
 // not 0 or 1).
-int64_t integer_in(const Json* v, const std::string& file, const std::string& key, int64_t lo, int64_t hi)
-{
+int64_t integer_in(const Json* v, const std::string& file, const std::string& key, int64_t lo, int64_t hi) {
   if (!v || v->type != Json::Type::Number || !v->integral || v->integer < lo || v->integer > hi)
     throw InputError(file, key, "an integer in " + std::to_string(lo) + ".." + std::to_string(hi));
   return v->integer;
 }
 } // namespace
 
-StarpuEnv parse_starpu_env(const std::map<std::string, std::string>& env, const std::string& file)
-{
+namespace {
+// Variables with no effect on a simulated run (output, calibration, tracing).
+bool inert_variable(const std::string& k) {
+  static const std::set<std::string> inert = {"STARPU_SILENT",
+                                              "STARPU_HOSTNAME",
+                                              "STARPU_CALIBRATE",
+                                              "STARPU_FXT_PREFIX",
+                                              "STARPU_FXT_TRACE",
+                                              "STARPU_GENERATE_TRACE",
+                                              "STARPU_WORKER_STATS",
+                                              "STARPU_BUS_STATS",
+                                              "STARPU_MEMORY_STATS",
+                                              "STARPU_PROFILING",
+                                              "STARPU_MALLOC_SIMULATION_FOLD",
+                                              "STARPU_SIMGRID_CUDA_MALLOC_COST",
+                                              "STARPU_PERF_MODEL_DIR",
+                                              "STARPU_HOME",
+                                              "STARPU_LOGFILENAME",
+                                              "STARPU_MPI_STATS",
+                                              "STARPU_COMM_STATS",
+                                              "STARPU_DISPLAY_BINDINGS",
+                                              "STARPU_ENABLE_STATS"};
+  return inert.count(k) > 0;
+}
+
+Scheduler parse_sched(const std::string& v, const std::string& file, const std::string& key) {
+  if (v == "dmda")
+    return Scheduler::dmda;
+  if (v == "dmdas")
+    return Scheduler::dmdas;
+  if (v == "dmdasd")
+    return Scheduler::dmdasd;
+  if (v == "eager")
+    return Scheduler::eager;
+  if (v == "lws")
+    return Scheduler::lws;
+  throw InputError(file, key,
+                   "one of dmda, dmdas, dmdasd, eager, lws (schedulers numasim models), got '" + v + "'");
+}
+
+// Scheduler, data and model variables; false if `k` is none of them.
+bool set_runtime_variable(StarpuEnv& e, const std::string& k, const std::string& v, const std::string& file,
+                          const std::string& key) {
+  if (k == "STARPU_SCHED")
+    e.sched = parse_sched(v, file, key);
+  else if (k == "STARPU_SCHED_ALPHA")
+    e.alpha = nonnegative(parse_double(v, file, key), file, key, v);
+  else if (k == "STARPU_SCHED_BETA")
+    e.beta = nonnegative(parse_double(v, file, key), file, key, v);
+  else if (k == "STARPU_SCHED_GAMMA")
+    e.gamma = nonnegative(parse_double(v, file, key), file, key, v);
+  else if (k == "STARPU_PREFETCH")
+    e.prefetch = parse_bool01(v, file, key);
+  else if (k == "STARPU_CUDA_PIPELINE") {
+    long depth = parse_int(v, file, key, "a non-negative integer");
+    if (depth < 0 || depth > 1000000) // checked before narrowing to int
+      throw InputError(file, key, "an integer in 0..1000000, got '" + v + "'");
+    e.cuda_pipeline = static_cast<int>(depth);
+  } else if (k == "STARPU_USE_NUMA")
+    e.use_numa = parse_bool01(v, file, key);
+  else if (k == "STARPU_PERF_MODEL_HOMOGENEOUS_CUDA")
+    e.homogeneous_cuda = parse_bool01(v, file, key);
+  else if (k == "STARPU_PERF_MODEL_HOMOGENEOUS_CPU")
+    e.homogeneous_cpu = parse_bool01(v, file, key);
+  else if (k == "TESTBED_NUMA_BALANCING") // factor G (testbed/factors.py), numa_effects.cpp
+    e.numa_balancing = parse_bool01(v, file, key);
+  else
+    return false;
+  return true;
+}
+
+// Worker counts and thread binding (numasim: topology.cpp); false if `k` is none of them.
+bool set_thread_variable(StarpuEnv& e, const std::string& k, const std::string& v, const std::string& file,
+                         const std::string& key) {
+  // -1 is StarPU's "as many as there are" (the default); other negative counts are errors.
+  if (k == "STARPU_NCPU" || k == "STARPU_NCPUS")
+    e.ncpu = count_or_default(parse_int(v, file, key, "an integer"), file, key, v);
+  else if (k == "STARPU_NCUDA")
+    e.ncuda = count_or_default(parse_int(v, file, key, "an integer"), file, key, v);
+  else if (k == "STARPU_RESERVE_NCPU")
+    e.reserve_ncpu = count_or_default(parse_int(v, file, key, "an integer"), file, key, v);
+  else if (k == "STARPU_WORKERS_CPUID")
+    e.workers_cpuid = parse_cpuid_list(v, file, key);
+  else if (k == "STARPU_WORKERS_CUDAID")
+    e.workers_cudaid = parse_id_list(v, file, key);
+  else if (k == "STARPU_MAIN_THREAD_CPUID")
+    e.main_thread_cpuid = cpu_id(v, file, key);
+  else if (k == "STARPU_MAIN_THREAD_BIND")
+    e.main_thread_bind = parse_bool01(v, file, key);
+  else if (k == "STARPU_MPI_THREAD_CPUID")
+    e.mpi_thread_cpuid = cpu_id(v, file, key);
+  else
+    return false;
+  return true;
+}
+} // namespace
+
+StarpuEnv parse_starpu_env(const std::map<std::string, std::string>& env, const std::string& file) {
   StarpuEnv e;
-  // Variables with no effect on a simulated run (output, calibration, tracing).
-  static const std::set<std::string> inert = {
-      "STARPU_SILENT",        "STARPU_HOSTNAME",      "STARPU_CALIBRATE",     "STARPU_FXT_PREFIX",
-      "STARPU_FXT_TRACE",     "STARPU_GENERATE_TRACE", "STARPU_WORKER_STATS", "STARPU_BUS_STATS",
-      "STARPU_MEMORY_STATS",  "STARPU_PROFILING",     "STARPU_MALLOC_SIMULATION_FOLD",
-      "STARPU_SIMGRID_CUDA_MALLOC_COST", "STARPU_PERF_MODEL_DIR", "STARPU_HOME", "STARPU_LOGFILENAME",
-      "STARPU_MPI_STATS",     "STARPU_COMM_STATS",    "STARPU_DISPLAY_BINDINGS", "STARPU_ENABLE_STATS"};
   for (const auto& [k, v] : env) {
     std::string key = "env." + k;
-    if (k == "STARPU_SCHED") {
-      if (v == "dmda")
-        e.sched = Scheduler::dmda;
-      else if (v == "dmdas")
-        e.sched = Scheduler::dmdas;
-      else if (v == "dmdasd")
-        e.sched = Scheduler::dmdasd;
-      else if (v == "eager")
-        e.sched = Scheduler::eager;
-      else if (v == "lws")
-        e.sched = Scheduler::lws;
-      else
-        throw InputError(file, key, "one of dmda, dmdas, dmdasd, eager, lws (schedulers numasim models), got '" + v + "'");
-    } else if (k == "STARPU_SCHED_ALPHA")
-      e.alpha = nonnegative(parse_double(v, file, key), file, key, v);
-    else if (k == "STARPU_SCHED_BETA")
-      e.beta = nonnegative(parse_double(v, file, key), file, key, v);
-    else if (k == "STARPU_SCHED_GAMMA")
-      e.gamma = nonnegative(parse_double(v, file, key), file, key, v);
-    else if (k == "STARPU_PREFETCH")
-      e.prefetch = parse_bool01(v, file, key);
-    else if (k == "STARPU_CUDA_PIPELINE") {
-      long depth = parse_int(v, file, key, "a non-negative integer");
-      if (depth < 0 || depth > 1000000) // checked before narrowing to int
-        throw InputError(file, key, "an integer in 0..1000000, got '" + v + "'");
-      e.cuda_pipeline = static_cast<int>(depth);
-    } else if (k == "STARPU_USE_NUMA")
-      e.use_numa = parse_bool01(v, file, key);
-    // -1 is StarPU's "as many as there are" (the default); other negative counts are errors.
-    else if (k == "STARPU_NCPU" || k == "STARPU_NCPUS")
-      e.ncpu = count_or_default(parse_int(v, file, key, "an integer"), file, key, v);
-    else if (k == "STARPU_NCUDA")
-      e.ncuda = count_or_default(parse_int(v, file, key, "an integer"), file, key, v);
-    else if (k == "STARPU_RESERVE_NCPU")
-      e.reserve_ncpu = count_or_default(parse_int(v, file, key, "an integer"), file, key, v);
-    else if (k == "STARPU_WORKERS_CPUID")
-      e.workers_cpuid = parse_id_list(v, file, key);
-    else if (k == "STARPU_WORKERS_CUDAID")
-      e.workers_cudaid = parse_id_list(v, file, key);
-    else if (k == "STARPU_MAIN_THREAD_CPUID")
-      e.main_thread_cpuid = cpu_id(v, file, key);
-    else if (k == "STARPU_MAIN_THREAD_BIND")
-      e.main_thread_bind = parse_bool01(v, file, key);
-    else if (k == "STARPU_MPI_THREAD_CPUID")
-      e.mpi_thread_cpuid = cpu_id(v, file, key);
-    else if (k == "STARPU_PERF_MODEL_HOMOGENEOUS_CUDA")
-      e.homogeneous_cuda = parse_bool01(v, file, key);
-    else if (k == "STARPU_PERF_MODEL_HOMOGENEOUS_CPU")
-      e.homogeneous_cpu = parse_bool01(v, file, key);
-    else if (k == "TESTBED_NUMA_BALANCING") // factor G (testbed/factors.py), numa_effects.cpp
-      e.numa_balancing = parse_bool01(v, file, key);
-    else if (inert.count(k))
+    if (set_runtime_variable(e, k, v, file, key) || set_thread_variable(e, k, v, file, key) ||
+        inert_variable(k))
       continue;
-    else
-      throw InputError(file, key,
-                       "a StarPU variable numasim interprets (STARPU_SCHED, STARPU_SCHED_ALPHA/BETA/GAMMA, "
-                       "STARPU_PREFETCH, STARPU_CUDA_PIPELINE, STARPU_USE_NUMA, STARPU_NCPU, STARPU_NCUDA, "
-                       "STARPU_RESERVE_NCPU, STARPU_WORKERS_CPUID, STARPU_WORKERS_CUDAID, "
-                       "STARPU_MAIN_THREAD_CPUID, STARPU_MAIN_THREAD_BIND, STARPU_MPI_THREAD_CPUID, "
-                       "STARPU_PERF_MODEL_HOMOGENEOUS_CPU/CUDA, TESTBED_NUMA_BALANCING)");
+    throw InputError(file, key,
+                     "a StarPU variable numasim interprets (STARPU_SCHED, STARPU_SCHED_ALPHA/BETA/GAMMA, "
+                     "STARPU_PREFETCH, STARPU_CUDA_PIPELINE, STARPU_USE_NUMA, STARPU_NCPU, STARPU_NCUDA, "
+                     "STARPU_RESERVE_NCPU, STARPU_WORKERS_CPUID, STARPU_WORKERS_CUDAID, "
+                     "STARPU_MAIN_THREAD_CPUID, STARPU_MAIN_THREAD_BIND, STARPU_MPI_THREAD_CPUID, "
+                     "STARPU_PERF_MODEL_HOMOGENEOUS_CPU/CUDA, TESTBED_NUMA_BALANCING)");
   }
   if (!e.homogeneous_cpu)
-    throw InputError(file, "env.STARPU_PERF_MODEL_HOMOGENEOUS_CPU", "1 (per-core CPU models are not modelled)");
+    throw InputError(file, "env.STARPU_PERF_MODEL_HOMOGENEOUS_CPU",
+                     "1 (per-core CPU models are not modelled)");
   return e;
 }
 
-RunConfig RunConfig::from_json(const Json& j, const std::string& file)
-{
-  RunConfig c;
-  c.file = file;
-  auto str = [&](const Json& parent, const std::string& key, const std::string& where) -> std::string {
-    const Json* v = parent.find(key);
-    if (!v || v->type != Json::Type::String)
-      throw InputError(file, where + key, "a string");
-    return v->string;
-  };
-  auto num = [&](const Json& parent, const std::string& key, const std::string& where) -> double {
-    const Json* v = parent.find(key);
-    if (!v || v->type != Json::Type::Number)
-      throw InputError(file, where + key, "a number");
-    return v->number;
-  };
-  // Env values: strings, or numbers/booleans written for convenience; a list or object is a mistake.
-  auto env_value = [&](const Json& v, const std::string& key) -> std::string {
-    if (v.type != Json::Type::String && v.type != Json::Type::Number && v.type != Json::Type::Bool)
-      throw InputError(file, key, "a string, number or boolean");
-    return v.scalar_text();
-  };
-  if (j.type != Json::Type::Object)
-    throw InputError(file, "", "a JSON object (run description)");
-  known_keys(j, file, "",
-             {"platform", "perfmodels", "symbols", "dag", "getrf_on_cuda", "workload", "env", "env_per_machine",
-              "seed", "variability", "mpi", "trace", "transfers"});
-  c.platform = str(j, "platform", "");
+namespace {
+std::string str_at(const std::string& file, const Json& parent, const std::string& key,
+                   const std::string& where) {
+  const Json* v = parent.find(key);
+  if (!v || v->type != Json::Type::String)
+    throw InputError(file, where + key, "a string");
+  return v->string;
+}
+double num_at(const std::string& file, const Json& parent, const std::string& key, const std::string& where) {
+  const Json* v = parent.find(key);
+  if (!v || v->type != Json::Type::Number)
+    throw InputError(file, where + key, "a number");
+  return v->number;
+}
+// Env values: strings, or numbers/booleans written for convenience; a list or object is a mistake.
+std::string env_value(const std::string& file, const Json& v, const std::string& key) {
+  if (v.type != Json::Type::String && v.type != Json::Type::Number && v.type != Json::Type::Bool)
+    throw InputError(file, key, "a string, number or boolean");
+  return v.scalar_text();
+}
+
+// perfmodels, symbols, dag, getrf_on_cuda
+void read_models(const Json& j, RunConfig& c) {
+  const std::string& file = c.file;
   const Json* pm = j.find("perfmodels");
   if (!pm || pm->type != Json::Type::Object || pm->object.empty())
     throw InputError(file, "perfmodels", "an object {machine type: StarPU sampling directory}");
@@ -280,26 +329,14 @@ RunConfig RunConfig::from_json(const Json& j, const std::string& file)
       throw InputError(file, "getrf_on_cuda", "true or false");
     c.kind_on_cuda[0] = a->boolean;
   }
-  const Json* w = j.find("workload");
-  if (!w || w->type != Json::Type::Object)
-    throw InputError(file, "workload", "an object {kind: lu, n, b, distribution}");
-  known_keys(*w, file, "workload.", {"kind", "n", "b", "distribution"});
-  if (str(*w, "kind", "workload.") != "lu")
-    throw InputError(file, "workload.kind", "\"lu\"");
-  double n = num(*w, "n", "workload."), b = num(*w, "b", "workload.");
-  if (n <= 0 || b <= 0 || std::fmod(n, b) != 0 || n != std::floor(n) || b != std::floor(b))
-    throw InputError(file, "workload.n/b", "positive integers with n a multiple of b");
-  // Before any allocation: the task graph grows as (n/b)^3 / 3 and tile footprints with b^2.
-  if (b > kMaxTileSize || n / b > kMaxTiles)
-    throw InputError(file, "workload.n/b", "b <= " + std::to_string(kMaxTileSize) + " and n/b <= " +
-                                               std::to_string(kMaxTiles) + " tiles per dimension");
-  c.n = static_cast<int>(n);
-  c.b = static_cast<int>(b);
-  c.nt = c.n / c.b;
-  if (const Json* d = w->find("distribution")) {
+}
+
+void read_distribution(const Json& w, RunConfig& c) {
+  const std::string& file = c.file;
+  if (const Json* d = w.find("distribution")) {
     if (d->type != Json::Type::Object)
       throw InputError(file, "workload.distribution", "an object {kind, p, q} or {kind, path}");
-    c.dist_kind = str(*d, "kind", "workload.distribution.");
+    c.dist_kind = str_at(file, *d, "kind", "workload.distribution.");
     if (c.dist_kind == "block-cyclic") {
       known_keys(*d, file, "workload.distribution.", {"kind", "p", "q"});
       // 0 (or absent): chosen from the node count; the bound keeps p*q from overflowing.
@@ -309,15 +346,42 @@ RunConfig RunConfig::from_json(const Json& j, const std::string& file)
         c.q = static_cast<int>(integer_in(d->find("q"), file, "workload.distribution.q", 0, 1 << 20));
     } else if (c.dist_kind == "file" || c.dist_kind == "heterogeneous") {
       known_keys(*d, file, "workload.distribution.", {"kind", "path"});
-      c.dist_path = str(*d, "path", "workload.distribution.");
+      c.dist_path = str_at(file, *d, "path", "workload.distribution.");
     } else
       throw InputError(file, "workload.distribution.kind", "block-cyclic, file or heterogeneous");
   }
+}
+
+void read_workload(const Json& j, RunConfig& c) {
+  const std::string& file = c.file;
+  const Json* w = j.find("workload");
+  if (!w || w->type != Json::Type::Object)
+    throw InputError(file, "workload", "an object {kind: lu, n, b, distribution}");
+  known_keys(*w, file, "workload.", {"kind", "n", "b", "distribution"});
+  if (str_at(file, *w, "kind", "workload.") != "lu")
+    throw InputError(file, "workload.kind", "\"lu\"");
+  double n = num_at(file, *w, "n", "workload."), b = num_at(file, *w, "b", "workload.");
+  if (n <= 0 || b <= 0 || std::fmod(n, b) != 0 || n != std::floor(n) || b != std::floor(b))
+    throw InputError(file, "workload.n/b", "positive integers with n a multiple of b");
+  // Before any allocation: the task graph grows as (n/b)^3 / 3 and tile footprints with b^2.
+  if (b > kMaxTileSize || n / b > kMaxTiles)
+    throw InputError(file, "workload.n/b",
+                     "b <= " + std::to_string(kMaxTileSize) + " and n/b <= " + std::to_string(kMaxTiles) +
+                         " tiles per dimension");
+  c.n = static_cast<int>(n);
+  c.b = static_cast<int>(b);
+  c.nt = c.n / c.b;
+  read_distribution(*w, c);
+}
+
+// env, env_per_machine
+void read_envs(const Json& j, RunConfig& c) {
+  const std::string& file = c.file;
   if (const Json* e = j.find("env")) {
     if (e->type != Json::Type::Object)
       throw InputError(file, "env", "an object of STARPU_* variables");
     for (const auto& [k, v] : e->object)
-      c.env_raw[k] = env_value(v, "env." + k);
+      c.env_raw[k] = env_value(file, v, "env." + k);
   }
   c.env = parse_starpu_env(c.env_raw, file);
   if (const Json* pm = j.find("env_per_machine")) {
@@ -328,12 +392,17 @@ RunConfig RunConfig::from_json(const Json& j, const std::string& file)
         throw InputError(file, "env_per_machine." + machine, "an object of STARPU_* variables");
       std::map<std::string, std::string> merged = c.env_raw;
       for (const auto& [k, v] : vars.object) {
-        c.env_machine_raw[machine][k] = env_value(v, "env_per_machine." + machine + "." + k);
+        c.env_machine_raw[machine][k] = env_value(file, v, "env_per_machine." + machine + "." + k);
         merged[k] = c.env_machine_raw[machine][k];
       }
       c.env_machine[machine] = parse_starpu_env(merged, file);
     }
   }
+}
+
+// seed, variability, mpi
+void read_options(const Json& j, RunConfig& c) {
+  const std::string& file = c.file;
   if (const Json* s = j.find("seed"))
     c.seed = static_cast<uint64_t>(integer_in(s, file, "seed", 0, std::numeric_limits<int64_t>::max()));
   if (const Json* v = j.find("variability")) {
@@ -346,11 +415,16 @@ RunConfig RunConfig::from_json(const Json& j, const std::string& file)
       throw InputError(file, "mpi", "an object {overhead_s}");
     known_keys(*m, file, "mpi.", {"overhead_s"});
     if (m->has("overhead_s")) {
-      c.mpi_overhead_s = num(*m, "overhead_s", "mpi.");
+      c.mpi_overhead_s = num_at(file, *m, "overhead_s", "mpi.");
       if (c.mpi_overhead_s < 0)
         throw InputError(file, "mpi.overhead_s", "a duration >= 0 s");
     }
   }
+}
+
+// trace, transfers; relative paths are made relative to the run description's directory
+void read_paths(const Json& j, RunConfig& c) {
+  const std::string& file = c.file;
   // Relative paths are relative to the run description's directory.
   std::string base = file.find('/') == std::string::npos ? "" : file.substr(0, file.rfind('/') + 1);
   auto rel = [&](std::string& path) {
@@ -362,16 +436,32 @@ RunConfig RunConfig::from_json(const Json& j, const std::string& file)
     rel(dir);
   rel(c.dist_path);
   if (const Json* t = j.find("trace"); t && !t->is_null())
-    c.trace = str(j, "trace", "");
+    c.trace = str_at(file, j, "trace", "");
   if (const Json* t = j.find("transfers"); t && !t->is_null())
-    c.transfers = str(j, "transfers", "");
+    c.transfers = str_at(file, j, "transfers", "");
   rel(c.trace);
   rel(c.transfers);
+}
+} // namespace
+
+RunConfig RunConfig::from_json(const Json& j, const std::string& file) {
+  RunConfig c;
+  c.file = file;
+  if (j.type != Json::Type::Object)
+    throw InputError(file, "", "a JSON object (run description)");
+  known_keys(j, file, "",
+             {"platform", "perfmodels", "symbols", "dag", "getrf_on_cuda", "workload", "env",
+              "env_per_machine", "seed", "variability", "mpi", "trace", "transfers"});
+  c.platform = str_at(file, j, "platform", "");
+  read_models(j, c);
+  read_workload(j, c);
+  read_envs(j, c);
+  read_options(j, c);
+  read_paths(j, c);
   return c;
 }
 
-void RunConfig::resolve_distribution(int nranks)
-{
+void RunConfig::resolve_distribution(int nranks) {
   owner.assign(static_cast<size_t>(nt) * nt, 0);
   if (dist_kind == "block-cyclic") {
     if (p <= 0 && q <= 0) { // most square grid p <= q with p*q = nranks
@@ -418,124 +508,6 @@ void RunConfig::resolve_distribution(int nranks)
   }
   if (row != nt)
     throw InputError(dist_path, "rows", std::to_string(nt) + " rows, got " + std::to_string(row));
-}
-
-NodeThreads place_threads(const MachineNode& node, const StarpuEnv& env_pu)
-{
-  // StarPU's CPU ids are logical PU ids (topology.c, _starpu_initialize_workers_bindid); numasim places
-  // threads on cores, so PU p runs on core p / threads_per_core.
-  StarpuEnv env = env_pu;
-  const int tpc = std::max(1, node.threads_per_core);
-  if (env.main_thread_cpuid >= 0)
-    env.main_thread_cpuid /= tpc;
-  if (env.mpi_thread_cpuid >= 0)
-    env.mpi_thread_cpuid /= tpc;
-  for (int& pu : env.workers_cpuid)
-    pu /= tpc;
-  NodeThreads t;
-  auto numa_of = [&](int core) {
-    for (const auto& c : node.cpus)
-      if (c.index == core)
-        return c.numa;
-    return -1;
-  };
-  auto check_core = [&](int core, const char* var) {
-    if (numa_of(core) < 0)
-      throw InputError("env", var, "a CPU id of node " + node.name + " (0.." +
-                                       std::to_string(node.cpus.back().index) + "), got " + std::to_string(core));
-  };
-  std::set<int> taken; // cores bound to an active thread (starpu_get_next_bindid skips them)
-  // Main thread (topology.c: STARPU_MAIN_THREAD_CPUID / STARPU_MAIN_THREAD_BIND).
-  if (env.main_thread_cpuid >= 0) {
-    check_core(env.main_thread_cpuid, "STARPU_MAIN_THREAD_CPUID");
-    taken.insert(env.main_thread_cpuid);
-  }
-  if (env.mpi_thread_cpuid >= 0) {
-    check_core(env.mpi_thread_cpuid, "STARPU_MPI_THREAD_CPUID");
-    taken.insert(env.mpi_thread_cpuid);
-  }
-  // reserve_ncpus: StarPU-MPI first reserves 1 for its progression thread when neither
-  // STARPU_MPI_THREAD_CPUID nor STARPU_NCPU is set (mpi/src/starpu_mpi_init.c), then
-  // _starpu_conf_check_environment (src/core/workers.c) overwrites it with STARPU_RESERVE_NCPU
-  // when that is set. A bound main thread adds one more there; here it takes its own bind id below.
-  int reserve = (env.mpi_thread_cpuid < 0 && env.ncpu < 0) ? 1 : 0;
-  if (env.reserve_ncpu >= 0)
-    reserve = env.reserve_ncpu;
-  // Bind ids in order: STARPU_WORKERS_CPUID (wrapping when shorter, topology.c) or all cores.
-  std::vector<int> order;
-  if (!env.workers_cpuid.empty()) {
-    for (int c : env.workers_cpuid)
-      check_core(c, "STARPU_WORKERS_CPUID");
-    for (size_t i = 0; i < node.cpus.size(); i++)
-      order.push_back(env.workers_cpuid[i % env.workers_cpuid.size()]);
-  } else
-    for (const auto& c : node.cpus)
-      order.push_back(c.index);
-  size_t next = 0;
-  auto next_bindid = [&]() -> int {
-    while (next < order.size() && taken.count(order[next]))
-      next++;
-    if (next >= order.size()) { // fall back to any free core
-      for (const auto& c : node.cpus)
-        if (!taken.count(c.index)) {
-          taken.insert(c.index);
-          return c.index;
-        }
-      return -1;
-    }
-    int c = order[next++];
-    taken.insert(c);
-    return c;
-  };
-  // A bound main thread without STARPU_MAIN_THREAD_CPUID takes the first bind id, before the
-  // drivers and workers (topology.c; docs/interfaces.md §6.1, testbed/factors.py starpu_placement).
-  if (env.main_thread_bind && env.main_thread_cpuid < 0)
-    t.main_core = next_bindid();
-  // CUDA workers: STARPU_NCUDA (-1: all), devices from STARPU_WORKERS_CUDAID (driver_cuda_init.c).
-  int ngpu = static_cast<int>(node.gpus.size());
-  int ncuda = env.ncuda < 0 ? ngpu : std::min(env.ncuda, ngpu); // StarPU warns and caps
-  for (int i = 0; i < ncuda; i++) {
-    int dev = env.workers_cudaid.empty() ? i : env.workers_cudaid[i % env.workers_cudaid.size()];
-    const GpuInfo* g = nullptr;
-    for (const auto& x : node.gpus)
-      if (x.index == dev)
-        g = &x;
-    if (!g)
-      throw InputError("env", "STARPU_WORKERS_CUDAID", "GPU ids of node " + node.name + ", got " + std::to_string(dev));
-    WorkerPlacement w;
-    w.cuda = true;
-    w.gpu = dev;
-    w.core = next_bindid();
-    w.numa = numa_of(w.core);
-    t.workers.push_back(w);
-  }
-  // Worker count as _starpu_init_cpu_config (src/drivers/cpu/driver_cpu.c): cores minus the CUDA
-  // drivers' cores (_starpu_cpu_busy_cpu) minus reserve_ncpus, which counts a bound main thread
-  // (src/core/workers.c); explicitly placed main/MPI threads are not subtracted again, their
-  // cores are only skipped when binding.
-  if (env.main_thread_bind)
-    reserve++;
-  int avail_cores = static_cast<int>(node.cpus.size()) - ncuda;
-  int ncpu = env.ncpu >= 0 ? std::min(env.ncpu, avail_cores) : std::max(0, avail_cores - reserve);
-  for (int i = 0; i < ncpu; i++) {
-    WorkerPlacement w;
-    w.core = next_bindid();
-    if (w.core < 0)
-      break;
-    w.numa = numa_of(w.core);
-    t.workers.push_back(w);
-  }
-  if (env.main_thread_cpuid >= 0)
-    t.main_core = env.main_thread_cpuid;
-  // An unbound main thread first-touches on NUMA 0 (the study's observation: "mostly NUMA 0").
-  t.main_numa = t.main_core >= 0 ? numa_of(t.main_core) : 0;
-  // MPI progression thread: STARPU_MPI_THREAD_CPUID, else the next free bind id after the workers
-  // (mpi/src/starpu_mpi_private.c / starpu_get_next_bindid).
-  t.mpi_core = env.mpi_thread_cpuid >= 0 ? env.mpi_thread_cpuid : next_bindid();
-  if (t.mpi_core < 0)
-    t.mpi_core = node.cpus.back().index;
-  t.mpi_numa = numa_of(t.mpi_core);
-  return t;
 }
 
 } // namespace numasim

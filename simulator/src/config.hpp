@@ -16,14 +16,21 @@ enum class TaskKind : uint8_t { getrf = 0, trsm_row = 1, trsm_col = 2, gemm = 3 
 constexpr int kNumKinds = 4;
 const char* kind_name(TaskKind k); // "getrf", "trsm", "trsm", "gemm" (Value column of the trace)
 
+// One item of a STARPU_WORKERS_CPUID list: an id, a range a-b, or an open range a- (last = -1: up
+// to the last PU); expanded on each machine by expand_cpuids (topology.cpp).
+struct CpuIdRange {
+  int first, last;
+};
+
 struct StarpuEnv {
-  Scheduler sched = Scheduler::dmdas; // study default (Chameleon picks dmdas with CUDA workers)
-  double alpha = 1, beta = 1, gamma = 1000; // deque_modeling_policy_data_aware.c defaults
+  Scheduler sched = Scheduler::dmdas;       // study default (Chameleon picks dmdas with CUDA workers)
+  double alpha = 1, beta = 1, gamma = 1000; // deque_modeling_policy_data_aware.c defaults (sched/dmda.cpp)
   bool prefetch = true;                     // starpu_get_prefetch_flag(): STARPU_PREFETCH default 1
   int cuda_pipeline = 2;                    // drivers/cuda/driver_cuda.c: STARPU_CUDA_PIPELINE default 2
   bool use_numa = false;                    // STARPU_USE_NUMA default 0 (one RAM memory node)
   int ncpu = -1, ncuda = -1, reserve_ncpu = -1;
-  std::vector<int> workers_cpuid, workers_cudaid;
+  std::vector<CpuIdRange> workers_cpuid; // empty: not set
+  std::vector<int> workers_cudaid;
   int main_thread_cpuid = -1, mpi_thread_cpuid = -1;
   bool main_thread_bind = false;
   bool homogeneous_cuda = false, homogeneous_cpu = true; // perfmodel.c defaults
@@ -59,8 +66,7 @@ struct RunConfig {
   // NUMA balancing; the scheduler settings are taken from `env`).
   std::map<std::string, std::map<std::string, std::string>> env_machine_raw;
   std::map<std::string, StarpuEnv> env_machine;
-  const StarpuEnv& env_for(const std::string& machine) const
-  {
+  const StarpuEnv& env_for(const std::string& machine) const {
     auto it = env_machine.find(machine);
     return it == env_machine.end() ? env : it->second;
   }
@@ -75,21 +81,5 @@ struct RunConfig {
 };
 
 StarpuEnv parse_starpu_env(const std::map<std::string, std::string>& env, const std::string& file);
-
-// Where StarPU's threads run on one node (src/core/topology.c, mpi/src/starpu_mpi_init.c).
-struct WorkerPlacement {
-  bool cuda = false;
-  int core = -1; // OS index of the core the worker (or CUDA driver) thread is bound to
-  int numa = 0;
-  int gpu = -1; // index of the GPU driven
-};
-struct NodeThreads {
-  std::vector<WorkerPlacement> workers; // CUDA workers first, then CPU workers (StarPU's order)
-  int main_core = -1;                   // -1: not bound
-  int main_numa = 0;                    // NUMA node where the main thread first-touches data
-  int mpi_core = -1;
-  int mpi_numa = 0;
-};
-NodeThreads place_threads(const MachineNode& node, const StarpuEnv& env);
 
 } // namespace numasim

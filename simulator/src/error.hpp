@@ -9,13 +9,10 @@ namespace numasim {
 class InputError : public std::runtime_error {
 public:
   InputError(const std::string& file, const std::string& key, const std::string& expected)
-      : std::runtime_error(compose(file, key, expected))
-  {
-  }
+      : std::runtime_error(compose(file, key, expected)) {}
 
 private:
-  static std::string compose(const std::string& file, const std::string& key, const std::string& expected)
-  {
+  static std::string compose(const std::string& file, const std::string& key, const std::string& expected) {
     std::string where = file;
     if (!key.empty())
       where += (where.empty() ? "" : ": ") + key;

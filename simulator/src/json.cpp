@@ -8,6 +8,10 @@
 #include <fstream>
 #include <limits>
 
+#include <xbt/log.h>
+
+XBT_LOG_NEW_DEFAULT_SUBCATEGORY(numasim_json, numasim, "numasim JSON input");
+
 namespace numasim {
 
 namespace {
@@ -24,15 +28,13 @@ public:
   std::string error_key, error_expected; // set when a callback returns false
 
   bool null() override { return place() != nullptr; }
-  bool boolean(bool v) override
-  {
+  bool boolean(bool v) override {
     Json* j = place();
     j->type = Json::Type::Bool;
     j->boolean = v;
     return true;
   }
-  bool number_integer(number_integer_t v) override
-  {
+  bool number_integer(number_integer_t v) override {
     Json* j = place();
     j->type = Json::Type::Number;
     j->number = static_cast<double>(v);
@@ -40,8 +42,7 @@ public:
     j->integer = v;
     return true;
   }
-  bool number_unsigned(number_unsigned_t v) override
-  {
+  bool number_unsigned(number_unsigned_t v) override {
     Json* j = place();
     j->type = Json::Type::Number;
     j->number = static_cast<double>(v);
@@ -50,8 +51,7 @@ public:
     j->integer = j->integral ? static_cast<int64_t>(v) : 0;
     return true;
   }
-  bool number_float(number_float_t v, const string_t& text) override
-  {
+  bool number_float(number_float_t v, const string_t& text) override {
     Json* j = place();
     if (!std::isfinite(v)) // 1e400 parses as inf
       return fail(path(), "a number within double range, got " + text);
@@ -59,8 +59,7 @@ public:
     j->number = v;
     return true;
   }
-  bool string(string_t& v) override
-  {
+  bool string(string_t& v) override {
     Json* j = place();
     j->type = Json::Type::String;
     j->string = std::move(v);
@@ -68,27 +67,23 @@ public:
   }
   bool binary(binary_t&) override { return fail(path(), "JSON text (no binary values)"); }
   bool start_object(std::size_t) override { return open(Json::Type::Object); }
-  bool key(string_t& k) override
-  {
+  bool key(string_t& k) override {
     Level& l = open_.back();
     l.key = k;
     if (l.node->object.count(k))
       return fail(path(), "each key once per object (a second '" + k + "' would silently replace the first)");
     return true;
   }
-  bool end_object() override
-  {
+  bool end_object() override {
     open_.pop_back();
     return true;
   }
   bool start_array(std::size_t) override { return open(Json::Type::Array); }
-  bool end_array() override
-  {
+  bool end_array() override {
     open_.pop_back();
     return true;
   }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& ex) override
-  {
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& ex) override {
     // what() = "[json.exception.parse_error.101] parse error at line 1, column 9: syntax error
     // while parsing value - invalid literal; last read: 'NaN'": the id is noise for the user.
     std::string what = ex.what();
@@ -106,16 +101,14 @@ private:
   Json& root_;
   std::vector<Level> open_;
 
-  bool fail(const std::string& key, const std::string& expected)
-  {
+  bool fail(const std::string& key, const std::string& expected) {
     error_key = key;
     error_expected = expected;
     return false;
   }
   // The slot of the value being read. Pointers stay valid: a map never moves its nodes, and an
   // array only grows while none of its elements is open.
-  Json* place()
-  {
+  Json* place() {
     if (open_.empty())
       return &root_;
     Json* c = open_.back().node;
@@ -125,8 +118,7 @@ private:
     }
     return &c->object[open_.back().key];
   }
-  bool open(Json::Type t)
-  {
+  bool open(Json::Type t) {
     Json* j = place();
     j->type = t;
     open_.push_back({j, ""});
@@ -135,8 +127,7 @@ private:
     return true;
   }
   // Where the value being read sits, as config.cpp names keys: "workload.distribution.p", "x[2]".
-  std::string path() const
-  {
+  std::string path() const {
     std::string p;
     for (const Level& l : open_) {
       if (l.node->type == Json::Type::Array)
@@ -149,36 +140,37 @@ private:
 };
 } // namespace
 
-std::string Json::scalar_text() const
-{
+std::string Json::scalar_text() const {
   switch (type) {
-    case Type::String: return string;
-    case Type::Bool: return boolean ? "1" : "0";
-    case Type::Number: {
-      if (integral)
-        return std::to_string(integer);
-      if (std::floor(number) == number && std::fabs(number) < 1e15)
-        return std::to_string(static_cast<long long>(number));
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "%.17g", number);
-      return buf;
-    }
-    default: return "";
+  case Type::String:
+    return string;
+  case Type::Bool:
+    return boolean ? "1" : "0";
+  case Type::Number: {
+    if (integral)
+      return std::to_string(integer);
+    if (std::floor(number) == number && std::fabs(number) < 1e15)
+      return std::to_string(static_cast<long long>(number));
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.17g", number);
+    return buf;
+  }
+  default:
+    return "";
   }
 }
 
-Json parse_json(const std::string& text, const std::string& file)
-{
+Json parse_json(const std::string& text, const std::string& file) {
   Json root;
   TreeBuilder builder(root);
   // strict: the whole text is one value (trailing text is an error); no comments.
-  if (!njson::sax_parse(text, &builder, njson::input_format_t::json, /*strict=*/true, /*ignore_comments=*/false))
+  if (!njson::sax_parse(text, &builder, njson::input_format_t::json, /*strict=*/true,
+                        /*ignore_comments=*/false))
     throw InputError(file, builder.error_key, builder.error_expected);
   return root;
 }
 
-Json load_json_file(const std::string& path)
-{
+Json load_json_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw InputError(path, "", "a readable JSON file");
@@ -187,15 +179,15 @@ Json load_json_file(const std::string& path)
   while (in.read(buf, sizeof buf) || in.gcount() > 0) {
     text.append(buf, static_cast<size_t>(in.gcount()));
     if (text.size() > kMaxJsonBytes)
-      throw InputError(path, "", "a run description of at most " + std::to_string(kMaxJsonBytes >> 20) + " MiB");
+      throw InputError(path, "",
+                       "a run description of at most " + std::to_string(kMaxJsonBytes >> 20) + " MiB");
   }
   if (in.bad()) // a directory opens, then fails to read
     throw InputError(path, "", "a readable JSON file");
   return parse_json(text, path);
 }
 
-std::string json_escape(const std::string& s)
-{
+std::string json_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
     if (c == '"' || c == '\\') {

@@ -25,8 +25,7 @@ struct Json {
 
   bool is_null() const { return type == Type::Null; }
   bool has(const std::string& key) const { return type == Type::Object && object.count(key) > 0; }
-  const Json* find(const std::string& key) const
-  {
+  const Json* find(const std::string& key) const {
     if (type != Type::Object)
       return nullptr;
     auto it = object.find(key);

@@ -1,23 +1,25 @@
 #include "lu_dag.hpp"
+#include "mpi/starpu_mpi_cache.hpp"
 
-#include <unordered_map>
 #include <utility>
+
+#include <xbt/log.h>
+
+XBT_LOG_NEW_DEFAULT_SUBCATEGORY(numasim_lu_dag, numasim, "numasim LU task graph");
 
 namespace numasim {
 
 namespace {
 class Builder {
 public:
-  explicit Builder(const RunConfig& cfg) : cfg_(cfg), nt_(cfg.nt)
-  {
+  explicit Builder(const RunConfig& cfg) : cfg_(cfg), nt_(cfg.nt) {
     size_t ntiles = static_cast<size_t>(nt_) * nt_;
     last_writer_.assign(ntiles, kNone);
     version_.assign(ntiles, 0);
     readers_.resize(ntiles);
   }
 
-  void add(TaskKind kind, int k, int prio, std::initializer_list<std::pair<int, int>> operands)
-  {
+  void add(TaskKind kind, int k, int prio, std::initializer_list<std::pair<int, int>> operands) {
     Task t;
     t.kind = kind;
     t.prio = prio;
@@ -25,7 +27,7 @@ public:
     for (auto [m, n] : operands)
       t.tiles[t.nbuf++] = static_cast<uint32_t>(m * nt_ + n);
     uint32_t written = t.tiles[t.nbuf - 1];
-    t.rank = static_cast<uint16_t>(cfg_.owner[written]);
+    t.rank = owner_computes(cfg_, written);
     uint32_t id = static_cast<uint32_t>(dag_.tasks.size());
     dag_.tasks.push_back(t);
     dag_.count_by_kind[static_cast<int>(kind)]++;
@@ -34,8 +36,7 @@ public:
     write(id, written);
   }
 
-  Dag finish()
-  {
+  Dag finish() {
     const uint32_t ntasks = static_cast<uint32_t>(dag_.tasks.size());
     const size_t nnodes = ntasks + dag_.receptions.size();
     auto node = [ntasks](uint32_t id) { return id >= kRecvBase ? ntasks + (id - kRecvBase) : id; };
@@ -70,19 +71,17 @@ private:
   int nt_;
   Dag dag_;
   std::vector<uint32_t> last_writer_, version_;
-  std::vector<std::vector<uint32_t>> readers_; // local readers since the last write (WAR)
-  std::unordered_map<uint64_t, uint32_t> recv_index_; // looked up only, never iterated
-  std::vector<std::pair<uint32_t, uint32_t>> edges_;   // (from, to) with provisional reception ids
+  std::vector<std::vector<uint32_t>> readers_;       // local readers since the last write (WAR)
+  ReceptionCache cache_;                             // mpi/starpu_mpi_cache.hpp
+  std::vector<std::pair<uint32_t, uint32_t>> edges_; // (from, to) with provisional reception ids
 
-  void edge(uint32_t from, uint32_t to)
-  {
+  void edge(uint32_t from, uint32_t to) {
     edges_.emplace_back(from, to);
     if (to < kRecvBase)
       dag_.tasks[to].ndeps++;
   }
   uint32_t node_of_recv(uint32_t r) const { return kRecvBase + r; }
-  void read(uint32_t task, uint32_t tile, uint16_t rank)
-  {
+  void read(uint32_t task, uint32_t tile, uint16_t rank) {
     uint32_t writer = last_writer_[tile];
     if (cfg_.owner[tile] == rank) {
       if (writer != kNone)
@@ -90,11 +89,9 @@ private:
       readers_[tile].push_back(task);
       return;
     }
-    uint64_t key = (static_cast<uint64_t>(tile) << 32) | (static_cast<uint64_t>(version_[tile]) << 16) | rank;
-    auto [it, inserted] = recv_index_.try_emplace(key, static_cast<uint32_t>(dag_.receptions.size()));
-    uint32_t r = it->second;
+    auto [r, inserted] = cache_.find_or_add(dag_.receptions, tile, version_[tile],
+                                            static_cast<uint16_t>(cfg_.owner[tile]), rank);
     if (inserted) {
-      dag_.receptions.push_back({tile, version_[tile], static_cast<uint16_t>(cfg_.owner[tile]), rank});
       if (writer != kNone)
         edge(writer, node_of_recv(r));
       else
@@ -102,8 +99,7 @@ private:
     }
     edge(node_of_recv(r), task);
   }
-  void write(uint32_t task, uint32_t tile)
-  {
+  void write(uint32_t task, uint32_t tile) {
     if (last_writer_[tile] != kNone && last_writer_[tile] != task)
       edge(last_writer_[tile], task);
     for (uint32_t r : readers_[tile])
@@ -113,15 +109,13 @@ private:
     last_writer_[tile] = task;
     version_[tile]++;
   }
-
 };
 } // namespace
 
 // StarPU's examples/lu/xlu_implicit.c (dw_codelet_facto_v3, create_task_*): per step k, getrf,
 // then for each i the row and the column trsm (trsm_ll on A(k,i), trsm_ru on A(i,k)), then the
 // updates A(i,j) for i, j; "bottom-level-based" priorities 3NT-3k, 3NT-(2k+i), 3NT-(k+i+j).
-static Dag build_starpu_example_dag(Builder& b, int NT)
-{
+static Dag build_starpu_example_dag(Builder& b, int NT) {
   for (int k = 0; k < NT; k++) {
     b.add(TaskKind::getrf, k, 3 * NT - 3 * k, {{k, k}});
     for (int i = k + 1; i < NT; i++) {
@@ -135,8 +129,7 @@ static Dag build_starpu_example_dag(Builder& b, int NT)
   return b.finish();
 }
 
-Dag build_lu_dag(const RunConfig& cfg)
-{
+Dag build_lu_dag(const RunConfig& cfg) {
   Builder b(cfg);
   const int NT = cfg.nt;
   if (cfg.dag == "starpu-lu-example")

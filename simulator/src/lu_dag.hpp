@@ -1,8 +1,8 @@
 // The tiled LU without pivoting as a task graph (Chameleon compute/pzgetrf_nopiv.c
 // submission order and priorities), with StarPU-MPI's owner-computes rule
-// (mpi/src/starpu_mpi_task_insert.c): a task runs on the rank owning the tile it
-// writes; a tile version read on another rank is sent there once (per version and
-// destination) and cached.
+// (mpi/src/starpu_mpi_task_insert.c; at run time numasim: mpi/starpu_mpi.cpp): a task runs on the rank owning
+// the tile it writes; a tile version read on another rank is sent there once (per version and destination)
+// and cached.
 #pragma once
 #include "config.hpp"
 
@@ -39,9 +39,9 @@ struct Reception {
 struct Dag {
   std::vector<Task> tasks;
   std::vector<Reception> receptions;
-  std::vector<uint32_t> succ; // node ids: < tasks.size() is a task, else a reception (id - tasks.size())
-  std::vector<uint32_t> ready;        // tasks without predecessors, in submission order
-  std::vector<uint32_t> ready_recvs;  // receptions of initial data
+  std::vector<uint32_t> succ;  // node ids: < tasks.size() is a task, else a reception (id - tasks.size())
+  std::vector<uint32_t> ready; // tasks without predecessors, in submission order
+  std::vector<uint32_t> ready_recvs; // receptions of initial data
   uint64_t count_by_kind[kNumKinds] = {0, 0, 0, 0};
 };
 

@@ -9,10 +9,9 @@
 #include <cstdio>
 #include <cstring>
 
-XBT_LOG_NEW_DEFAULT_CATEGORY(numasim, "numasim main");
+XBT_LOG_NEW_DEFAULT_SUBCATEGORY(numasim_main, numasim, "numasim main");
 
-int main(int argc, char** argv)
-{
+int main(int argc, char** argv) {
   auto t0 = std::chrono::steady_clock::now();
   std::string run_file, out_file;
   std::vector<char*> sg_args = {argv[0]};

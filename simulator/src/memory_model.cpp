@@ -6,13 +6,12 @@
 #include <cstdlib>
 #include <sstream>
 
-XBT_LOG_NEW_DEFAULT_CATEGORY(numasim_memory, "numasim memory system");
+XBT_LOG_NEW_DEFAULT_SUBCATEGORY(numasim_memory, numasim, "numasim memory system");
 
 namespace numasim {
 
 namespace {
-double parse_number(const std::string& text, bool& ok)
-{
+double parse_number(const std::string& text, bool& ok) {
   char* end = nullptr;
   double x = std::strtod(text.c_str(), &end);
   ok = end != text.c_str() && *end == '\0' && std::isfinite(x);
@@ -20,8 +19,7 @@ double parse_number(const std::string& text, bool& ok)
 }
 } // namespace
 
-MemoryParams MemoryParams::from_zone(const sg4::NetZone* zone, const std::string& file)
-{
+MemoryParams MemoryParams::from_zone(const sg4::NetZone* zone, const std::string& file) {
   MemoryParams p;
   const std::string where = "zone " + zone->get_name() + " property ";
   if (const char* v = zone->get_property("numa_loaded_latency")) {
@@ -38,7 +36,8 @@ MemoryParams MemoryParams::from_zone(const sg4::NetZone* zone, const std::string
       if (!ok_u || !ok_r || u < 0 || u > 1 || r < 1 || !increasing)
         throw InputError(file, where + "'numa_loaded_latency'",
                          "'u:ratio,...' with utilisations increasing in [0, 1] and latency ratios >= 1, "
-                         "non-decreasing; got '" + std::string(v) + "'");
+                         "non-decreasing; got '" +
+                             std::string(v) + "'");
       p.loaded_latency.emplace_back(u, r);
     }
   }
@@ -62,8 +61,7 @@ MemoryParams MemoryParams::from_zone(const sg4::NetZone* zone, const std::string
   return p;
 }
 
-double MemoryParams::latency_ratio(double u) const
-{
+double MemoryParams::latency_ratio(double u) const {
   if (loaded_latency.empty())
     return 1.0;
   if (u <= loaded_latency.front().first)
@@ -78,16 +76,14 @@ double MemoryParams::latency_ratio(double u) const
   return loaded_latency.back().second;
 }
 
-double MemoryParams::stall(const std::string& kernel) const
-{
+double MemoryParams::stall(const std::string& kernel) const {
   for (const auto& [k, s] : stall_fraction)
     if (k == kernel)
       return s;
   return 0;
 }
 
-double MemoryParams::remote_spread(const std::string& kernel) const
-{
+double MemoryParams::remote_spread(const std::string& kernel) const {
   for (const auto& [k, r] : variability_remote)
     if (k == kernel)
       return r;
@@ -95,8 +91,7 @@ double MemoryParams::remote_spread(const std::string& kernel) const
 }
 
 MemorySystem::MemorySystem(const MachineNode& node, const std::string& file)
-    : p_(MemoryParams::from_zone(node.cpus.front().host->get_englobing_zone(), file))
-{
+    : p_(MemoryParams::from_zone(node.cpus.front().host->get_englobing_zone(), file)) {
   const int n = static_cast<int>(node.rams.size());
   if (n > kMaxNumaNodes)
     throw InputError(file, "node " + node.name + " ram hosts",
@@ -124,36 +119,31 @@ MemorySystem::MemorySystem(const MachineNode& node, const std::string& file)
     }
 }
 
-double MemorySystem::utilisation(int numa) const
-{
+double MemorySystem::utilisation(int numa) const {
   const sg4::Link* l = controller_[numa];
   return l && l->get_bandwidth() > 0 ? std::min(1.0, demand_[numa] / l->get_bandwidth()) : 0.0;
 }
 
-void MemorySystem::begin_kernel(const double* bytes_by_node, double d)
-{
+void MemorySystem::begin_kernel(const double* bytes_by_node, double d) {
   if (d > 0)
     for (int p = 0; p < nnuma(); p++)
       demand_[p] += bytes_by_node[p] / d;
 }
 
-void MemorySystem::end_kernel(const double* bytes_by_node, double d)
-{
+void MemorySystem::end_kernel(const double* bytes_by_node, double d) {
   if (d > 0)
     for (int p = 0; p < nnuma(); p++)
       demand_[p] = std::max(0.0, demand_[p] - bytes_by_node[p] / d);
 }
 
-double MemorySystem::latency_s(int t, int d) const
-{
+double MemorySystem::latency_s(int t, int d) const {
   // The controller's queueing delay grows with its load; the inter-socket hop adds its own idle
   // latency (its own load is not modelled: the measured curves are per memory controller).
   const double local = idle_latency_[d][d];
   return local * p_.latency_ratio(utilisation(d)) + (idle_latency_[t][d] - local);
 }
 
-double MemorySystem::stretched(double sigma, int t, const double* bytes_by_node, double d0) const
-{
+double MemorySystem::stretched(double sigma, int t, const double* bytes_by_node, double d0) const {
   const double idle = idle_latency_[t][t];
   if (sigma <= 0 || d0 <= 0 || idle <= 0)
     return d0;
@@ -169,8 +159,7 @@ double MemorySystem::stretched(double sigma, int t, const double* bytes_by_node,
 }
 
 size_t MemorySystem::start_traffic(sg4::Host* core, const double* bytes_by_node,
-                                   std::array<sg4::CommPtr, kMaxNumaNodes>& out) const
-{
+                                   std::array<sg4::CommPtr, kMaxNumaNodes>& out) const {
   size_t n = 0;
   for (int p = 0; p < nnuma(); p++)
     if (bytes_by_node[p] > 0 && ram_[p] != core)

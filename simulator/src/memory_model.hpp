@@ -40,8 +40,8 @@ struct MemoryParams {
   std::vector<std::pair<std::string, double>> variability_remote;
 
   static MemoryParams from_zone(const sg4::NetZone* zone, const std::string& platform_file);
-  double latency_ratio(double utilisation) const; // piecewise linear, flat outside the points
-  double stall(const std::string& kernel) const;  // 0 when the description gives none
+  double latency_ratio(double utilisation) const;        // piecewise linear, flat outside the points
+  double stall(const std::string& kernel) const;         // 0 when the description gives none
   double remote_spread(const std::string& kernel) const; // 1 when the description gives none
 };
 
@@ -74,7 +74,7 @@ private:
   MemoryParams p_;
   std::vector<sg4::Host*> ram_;
   std::vector<sg4::Link*> controller_;
-  std::vector<double> demand_; // B/s of the running kernels, per controller
+  std::vector<double> demand_;                    // B/s of the running kernels, per controller
   std::vector<std::vector<double>> idle_latency_; // [thread numa][data numa], route latency (s)
 };
 

@@ -6,12 +6,11 @@
 #include <unordered_set>
 #include <xbt/config.hpp>
 
-XBT_LOG_NEW_DEFAULT_CATEGORY(numasim_network, "numasim network model");
+XBT_LOG_NEW_DEFAULT_SUBCATEGORY(numasim_network, numasim, "numasim network model");
 
 namespace numasim {
 
-bool configure_network_model()
-{
+bool configure_network_model() {
   if (!simgrid::config::is_default("network/model"))
     return false; // the command line chose a model (e.g. the bench's SMPI): SimGrid's, as is
   sg4::Engine::set_config("network/model:CM02");
@@ -20,8 +19,7 @@ bool configure_network_model()
   return true;
 }
 
-bool crosses_ethernet(const std::vector<sg4::Link*>& links)
-{
+bool crosses_ethernet(const std::vector<sg4::Link*>& links) {
   // SimGrid runs the factor callbacks for every flow (NetworkCm02Model::communicate), ~1M times
   // at the study's scale: the class of a link is computed once and kept in the link's user data
   // (xbt::Extendable slot 0, which nothing else in numasim uses), read without hashing. A
@@ -39,8 +37,7 @@ bool crosses_ethernet(const std::vector<sg4::Link*>& links)
   return false;
 }
 
-void install_ethernet_factors(sg4::Engine& engine)
-{
+void install_ethernet_factors(sg4::Engine& engine) {
   auto* model = engine.get_netzone_root()->get_network_model();
   // SimGrid refuses a callback when network/bandwidth-factor or latency-factor was also given on
   // the command line (NetworkCm02Model::check_bw_factor_cb): then those global factors apply.
@@ -53,7 +50,8 @@ void install_ethernet_factors(sg4::Engine& engine)
                              const std::unordered_set<sg4::NetZone*>&) {
     return crosses_ethernet(links) ? kLv08BandwidthFactor : 1.0;
   });
-  model->set_lat_factor_cb([](double, const sg4::Host*, const sg4::Host*, const std::vector<sg4::Link*>& links,
+  model->set_lat_factor_cb([](double, const sg4::Host*, const sg4::Host*,
+                              const std::vector<sg4::Link*>& links,
                               const std::unordered_set<sg4::NetZone*>&) {
     return crosses_ethernet(links) ? kLv08LatencyFactor : 1.0;
   });

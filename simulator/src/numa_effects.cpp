@@ -1,32 +1,33 @@
 #include "numa_effects.hpp"
+#include "datawizard/datawizard.hpp"
 #include "error.hpp"
-#include "runtime.hpp"
 
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
 
-XBT_LOG_NEW_DEFAULT_CATEGORY(numasim_numa, "numasim NUMA mechanisms");
+XBT_LOG_NEW_DEFAULT_SUBCATEGORY(numasim_numa, numasim, "numasim NUMA mechanisms");
 
 namespace numasim {
 
 namespace {
 // The BLAS kernel of a task kind: the names of numa_bench's kernels and of the stall fractions.
-const char* kernel_of(TaskKind k)
-{
+const char* kernel_of(TaskKind k) {
   switch (k) {
-    case TaskKind::getrf: return "dgetrf_nopiv";
-    case TaskKind::trsm_row:
-    case TaskKind::trsm_col: return "dtrsm";
-    case TaskKind::gemm: return "dgemm";
+  case TaskKind::getrf:
+    return "dgetrf_nopiv";
+  case TaskKind::trsm_row:
+  case TaskKind::trsm_col:
+    return "dtrsm";
+  case TaskKind::gemm:
+    return "dgemm";
   }
   return "?";
 }
 } // namespace
 
-NumaParams NumaParams::from_zone(const sg4::NetZone* zone, const std::string& file)
-{
+NumaParams NumaParams::from_zone(const sg4::NetZone* zone, const std::string& file) {
   NumaParams p;
   auto get = [&](const char* key, double& field) {
     const char* v = zone->get_property(std::string("numa_") + key);
@@ -49,95 +50,103 @@ NumaParams NumaParams::from_zone(const sg4::NetZone* zone, const std::string& fi
   get("migrate_ratelimit_bytes", p.migrate_ratelimit_bytes);
   get("migrate_ratelimit_window_s", p.migrate_ratelimit_window_s);
   if (p.page_bytes <= 0 || p.balancing_scan_period_s <= 0 || p.migrate_ratelimit_window_s <= 0)
-    throw InputError(file, "zone " + zone->get_name() + " numa_page_bytes/numa_balancing_scan_period_s/"
-                                                        "numa_migrate_ratelimit_window_s",
+    throw InputError(file,
+                     "zone " + zone->get_name() +
+                         " numa_page_bytes/numa_balancing_scan_period_s/"
+                         "numa_migrate_ratelimit_window_s",
                      "positive numbers");
   return p;
 }
 
-void NumaEffects::init()
-{
-  Simulation& S = sim_;
-  const size_t nranks = S.nodes_.size();
+void NumaEffects::init() {
+  const size_t nranks = topo_.nranks();
   ranks_.resize(nranks);
-  page_.assign(S.hstate_.size(), -1);
-  marked_.assign(S.hstate_.size(), 0);
-  last_fault_.assign(S.hstate_.size(), -1);
-  remote_bytes_.assign(S.dag_.tasks.size(), 0.f);
-  op_pages_.assign(S.dag_.tasks.size(), 0xFF);
-  last_end_.assign(S.workers_.size(), 0.0);
-  for (size_t r = 0; r < nranks; r++) {
-    const MachineNode& n = S.nodes_[r];
-    const StarpuEnv& env = S.cfg_.env_for(n.machine);
-    const NodeThreads& th = S.threads_[r];
-    RankInfo& ri = ranks_[r];
-    ri.p = NumaParams::from_zone(n.cpus.front().host->get_englobing_zone(), S.cfg_.platform);
-    ri.mem = std::make_unique<MemorySystem>(n, S.cfg_.platform);
-    for (int k = 0; k < kNumKinds; k++) {
-      ri.stall[k] = ri.mem->params().stall(kernel_of(static_cast<TaskKind>(k)));
-      ri.spread[k] = ri.mem->params().remote_spread(kernel_of(static_cast<TaskKind>(k)));
-    }
-    ri.use_numa = env.use_numa;
-    ri.main_numa = th.main_numa;
-    ri.mpi_numa = th.mpi_numa;
-    for (const auto& ram : n.rams)
-      ri.ram.push_back(ram.host);
-    for (const auto& c : n.cpus)
-      if (c.index == th.mpi_core)
-        ri.mpi_host = c.host;
-    if (!ri.mpi_host)
-      ri.mpi_host = n.cpus.front().host;
-    // With CUDA workers StarPU pins every RAM allocation (datawizard/malloc.c
-    // _starpu_malloc_should_pin; Chameleon's RUNTIME_malloc asks for STARPU_MALLOC_PINNED):
-    // cudaHostAlloc populates the pages in the allocating thread, and pinned pages are never
-    // migrated by NUMA balancing. Without CUDA, memory is pageable and first touched by its writer.
-    std::vector<int> cpu_numas;
-    for (int wid : S.rank_workers_[r]) {
-      const Worker& w = S.workers_[wid];
-      if (w.cuda) {
-        ri.pinned = true;
-        for (const auto& c : n.cpus)
-          if (c.index == w.core)
-            driver_of_gpu_mem_[S.rank_mem_[r][w.mem]] = c.host;
-      } else
-        cpu_numas.push_back(w.numa);
-    }
-    // Balancing migrates pageable memory only; with STARPU_USE_NUMA=1 StarPU binds each RAM node's
-    // allocations to its NUMA node (malloc.c: hwloc_alloc_membind HWLOC_MEMBIND_BIND), which the
-    // kernel does not migrate either.
-    ri.balancing = env.numa_balancing && !ri.pinned && !ri.use_numa && n.rams.size() > 1;
-    ri.window_end.assign(n.rams.size(), -1.0);
-    ri.window_bytes.assign(n.rams.size(), 0.0);
-    // First touch of the application's tiles (owner's RAM replica).
-    size_t k = 0;
-    for (uint32_t t = 0; t < S.ntiles_; t++) {
-      if (S.cfg_.owner[t] != static_cast<int>(r))
-        continue;
-      uint32_t h = S.handle(static_cast<int>(r), t);
-      if (ri.use_numa) // one memory node per NUMA node: its allocations live on its node
-        page_[h] = static_cast<int8_t>(S.mem_[S.rank_mem_[r][S.home_[r]]].numa);
-      else if (ri.pinned || cpu_numas.empty()) // cudaHostAlloc in the main thread populates the matrix
-        page_[h] = static_cast<int8_t>(ri.main_numa);
-      else // pageable: first written by dplrnt, spread evenly over the CPU workers in submission order
-        page_[h] = static_cast<int8_t>(cpu_numas[k++ % cpu_numas.size()]);
-    }
+  page_.assign(data_.nhandles(), -1);
+  marked_.assign(data_.nhandles(), 0);
+  last_fault_.assign(data_.nhandles(), -1);
+  remote_bytes_.assign(dag_.tasks.size(), 0.f);
+  op_pages_.assign(dag_.tasks.size(), 0xFF);
+  last_end_.assign(topo_.workers().size(), 0.0);
+  for (size_t r = 0; r < nranks; r++)
+    init_rank(static_cast<int>(r));
+}
+
+void NumaEffects::init_rank(int r) {
+  const MachineNode& n = topo_.nodes()[r];
+  const StarpuEnv& env = cfg_.env_for(n.machine);
+  const NodeThreads& th = topo_.threads(r);
+  RankInfo& ri = ranks_[r];
+  ri.p = NumaParams::from_zone(n.cpus.front().host->get_englobing_zone(), cfg_.platform);
+  ri.mem = std::make_unique<MemorySystem>(n, cfg_.platform);
+  for (int k = 0; k < kNumKinds; k++) {
+    ri.stall[k] = ri.mem->params().stall(kernel_of(static_cast<TaskKind>(k)));
+    ri.spread[k] = ri.mem->params().remote_spread(kernel_of(static_cast<TaskKind>(k)));
+  }
+  ri.use_numa = env.use_numa;
+  ri.main_numa = th.main_numa;
+  ri.mpi_numa = th.mpi_numa;
+  for (const auto& ram : n.rams)
+    ri.ram.push_back(ram.host);
+  for (const auto& c : n.cpus)
+    if (c.index == th.mpi_core)
+      ri.mpi_host = c.host;
+  if (!ri.mpi_host)
+    ri.mpi_host = n.cpus.front().host;
+  // With CUDA workers StarPU pins every RAM allocation (datawizard/malloc.c
+  // _starpu_malloc_should_pin; Chameleon's RUNTIME_malloc asks for STARPU_MALLOC_PINNED):
+  // cudaHostAlloc populates the pages in the allocating thread, and pinned pages are never
+  // migrated by NUMA balancing. Without CUDA, memory is pageable and first touched by its writer.
+  std::vector<int> cpu_numas;
+  for (int wid : topo_.rank_workers(r)) {
+    const Worker& w = topo_.workers()[wid];
+    if (w.cuda) {
+      ri.pinned = true;
+      for (const auto& c : n.cpus)
+        if (c.index == w.core)
+          driver_of_gpu_mem_[topo_.global_mem(r, w.mem)] = c.host;
+    } else
+      cpu_numas.push_back(w.numa);
+  }
+  // Balancing migrates pageable memory only; with STARPU_USE_NUMA=1 StarPU binds each RAM node's
+  // allocations to its NUMA node (malloc.c: hwloc_alloc_membind HWLOC_MEMBIND_BIND), which the
+  // kernel does not migrate either.
+  ri.balancing = env.numa_balancing && !ri.pinned && !ri.use_numa && n.rams.size() > 1;
+  ri.window_end.assign(n.rams.size(), -1.0);
+  ri.window_bytes.assign(n.rams.size(), 0.0);
+  first_touch(r, cpu_numas);
+}
+
+// First touch of the application's tiles (owner's RAM replica).
+void NumaEffects::first_touch(int r, const std::vector<int>& cpu_numas) {
+  const RankInfo& ri = ranks_[r];
+  size_t k = 0;
+  for (uint32_t t = 0; t < data_.ntiles(); t++) {
+    if (cfg_.owner[t] != r)
+      continue;
+    uint32_t h = data_.handle(r, t);
+    if (ri.use_numa) // one memory node per NUMA node: its allocations live on its node
+      page_[h] = static_cast<int8_t>(topo_.mem(topo_.global_mem(r, topo_.home(r))).numa);
+    else if (ri.pinned || cpu_numas.empty()) // cudaHostAlloc in the main thread populates the matrix
+      page_[h] = static_cast<int8_t>(ri.main_numa);
+    else // pageable: first written by dplrnt, spread evenly over the CPU workers in submission order
+      page_[h] = static_cast<int8_t>(cpu_numas[k++ % cpu_numas.size()]);
   }
 }
 
-int NumaEffects::page_numa(int rank, uint32_t tile) const { return page_[sim_.handle(rank, tile)]; }
+int NumaEffects::page_numa(int rank, uint32_t tile) const {
+  return page_[data_.handle(rank, tile)];
+}
 
-sg4::Host* NumaEffects::ram_host(int rank, uint32_t h, int gmem) const
-{
-  const MemNode& m = sim_.mem_[gmem];
+sg4::Host* NumaEffects::ram_host(int rank, uint32_t h, int gmem) const {
+  const MemNode& m = topo_.mem(gmem);
   const RankInfo& ri = ranks_[rank];
   if (ri.use_numa || page_[h] < 0)
     return m.host;
   return ri.ram[page_[h]];
 }
 
-int NumaEffects::operand_numa(const Worker& w, uint32_t h) const
-{
-  const MemNode& m = sim_.mem_[sim_.rank_mem_[w.rank][w.mem]];
+int NumaEffects::operand_numa(const Worker& w, uint32_t h) const {
+  const MemNode& m = topo_.mem(topo_.global_mem(w.rank, w.mem));
   if (m.gpu)
     return -1;
   if (ranks_[w.rank].use_numa || page_[h] < 0)
@@ -145,8 +154,7 @@ int NumaEffects::operand_numa(const Worker& w, uint32_t h) const
   return page_[h];
 }
 
-int NumaEffects::intern(const std::vector<Leg>& legs)
-{
+int NumaEffects::intern(const std::vector<Leg>& legs) {
   std::vector<const sg4::Host*> key;
   for (const auto& l : legs) {
     key.push_back(l.src);
@@ -162,15 +170,7 @@ int NumaEffects::intern(const std::vector<Leg>& legs)
     l.src->route_to(l.dst, links, &lat);
     for (auto* link : links) {
       p.links.push_back(link->get_name());
-      std::string cls = link_class(link->get_name());
-      auto& names = sim_.class_names_;
-      auto c = std::find(names.begin(), names.end(), cls);
-      if (c == names.end()) {
-        names.push_back(cls);
-        sim_.class_bytes_.push_back(0);
-        c = names.end() - 1;
-      }
-      p.classes.push_back(static_cast<int>(c - names.begin()));
+      p.classes.push_back(classes_.id(link_class(link->get_name())));
     }
   }
   int id = static_cast<int>(paths_.size());
@@ -179,8 +179,7 @@ int NumaEffects::intern(const std::vector<Leg>& legs)
   return id;
 }
 
-double NumaEffects::control_delay(int rank, const sg4::Host* driver, const sg4::Host* gpu)
-{
+double NumaEffects::control_delay(int rank, const sg4::Host* driver, const sg4::Host* gpu) {
   auto key = std::make_pair(driver, gpu);
   auto it = latbw_.find(key);
   if (it == latbw_.end()) {
@@ -193,19 +192,18 @@ double NumaEffects::control_delay(int rank, const sg4::Host* driver, const sg4::
     it = latbw_.emplace(key, std::make_pair(lat, bw)).first;
   }
   double bytes = ranks_[rank].p.control_message_bytes;
-  return it->second.first + (std::isfinite(it->second.second) && it->second.second > 0 ? bytes / it->second.second : 0);
+  return it->second.first +
+         (std::isfinite(it->second.second) && it->second.second > 0 ? bytes / it->second.second : 0);
 }
 
-std::vector<std::string> NumaEffects::control_links(int gpu_gmem)
-{
+std::vector<std::string> NumaEffects::control_links(int gpu_gmem) {
   auto it = driver_of_gpu_mem_.find(gpu_gmem);
   if (it == driver_of_gpu_mem_.end())
     return {};
-  return paths_[intern({{it->second, sim_.mem_[gpu_gmem].host}})].links;
+  return paths_[intern({{it->second, topo_.mem(gpu_gmem).host}})].links;
 }
 
-void NumaEffects::run_legs(const std::vector<Leg>& legs, double bytes)
-{
+void NumaEffects::run_legs(const std::vector<Leg>& legs, double bytes) {
   // Legs of one pipelined copy run concurrently: the copy ends when its slowest leg ends, and
   // each leg contends on its own links. At most 5 legs (an MPI message): a fixed array, no
   // allocation per copy.
@@ -221,8 +219,7 @@ void NumaEffects::run_legs(const std::vector<Leg>& legs, double bytes)
     comms[i]->wait();
 }
 
-std::pair<sg4::Host*, sg4::Host*> NumaEffects::network_split(int a, int b)
-{
+std::pair<sg4::Host*, sg4::Host*> NumaEffects::network_split(int a, int b) {
   // The NICs where the message's route between the two MPI threads leaves node a and enters
   // node b, when that route is exactly (thread a -> NIC a) + (NIC a -> NIC b) + (NIC b -> thread b);
   // {nullptr, nullptr} otherwise (then the message stays one leg between the threads).
@@ -243,8 +240,8 @@ std::pair<sg4::Host*, sg4::Host*> NumaEffects::network_split(int a, int b)
   sg4::Host* ta = ranks_[a].mpi_host;
   sg4::Host* tb = ranks_[b].mpi_host;
   const auto whole = links(ta, tb);
-  for (const auto& na : sim_.nodes_[a].nics)
-    for (const auto& nb : sim_.nodes_[b].nics) {
+  for (const auto& na : topo_.nodes()[a].nics)
+    for (const auto& nb : topo_.nodes()[b].nics) {
       auto parts = links(ta, na.host);
       auto mid = links(na.host, nb.host), tail = links(nb.host, tb);
       parts.insert(parts.end(), mid.begin(), mid.end());
@@ -255,17 +252,15 @@ std::pair<sg4::Host*, sg4::Host*> NumaEffects::network_split(int a, int b)
   return split_[k];
 }
 
-int NumaEffects::move(const Transfer& tr)
-{
+int NumaEffects::move(const Transfer& tr) {
   // A copy: transfers_ may grow (and move) while this actor blocks.
   struct {
     bool mpi;
     uint32_t recv, handle;
     int rank, gsrc, gdst;
   } const t{tr.mpi, tr.recv, tr.handle, tr.rank, tr.gsrc, tr.gdst};
-  Simulation& S = sim_;
-  const MemNode& src = S.mem_[t.gsrc];
-  const MemNode& dst = S.mem_[t.gdst];
+  const MemNode& src = topo_.mem(t.gsrc);
+  const MemNode& dst = topo_.mem(t.gdst);
   std::vector<Leg> legs;
   auto add = [&](sg4::Host* a, sg4::Host* b) {
     if (a != b)
@@ -273,11 +268,11 @@ int NumaEffects::move(const Transfer& tr)
   };
   if (t.mpi) {
     // StarPU-MPI: the progression thread copies the data between the RAM replica and the NIC
-    // (mpi/src/mpi/starpu_mpi_mpi.c; TCP sends and receives are CPU copies in that thread), so
-    // the message crosses the thread's socket on both ends: RAM -> MPI core -> NIC -> network ->
-    // NIC -> MPI core -> RAM. A thread on the NIC's remote socket adds the inter-socket link.
-    const Reception& rc = S.dag_.receptions[t.recv];
-    uint32_t hs = S.handle(rc.src, rc.tile);
+    // (mpi/src/mpi/starpu_mpi_mpi.c, numasim: mpi/starpu_mpi.cpp; TCP sends and receives are CPU copies in
+    // that thread), so the message crosses the thread's socket on both ends: RAM -> MPI core -> NIC ->
+    // network -> NIC -> MPI core -> RAM. A thread on the NIC's remote socket adds the inter-socket link.
+    const Reception& rc = dag_.receptions[t.recv];
+    uint32_t hs = data_.handle(rc.src, rc.tile);
     RankInfo& rd = ranks_[rc.dst];
     if (!rd.use_numa && page_[t.handle] < 0) // receive buffer first touched by the progression thread
       page_[t.handle] = static_cast<int8_t>(rd.mpi_numa);
@@ -299,7 +294,7 @@ int NumaEffects::move(const Transfer& tr)
     int g = src.gpu ? t.gsrc : t.gdst;
     auto drv = driver_of_gpu_mem_.find(g);
     if (drv != driver_of_gpu_mem_.end()) {
-      double d = control_delay(S.mem_[g].rank, drv->second, S.mem_[g].host);
+      double d = control_delay(topo_.mem(g).rank, drv->second, topo_.mem(g).host);
       if (d > 0)
         sg4::this_actor::sleep_for(d);
     }
@@ -309,30 +304,29 @@ int NumaEffects::move(const Transfer& tr)
     else
       add(ram, dst.host);
   } else {
-    add(src.gpu ? src.host : ram_host(t.rank, t.handle, t.gsrc), dst.gpu ? dst.host : ram_host(t.rank, t.handle, t.gdst));
+    add(src.gpu ? src.host : ram_host(t.rank, t.handle, t.gsrc),
+        dst.gpu ? dst.host : ram_host(t.rank, t.handle, t.gdst));
   }
   if (legs.empty()) // both ends on the same host (pages already where the copy goes)
     legs.push_back({src.host, dst.host});
   int path = intern(legs);
-  run_legs(legs, S.tile_bytes_);
+  run_legs(legs, data_.tile_bytes());
   return path;
 }
 
-void NumaEffects::hinting_faults(Worker& w, uint32_t task)
-{
-  Simulation& S = sim_;
+void NumaEffects::hinting_faults(const Worker& w, uint32_t task) {
   RankInfo& ri = ranks_[w.rank];
-  const Task& t = S.dag_.tasks[task];
+  const Task& t = dag_.tasks[task];
   double fault_time = 0;
   for (uint8_t i = 0; i < t.nbuf; i++) {
-    uint32_t h = S.handle(w.rank, t.tiles[i]);
+    uint32_t h = data_.handle(w.rank, t.tiles[i]);
     if (!marked_[h])
       continue;
     // The kernel touches every page of the tile: one NUMA hinting fault per page
     // (kernel/sched/fair.c task_numa_fault via mm/memory.c do_numa_page).
     marked_[h] = 0;
     faults_++;
-    fault_time += std::ceil(S.tile_bytes_ / ri.p.page_bytes) * ri.p.hinting_fault_cost_s;
+    fault_time += std::ceil(data_.tile_bytes() / ri.p.page_bytes) * ri.p.hinting_fault_cost_s;
     int p = page_[h];
     int me = w.numa;
     // Two-pass filter (kernel/sched/fair.c should_numa_migrate_memory): migrate only when the
@@ -347,19 +341,19 @@ void NumaEffects::hinting_faults(Worker& w, uint32_t task)
       ri.window_end[me] = now + ri.p.migrate_ratelimit_window_s;
       ri.window_bytes[me] = 0;
     }
-    if (ri.window_bytes[me] + S.tile_bytes_ > ri.p.migrate_ratelimit_bytes)
+    if (ri.window_bytes[me] + data_.tile_bytes() > ri.p.migrate_ratelimit_bytes)
       continue;
-    ri.window_bytes[me] += S.tile_bytes_;
+    ri.window_bytes[me] += data_.tile_bytes();
     // migrate_misplaced_page copies the pages in the faulting thread.
     if (fault_time > 0) {
       sg4::this_actor::sleep_for(fault_time);
       fault_time_ += fault_time;
       fault_time = 0;
     }
-    sg4::Comm::sendto(ri.ram[p], ri.ram[me], static_cast<uint64_t>(S.tile_bytes_));
+    sg4::Comm::sendto(ri.ram[p], ri.ram[me], static_cast<uint64_t>(data_.tile_bytes()));
     page_[h] = static_cast<int8_t>(me);
     migrations_++;
-    migrated_bytes_ += S.tile_bytes_;
+    migrated_bytes_ += data_.tile_bytes();
   }
   if (fault_time > 0) {
     sg4::this_actor::sleep_for(fault_time);
@@ -367,51 +361,50 @@ void NumaEffects::hinting_faults(Worker& w, uint32_t task)
   }
 }
 
-void NumaEffects::run_task(Worker& w, uint32_t task, double duration)
-{
-  Simulation& S = sim_;
-  Task& t = S.dag_.tasks[task];
+double NumaEffects::run_task(const Worker& w, uint32_t task, double duration) {
   const double now = sg4::Engine::get_clock();
-  if (w.cuda) {
-    // The driver launches the kernel asynchronously as soon as the operands are there; when the
-    // GPU has been idle (nothing launched ahead), the launch latency driver core -> GPU is paid
-    // before the kernel starts (drivers/cuda/driver_cuda.c; hidden by STARPU_CUDA_PIPELINE).
-    t.start = now;
-    if (now > last_end_[w.id]) {
-      auto drv = driver_of_gpu_mem_.find(S.rank_mem_[w.rank][w.mem]);
-      if (drv != driver_of_gpu_mem_.end()) {
-        double d = control_delay(w.rank, drv->second, w.host);
-        if (d > 0) {
-          launch_waits_++;
-          sg4::this_actor::sleep_for(d);
-        }
+  if (w.cuda)
+    run_on_gpu(w, duration);
+  else
+    run_on_cpu(w, task, duration);
+  return now;
+}
+
+void NumaEffects::run_on_gpu(const Worker& w, double duration) {
+  // The driver launches the kernel asynchronously as soon as the operands are there; when the
+  // GPU has been idle (nothing launched ahead), the launch latency driver core -> GPU is paid
+  // before the kernel starts (drivers/cuda/driver_cuda.c; hidden by STARPU_CUDA_PIPELINE).
+  const double now = sg4::Engine::get_clock();
+  if (now > last_end_[w.id]) {
+    auto drv = driver_of_gpu_mem_.find(topo_.global_mem(w.rank, w.mem));
+    if (drv != driver_of_gpu_mem_.end()) {
+      double d = control_delay(w.rank, drv->second, w.host);
+      if (d > 0) {
+        launch_waits_++;
+        sg4::this_actor::sleep_for(d);
       }
     }
-    if (duration > 0)
-      sg4::this_actor::sleep_for(duration);
-    last_end_[w.id] = sg4::Engine::get_clock();
-    return;
   }
-  t.start = now;
-  if (ranks_[w.rank].balancing)
-    hinting_faults(w, task);
-  // The kernel's memory traffic (docs/memory-model.md): read-only operands are read once; the
-  // written tile is read and written once per pass over k (ceil(b / kc) passes of a k-blocked
-  // BLAS; one pass without kc). All of it, local or remote, goes through the memory controller of
-  // the node holding the pages, concurrently with the computation; the part of the kernel stalled
-  // on memory latency grows with the latency of those pages (hop, controller load).
-  RankInfo& ri = ranks_[w.rank];
-  double passes = ri.p.gemm_block_k > 0 ? std::ceil(S.cfg_.b / ri.p.gemm_block_k) : 1.0;
-  double by_node[kMaxNumaNodes] = {0, 0, 0, 0};
+  if (duration > 0)
+    sg4::this_actor::sleep_for(duration);
+  last_end_[w.id] = sg4::Engine::get_clock();
+}
+
+// Bytes the CPU kernel of `task` moves from each NUMA node's RAM; records the operands' pages and
+// remote bytes for the trace. Returns the remote bytes.
+double NumaEffects::kernel_traffic(const Worker& w, uint32_t task, double* by_node) {
+  const Task& t = dag_.tasks[task];
+  const RankInfo& ri = ranks_[w.rank];
+  double passes = ri.p.gemm_block_k > 0 ? std::ceil(cfg_.b / ri.p.gemm_block_k) : 1.0;
   uint8_t packed = 0;
   double remote = 0;
   for (uint8_t i = 0; i < t.nbuf; i++) {
-    uint32_t h = S.handle(w.rank, t.tiles[i]);
+    uint32_t h = data_.handle(w.rank, t.tiles[i]);
     int p = operand_numa(w, h);
     packed |= static_cast<uint8_t>((p >= 0 && p < 3 ? p : 3) << (2 * i));
     if (p < 0 || p >= ri.mem->nnuma())
       continue;
-    double bytes = (i + 1 == t.nbuf ? 2 * passes : 1.0) * S.tile_bytes_;
+    double bytes = (i + 1 == t.nbuf ? 2 * passes : 1.0) * data_.tile_bytes();
     by_node[p] += bytes;
     if (p != w.numa)
       remote += bytes;
@@ -426,8 +419,22 @@ void NumaEffects::run_task(Worker& w, uint32_t task, double duration)
   }
   for (int p = 0; p < kMaxNumaNodes; p++)
     kernel_bytes_ += by_node[p];
-  const int kind = static_cast<int>(t.kind);
-  if (remote > 0 && ri.spread[kind] != 1 && S.cfg_.variability) {
+  return remote;
+}
+
+void NumaEffects::run_on_cpu(const Worker& w, uint32_t task, double duration) {
+  if (ranks_[w.rank].balancing)
+    hinting_faults(w, task);
+  // The kernel's memory traffic (docs/memory-model.md): read-only operands are read once; the
+  // written tile is read and written once per pass over k (ceil(b / kc) passes of a k-blocked
+  // BLAS; one pass without kc). All of it, local or remote, goes through the memory controller of
+  // the node holding the pages, concurrently with the computation; the part of the kernel stalled
+  // on memory latency grows with the latency of those pages (hop, controller load).
+  RankInfo& ri = ranks_[w.rank];
+  double by_node[kMaxNumaNodes] = {0, 0, 0, 0};
+  const double remote = kernel_traffic(w, task, by_node);
+  const int kind = static_cast<int>(dag_.tasks[task].kind);
+  if (remote > 0 && ri.spread[kind] != 1 && cfg_.variability) {
     double bytes = 0;
     for (int p = 0; p < kMaxNumaNodes; p++)
       bytes += by_node[p];
@@ -445,8 +452,7 @@ void NumaEffects::run_task(Worker& w, uint32_t task, double duration)
   ri.mem->end_kernel(by_node, duration);
 }
 
-double NumaEffects::respread(double d, double mean, double sd, double ratio, double remote_share)
-{
+double NumaEffects::respread(double d, double mean, double sd, double ratio, double remote_share) {
   // Lognormal d = m exp(-s2/2 + s z) (Simulation::sample_duration): m (d/m)^f has log-sd f s
   // and mean m exp(f (f - 1) s2 / 2), divided out.
   if (d <= 0 || mean <= 0 || sd <= 0)
@@ -456,10 +462,9 @@ double NumaEffects::respread(double d, double mean, double sd, double ratio, dou
   return mean * std::pow(d / mean, f) * std::exp(-f * (f - 1) * s2 / 2);
 }
 
-std::string NumaEffects::operand_pages(uint32_t task) const
-{
-  const Task& t = sim_.dag_.tasks[task];
-  if (t.worker >= 0 && sim_.workers_[t.worker].cuda)
+std::string NumaEffects::operand_pages(uint32_t task) const {
+  const Task& t = dag_.tasks[task];
+  if (t.worker >= 0 && topo_.workers()[t.worker].cuda)
     return "gpu";
   std::string s;
   for (uint8_t i = 0; i < t.nbuf; i++) {
@@ -469,48 +474,46 @@ std::string NumaEffects::operand_pages(uint32_t task) const
   return s;
 }
 
-void NumaEffects::scan_loop(int rank)
-{
+void NumaEffects::scan_loop(int rank) {
   // task_numa_work (kernel/sched/fair.c): every scan period, the next scan_size bytes of the
   // address space are made PROT_NONE so that the next access faults. Tiles are taken in handle
   // order as the address order.
-  Simulation& S = sim_;
   RankInfo& ri = ranks_[rank];
-  size_t per_scan = static_cast<size_t>(std::max(1.0, std::floor(ri.p.balancing_scan_size_bytes / S.tile_bytes_)));
+  size_t per_scan =
+      static_cast<size_t>(std::max(1.0, std::floor(ri.p.balancing_scan_size_bytes / data_.tile_bytes())));
   sg4::this_actor::sleep_for(ri.p.balancing_scan_delay_s);
-  uint64_t last_done = S.done_tasks_;
+  uint64_t last_done = progress_.done_tasks;
   int idle_scans = 0;
-  while (!S.finished_) {
+  while (!progress_.finished) {
     size_t marked = 0;
-    for (size_t visited = 0; visited < S.ntiles_ && marked < per_scan; visited++) {
-      uint32_t h = S.handle(rank, static_cast<uint32_t>(ri.scan_cursor));
-      ri.scan_cursor = (ri.scan_cursor + 1) % S.ntiles_;
+    for (size_t visited = 0; visited < data_.ntiles() && marked < per_scan; visited++) {
+      uint32_t h = data_.handle(rank, static_cast<uint32_t>(ri.scan_cursor));
+      ri.scan_cursor = (ri.scan_cursor + 1) % data_.ntiles();
       if (page_[h] >= 0) {
         marked_[h] = 1;
         marked++;
       }
     }
     // Stop when nothing progresses (a deadlocked run must end, not scan forever).
-    idle_scans = S.done_tasks_ == last_done ? idle_scans + 1 : 0;
-    last_done = S.done_tasks_;
+    idle_scans = progress_.done_tasks == last_done ? idle_scans + 1 : 0;
+    last_done = progress_.done_tasks;
     if (idle_scans > 1000)
       return;
     sg4::this_actor::sleep_for(ri.p.balancing_scan_period_s);
   }
 }
 
-void NumaEffects::start_actors()
-{
+void NumaEffects::start_actors() {
   for (size_t r = 0; r < ranks_.size(); r++)
     if (ranks_[r].balancing) {
       int rank = static_cast<int>(r);
-      auto a = sg4::Actor::create(sim_.nodes_[r].name + ".numab", ranks_[r].ram[0], [this, rank] { scan_loop(rank); });
+      auto a = sg4::Actor::create(topo_.nodes()[r].name + ".numab", ranks_[r].ram[0],
+                                  [this, rank] { scan_loop(rank); });
       a->daemonize();
     }
 }
 
-std::map<std::string, double> NumaEffects::summary() const
-{
+std::map<std::string, double> NumaEffects::summary() const {
   return {{"remote_read_bytes", remote_total_},
           {"remote_read_tasks", static_cast<double>(remote_tasks_)},
           {"hinting_faults", static_cast<double>(faults_)},

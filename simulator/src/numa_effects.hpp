@@ -18,7 +18,11 @@
 
 namespace numasim {
 
-class Simulation;
+struct Dag;
+class DataWizard;
+class LinkClasses;
+class Topology;
+struct Progress;
 struct Transfer;
 struct Worker;
 
@@ -33,9 +37,9 @@ struct NumaParams {
   // Linux automatic NUMA balancing (kernel/sched/fair.c, mm/migrate.c; defaults of
   // Documentation/admin-guide/sysctl/kernel.rst and mm/migrate.c of Linux 4.19).
   double page_bytes = 4096;
-  double hinting_fault_cost_s = 0; // no cost unless the machine description gives one
-  double balancing_scan_delay_s = 1.0;  // numa_balancing_scan_delay_ms = 1000
-  double balancing_scan_period_s = 1.0; // numa_balancing_scan_period_min_ms = 1000
+  double hinting_fault_cost_s = 0;                        // no cost unless the machine description gives one
+  double balancing_scan_delay_s = 1.0;                    // numa_balancing_scan_delay_ms = 1000
+  double balancing_scan_period_s = 1.0;                   // numa_balancing_scan_period_min_ms = 1000
   double balancing_scan_size_bytes = 256.0 * 1024 * 1024; // numa_balancing_scan_size_mb = 256
   double migrate_ratelimit_bytes = 128.0 * 1024 * 1024;   // ratelimit_pages = 128 MB ...
   double migrate_ratelimit_window_s = 0.1;                // ... per 100 ms window, per target node
@@ -45,13 +49,15 @@ struct NumaParams {
 
 class NumaEffects {
 public:
-  explicit NumaEffects(Simulation& sim) : sim_(sim) {}
+  NumaEffects(const Topology& topo, const DataWizard& data, const Dag& dag, const RunConfig& cfg,
+              const Progress& progress, LinkClasses& classes)
+      : topo_(topo), data_(data), dag_(dag), cfg_(cfg), progress_(progress), classes_(classes) {}
   void init();         // after the memory nodes, workers and initial replicas exist
   void start_actors(); // balancing scanners (daemons)
 
-  // Runs one task on worker `w` for `duration` of computation: sets the task's start, adds the
-  // GPU launch path or the CPU kernel's remote memory traffic and NUMA hinting faults.
-  void run_task(Worker& w, uint32_t task, double duration);
+  // Runs one task on worker `w` for `duration` of computation, adding the GPU launch path or the
+  // CPU kernel's remote memory traffic and NUMA hinting faults; returns the task's start.
+  double run_task(const Worker& w, uint32_t task, double duration);
   // A duration drawn for local data, given the spread of remote pages: the log-deviation from
   // the model mean scaled by 1 + (ratio - 1) * remote share of the bytes, the mean kept.
   static double respread(double d, double mean, double sd, double ratio, double remote_share);
@@ -60,14 +66,14 @@ public:
   int move(const Transfer& t);
 
   // Introspection (tests, traces, summary).
-  int page_numa(int rank, uint32_t tile) const;          // NUMA node of the RAM replica's pages, -1: none
+  int page_numa(int rank, uint32_t tile) const; // NUMA node of the RAM replica's pages, -1: none
   bool pinned(int rank) const { return ranks_[rank].pinned; }
   bool balancing(int rank) const { return ranks_[rank].balancing; }
   const std::vector<std::string>& path_links(int path) const { return paths_[path].links; }
   const std::vector<int>& path_classes(int path) const { return paths_[path].classes; }
   std::vector<std::string> control_links(int gpu_gmem); // driver core -> GPU
   double remote_bytes(uint32_t task) const { return remote_bytes_[task]; }
-  std::string operand_pages(uint32_t task) const;       // e.g. "0 1 1", "gpu gpu gpu"
+  std::string operand_pages(uint32_t task) const; // e.g. "0 1 1", "gpu gpu gpu"
   std::map<std::string, double> summary() const;
 
 private:
@@ -85,7 +91,7 @@ private:
   };
   struct Path {
     std::vector<std::string> links;
-    std::vector<int> classes; // indices in Simulation's link classes
+    std::vector<int> classes; // indices in LinkClasses
   };
   static constexpr size_t kMaxLegs = 5; // an MPI message: RAM, MPI core, NIC, NIC, MPI core, RAM
   struct Leg {
@@ -93,19 +99,25 @@ private:
     sg4::Host* dst;
   };
 
-  Simulation& sim_;
+  const Topology& topo_;
+  const DataWizard& data_;
+  const Dag& dag_;
+  const RunConfig& cfg_;
+  const Progress& progress_;
+  LinkClasses& classes_; // the link classes of the paths (interned on first use)
   std::vector<RankInfo> ranks_;
   std::vector<int8_t> page_;       // per handle: NUMA node of the RAM replica's pages (-1: not allocated)
   std::vector<uint8_t> marked_;    // per handle: pages protected by the last balancing scan
   std::vector<int8_t> last_fault_; // per handle: NUMA node of the last hinting fault (two-pass filter)
   std::vector<float> remote_bytes_;
-  std::vector<uint8_t> op_pages_;  // per task: 2 bits per operand (0,1,2 = NUMA node, 3 = GPU/other)
-  std::vector<double> last_end_;   // per worker: end of its last task (GPU launch hiding)
+  std::vector<uint8_t> op_pages_; // per task: 2 bits per operand (0,1,2 = NUMA node, 3 = GPU/other)
+  std::vector<double> last_end_;  // per worker: end of its last task (GPU launch hiding)
   std::map<int, sg4::Host*> driver_of_gpu_mem_; // global GPU memory node -> its driver's core host
   std::map<std::vector<const sg4::Host*>, int> path_ids_;
   std::vector<Path> paths_;
   std::map<std::pair<const sg4::Host*, const sg4::Host*>, std::pair<double, double>> latbw_;
-  std::vector<std::pair<sg4::Host*, sg4::Host*>> split_; // [src rank * nranks + dst rank]: NICs, see network_split
+  std::vector<std::pair<sg4::Host*, sg4::Host*>>
+      split_; // [src rank * nranks + dst rank]: NICs, see network_split
   std::vector<uint8_t> split_known_;
   double remote_total_ = 0, migrated_bytes_ = 0, fault_time_ = 0, stall_time_ = 0, kernel_bytes_ = 0;
   uint64_t migrations_ = 0, faults_ = 0, launch_waits_ = 0, remote_tasks_ = 0;
@@ -116,7 +128,12 @@ private:
   double control_delay(int rank, const sg4::Host* driver, const sg4::Host* gpu);
   void run_legs(const std::vector<Leg>& legs, double bytes);
   std::pair<sg4::Host*, sg4::Host*> network_split(int src_rank, int dst_rank);
-  void hinting_faults(Worker& w, uint32_t task);
+  void init_rank(int rank);
+  void first_touch(int rank, const std::vector<int>& cpu_numas);
+  void run_on_gpu(const Worker& w, double duration);
+  void run_on_cpu(const Worker& w, uint32_t task, double duration);
+  double kernel_traffic(const Worker& w, uint32_t task, double* by_node);
+  void hinting_faults(const Worker& w, uint32_t task);
   void scan_loop(int rank);
 };
 

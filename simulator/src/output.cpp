@@ -1,5 +1,6 @@
 #include "output.hpp"
 #include "error.hpp"
+#include "runtime.hpp"
 
 #include <cerrno>
 #include <cstdio>
@@ -8,6 +9,8 @@
 #include <streambuf>
 #include <sys/stat.h>
 #include <unistd.h>
+
+XBT_LOG_NEW_DEFAULT_SUBCATEGORY(numasim_output, numasim, "numasim output writers");
 
 namespace numasim {
 
@@ -21,8 +24,7 @@ public:
   int error() const { return err_; }
 
 protected:
-  int_type overflow(int_type c) override
-  {
+  int_type overflow(int_type c) override {
     if (!drain())
       return traits_type::eof();
     if (!traits_type::eq_int_type(c, traits_type::eof())) {
@@ -34,8 +36,7 @@ protected:
   int sync() override { return drain() ? 0 : -1; }
 
 private:
-  bool drain()
-  {
+  bool drain() {
     if (err_)
       return false;
     for (const char* p = pbase(); p < pptr();) {
@@ -57,15 +58,14 @@ private:
   char buf_[1 << 16];
 };
 
-[[noreturn]] void fail(const std::string& path, int err)
-{
+[[noreturn]] void fail(const std::string& path, int err) {
   throw OutputError(path + ": " + std::strerror(err ? err : EIO));
 }
 
 } // namespace
 
-void write_output(const std::string& path, const std::string& key, const std::function<void(std::ostream&)>& fill)
-{
+void write_output(const std::string& path, const std::string& key,
+                  const std::function<void(std::ostream&)>& fill) {
   struct stat st;
   bool exists = ::stat(path.c_str(), &st) == 0;
   if (exists && S_ISDIR(st.st_mode))
@@ -108,11 +108,52 @@ void write_output(const std::string& path, const std::string& key, const std::fu
   }
 }
 
-void write_stdout(const std::string& text)
-{
+void write_stdout(const std::string& text) {
   errno = 0;
   if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0)
     fail("stdout", errno);
+}
+
+void Simulation::write_trace(const std::string& path) const {
+  write_output(path, "trace", [this](std::ostream& out) { write_trace(out); });
+}
+
+void Simulation::write_transfers(const std::string& path) const {
+  write_output(path, "transfers", [this](std::ostream& out) { write_transfers(out); });
+}
+
+// One row per task (docs/interfaces.md §10): StarVZ-like columns, then where its operands' pages
+// were and the bytes it read remotely (numa_effects.cpp).
+void Simulation::write_trace(std::ostream& out) const {
+  out << "ResourceId,Start,End,Duration,Value,JobId,Node,WorkerNuma,WorkerMemNode,OperandNuma,Priority,Step,"
+         "OperandPages,RemoteBytes\n";
+  char buf[256];
+  for (size_t i = 0; i < dag_.tasks.size(); i++) {
+    const Task& t = dag_.tasks[i];
+    if (t.worker < 0)
+      continue;
+    const Worker& w = workers()[t.worker];
+    const MemNode& m = topo_->mem(topo_->global_mem(w.rank, w.mem));
+    std::snprintf(buf, sizeof buf, "%s,%.9f,%.9f,%.9f,%s,%zu,%d,%d,%s,%d,%d,%d\n", w.name.c_str(), t.start,
+                  t.end, t.end - t.start, kind_name(t.kind), i, w.rank, w.numa, m.host->get_cname(), m.numa,
+                  t.prio, t.step);
+    buf[std::strlen(buf) - 1] = ','; // NUMA node of each operand's pages as read, remote bytes
+    out << buf << numa_->operand_pages(static_cast<uint32_t>(i)) << ','
+        << numa_->remote_bytes(static_cast<uint32_t>(i)) << '\n';
+  }
+}
+
+void Simulation::write_transfers(std::ostream& out) const {
+  out << "Start,End,Bytes,Src,Dst,Links\n";
+  char buf[256];
+  for (const auto& r : data_->transfer_log()) {
+    std::string links;
+    for (const auto& l : numa_->path_links(r.path))
+      links += (links.empty() ? "" : " ") + l;
+    std::snprintf(buf, sizeof buf, "%.9f,%.9f,%.0f,%s,%s,", r.start, r.end, r.bytes,
+                  topo_->mem(r.gsrc).host->get_cname(), topo_->mem(r.gdst).host->get_cname());
+    out << buf << links << "\n";
+  }
 }
 
 } // namespace numasim

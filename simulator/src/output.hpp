@@ -19,7 +19,8 @@ public:
 // (/dev/stdout, a pipe, a device) is written in place, never replaced. On failure the
 // temporary file is removed, `path` is left as it was, and OutputError names `path`; a
 // directory at `path` is an InputError naming `key`.
-void write_output(const std::string& path, const std::string& key, const std::function<void(std::ostream&)>& fill);
+void write_output(const std::string& path, const std::string& key,
+                  const std::function<void(std::ostream&)>& fill);
 
 // Writes `text` to standard output and flushes it; OutputError if that fails.
 void write_stdout(const std::string& text);

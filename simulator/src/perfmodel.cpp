@@ -6,10 +6,13 @@
 #include <fstream>
 #include <sstream>
 
+#include <xbt/log.h>
+
+XBT_LOG_NEW_DEFAULT_SUBCATEGORY(numasim_perfmodel, numasim, "numasim StarPU performance models");
+
 namespace numasim {
 
-uint32_t crc32c_be(uint32_t input, uint32_t inputcrc)
-{
+uint32_t crc32c_be(uint32_t input, uint32_t inputcrc) {
   // Bytes in memory order of a little-endian uint32 (hash.c hashes &input byte by byte).
   uint32_t crc = inputcrc;
   for (int i = 0; i < 4; i++) {
@@ -21,8 +24,7 @@ uint32_t crc32c_be(uint32_t input, uint32_t inputcrc)
   return crc;
 }
 
-uint32_t matrix_task_footprint(unsigned nbuffers, uint32_t nx, uint32_t ny)
-{
+uint32_t matrix_task_footprint(unsigned nbuffers, uint32_t nx, uint32_t ny) {
   // matrix_interface.c: crc(nx, ny); footprint.c: handle footprint = crc(that, interface id 0);
   // task footprint folds the handle footprints in buffer order.
   uint32_t handle = crc32c_be(crc32c_be(nx, ny), 0);
@@ -32,13 +34,16 @@ uint32_t matrix_task_footprint(unsigned nbuffers, uint32_t nx, uint32_t ny)
   return fp;
 }
 
-std::string ArchModel::name() const
-{
+std::string ArchModel::name() const {
   switch (devtype) {
-    case 0: return ncores > 1 ? "cpu_" + std::to_string(ncores) : "cpu";
-    case 1: return "cuda" + std::to_string(devid);
-    case 2: return "opencl" + std::to_string(devid);
-    default: return "dev" + std::to_string(devtype) + "_" + std::to_string(devid);
+  case 0:
+    return ncores > 1 ? "cpu_" + std::to_string(ncores) : "cpu";
+  case 1:
+    return "cuda" + std::to_string(devid);
+  case 2:
+    return "opencl" + std::to_string(devid);
+  default:
+    return "dev" + std::to_string(devtype) + "_" + std::to_string(devid);
   }
 }
 
@@ -46,8 +51,7 @@ namespace {
 // Lines of the file without comments ('#') and blank lines (as _starpu_drop_comments skips them).
 class Lines {
 public:
-  Lines(const std::string& text, const std::string& path) : path_(path)
-  {
+  Lines(const std::string& text, const std::string& path) : path_(path) {
     std::istringstream in(text);
     std::string line;
     while (std::getline(in, line)) {
@@ -57,8 +61,7 @@ public:
       lines_.push_back(line);
     }
   }
-  std::vector<std::string> next_fields(const char* what)
-  {
+  std::vector<std::string> next_fields(const char* what) {
     if (pos_ >= lines_.size())
       throw InputError(path_, what, "more lines (truncated performance model)");
     std::istringstream in(lines_[pos_++]);
@@ -68,8 +71,7 @@ public:
       out.push_back(f);
     return out;
   }
-  long next_int(const char* what)
-  {
+  long next_int(const char* what) {
     auto f = next_fields(what);
     char* end = nullptr;
     long v = f.empty() ? 0 : std::strtol(f[0].c_str(), &end, 10);
@@ -88,19 +90,19 @@ private:
 // A number of a history entry: the whole field parsed, finite, and at least `min` (strictly
 // above it when `strict`): StarPU writes such values for every calibrated entry
 // (perfmodel_history.c dump_history_entry); anything else is a damaged file, not a timing.
-double entry_number(const std::string& s, const std::string& path, const std::string& what, double min, bool strict)
-{
+double entry_number(const std::string& s, const std::string& path, const std::string& what, double min,
+                    bool strict) {
   char* end = nullptr;
   double v = std::strtod(s.c_str(), &end);
   if (end == s.c_str() || *end || !std::isfinite(v) || v < min || (strict && v == min))
-    throw InputError(path, what, std::string(strict ? "a finite number > " : "a finite number >= ") +
-                                     std::to_string(static_cast<long>(min)) + ", got '" + s + "'");
+    throw InputError(path, what,
+                     std::string(strict ? "a finite number > " : "a finite number >= ") +
+                         std::to_string(static_cast<long>(min)) + ", got '" + s + "'");
   return v;
 }
 } // namespace
 
-PerfModel PerfModel::parse(const std::string& text, const std::string& path, const std::string& symbol)
-{
+PerfModel PerfModel::parse(const std::string& text, const std::string& path, const std::string& symbol) {
   Lines in(text, path);
   PerfModel m;
   m.symbol = symbol;
@@ -140,7 +142,8 @@ PerfModel PerfModel::parse(const std::string& text, const std::string& path, con
           throw InputError(path, "history entry", "'hash size [flops] mean dev sum sum2 n'");
         size_t k = f.size() == 8 ? 3 : 2;
         HistoryEntry h;
-        std::string where = "history entry " + std::to_string(e + 1) + " of combination " + std::to_string(c + 1);
+        std::string where =
+            "history entry " + std::to_string(e + 1) + " of combination " + std::to_string(c + 1);
         char* end = nullptr;
         unsigned long fp = std::strtoul(f[0].c_str(), &end, 16);
         if (f[0].size() != 8 || *end)
@@ -166,28 +169,28 @@ PerfModel PerfModel::parse(const std::string& text, const std::string& path, con
   return m;
 }
 
-PerfModel PerfModel::load(const std::string& sampling_dir, const std::string& symbol, const std::string& host)
-{
+PerfModel PerfModel::load(const std::string& sampling_dir, const std::string& symbol,
+                          const std::string& host) {
   std::string path = sampling_dir + "/codelets/45/" + symbol + "." + host;
   std::ifstream f(path);
   if (!f)
-    throw InputError(path, "perfmodels", "a StarPU performance model for symbol '" + symbol + "' on host '" +
-                                             host + "' (file missing)");
+    throw InputError(path, "perfmodels",
+                     "a StarPU performance model for symbol '" + symbol + "' on host '" + host +
+                         "' (file missing)");
   std::stringstream ss;
   ss << f.rdbuf();
   return parse(ss.str(), path, symbol);
 }
 
-const ArchModel* PerfModel::arch(int devtype, int devid, int ncores) const
-{
+const ArchModel* PerfModel::arch(int devtype, int devid, int ncores) const {
   for (const auto& a : combs)
     if (a.devtype == devtype && a.devid == devid && a.ncores == ncores)
       return &a;
   return nullptr;
 }
 
-const HistoryEntry* PerfModel::lookup(int devtype, int devid, int ncores, uint32_t footprint, uint64_t size) const
-{
+const HistoryEntry* PerfModel::lookup(int devtype, int devid, int ncores, uint32_t footprint,
+                                      uint64_t size) const {
   const ArchModel* a = arch(devtype, devid, ncores);
   if (!a || a->impls.empty())
     return nullptr;

@@ -5,20 +5,18 @@
 #include <cstring>
 #include <map>
 
-XBT_LOG_NEW_DEFAULT_CATEGORY(numasim_platform, "numasim platform discovery");
+XBT_LOG_NEW_DEFAULT_SUBCATEGORY(numasim_platform, numasim, "numasim platform discovery");
 
 namespace numasim {
 
-const RamInfo& MachineNode::ram_of_numa(int numa) const
-{
+const RamInfo& MachineNode::ram_of_numa(int numa) const {
   for (const auto& r : rams)
     if (r.numa == numa)
       return r;
   return rams.front();
 }
 
-std::string link_class(const std::string& link_name)
-{
+std::string link_class(const std::string& link_name) {
   auto dot = link_name.find('.');
   std::string cls = dot == std::string::npos ? link_name : link_name.substr(dot + 1);
   // The two directions of a split-duplex link X are SimGrid links X_UP and X_DOWN.
@@ -35,26 +33,24 @@ std::string link_class(const std::string& link_name)
 }
 
 namespace {
-int int_prop(const sg4::Host* h, const char* key, const std::string& file)
-{
+int int_prop(const sg4::Host* h, const char* key, const std::string& file) {
   const char* v = h->get_property(key);
   if (!v)
     throw InputError(file, "host " + h->get_name() + " property '" + key + "'", "an integer");
   char* end = nullptr;
   long x = std::strtol(v, &end, 10);
   if (*end || end == v)
-    throw InputError(file, "host " + h->get_name() + " property '" + key + "'", std::string("an integer, got '") + v + "'");
+    throw InputError(file, "host " + h->get_name() + " property '" + key + "'",
+                     std::string("an integer, got '") + v + "'");
   return static_cast<int>(x);
 }
-double double_prop(const sg4::Host* h, const char* key, const std::string& file)
-{
+double double_prop(const sg4::Host* h, const char* key, const std::string& file) {
   const char* v = h->get_property(key);
   if (!v)
     throw InputError(file, "host " + h->get_name() + " property '" + key + "'", "a number of bytes");
   return std::strtod(v, nullptr);
 }
-double optional_seconds(const sg4::Host* h, const char* key, const std::string& file)
-{
+double optional_seconds(const sg4::Host* h, const char* key, const std::string& file) {
   const char* v = h->get_property(key);
   char* end = nullptr;
   double x = std::strtod(v, &end);
@@ -65,8 +61,7 @@ double optional_seconds(const sg4::Host* h, const char* key, const std::string& 
 }
 } // namespace
 
-std::vector<MachineNode> discover_platform(const sg4::Engine& e, const std::string& file)
-{
+std::vector<MachineNode> discover_platform(const sg4::Engine& e, const std::string& file) {
   auto hosts = e.get_all_hosts();
   std::sort(hosts.begin(), hosts.end(), [](auto* a, auto* b) { return a->get_name() < b->get_name(); });
   std::map<std::string, MachineNode> by_name;
@@ -94,17 +89,20 @@ std::vector<MachineNode> discover_platform(const sg4::Engine& e, const std::stri
     if (k == "cpu")
       n.cpus.push_back({h, int_prop(h, "index", file), numa});
     else if (k == "gpu")
-      n.gpus.push_back({h, int_prop(h, "index", file), numa, double_prop(h, "memory", file),
-                        h->get_property("task_overhead_s") ? optional_seconds(h, "task_overhead_s", file) : 0.0});
+      n.gpus.push_back(
+          {h, int_prop(h, "index", file), numa, double_prop(h, "memory", file),
+           h->get_property("task_overhead_s") ? optional_seconds(h, "task_overhead_s", file) : 0.0});
     else if (k == "ram")
       n.rams.push_back({h, numa, double_prop(h, "memory", file)});
     else if (k == "nic")
       n.nics.push_back({h, int_prop(h, "index", file), numa});
     else
-      throw InputError(file, "host " + h->get_name() + " property 'kind'", "cpu, gpu, ram or nic, got '" + k + "'");
+      throw InputError(file, "host " + h->get_name() + " property 'kind'",
+                       "cpu, gpu, ram or nic, got '" + k + "'");
   }
   if (by_name.empty())
-    throw InputError(file, "hosts", "hosts with properties kind/node/numa (numasim platform, docs/interfaces.md §2)");
+    throw InputError(file, "hosts",
+                     "hosts with properties kind/node/numa (numasim platform, docs/interfaces.md §2)");
   std::vector<MachineNode> nodes;
   for (auto& [name, n] : by_name) {
     std::sort(n.cpus.begin(), n.cpus.end(), [](auto& a, auto& b) { return a.index < b.index; });
@@ -121,8 +119,9 @@ std::vector<MachineNode> discover_platform(const sg4::Engine& e, const std::stri
   std::sort(nodes.begin(), nodes.end(), [](auto& a, auto& b) { return a.rank < b.rank; });
   for (size_t i = 0; i < nodes.size(); i++)
     if (nodes[i].rank != static_cast<int>(i))
-      throw InputError(file, "zone property 'rank'", "ranks 0.." + std::to_string(nodes.size() - 1) +
-                                                         " each used once (node " + nodes[i].name + ")");
+      throw InputError(file, "zone property 'rank'",
+                       "ranks 0.." + std::to_string(nodes.size() - 1) + " each used once (node " +
+                           nodes[i].name + ")");
   XBT_DEBUG("%zu nodes", nodes.size());
   return nodes;
 }

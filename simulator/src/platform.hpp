@@ -18,8 +18,8 @@ struct GpuInfo {
   sg4::Host* host;
   int index;
   int numa;
-  double memory;             // bytes
-  double task_overhead = 0;  // s of host time per task on the GPU's CUDA worker (prop task_overhead_s)
+  double memory;            // bytes
+  double task_overhead = 0; // s of host time per task on the GPU's CUDA worker (prop task_overhead_s)
 };
 struct RamInfo {
   sg4::Host* host;
@@ -36,7 +36,7 @@ struct MachineNode {
   std::string name;
   std::string machine;
   int rank = -1;
-  int threads_per_core = 1; // StarPU's CPU ids are logical PU ids: core = pu / threads_per_core
+  int threads_per_core = 1;   // StarPU's CPU ids are logical PU ids: core = pu / threads_per_core
   std::vector<CoreInfo> cpus; // sorted by index
   std::vector<GpuInfo> gpus;  // sorted by index
   std::vector<RamInfo> rams;  // sorted by numa; rams[k].numa == k

@@ -4,19 +4,21 @@
 
 #include <cstdio>
 
+#include <xbt/log.h>
+
+XBT_LOG_NEW_DEFAULT_SUBCATEGORY(numasim_report, numasim, "numasim JSON summary");
+
 namespace numasim {
 
 namespace {
-std::string num(double x)
-{
+std::string num(double x) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.12g", x);
   return buf;
 }
 } // namespace
 
-std::string summary_json(const Summary& s, uint64_t seed, double wall_s)
-{
+std::string summary_json(const Summary& s, uint64_t seed, double wall_s) {
   std::string o = "{";
   o += "\"bytes_by_link_class\": {";
   bool first = true;
@@ -40,10 +42,10 @@ std::string summary_json(const Summary& s, uint64_t seed, double wall_s)
   o += ", \"seed\": " + std::to_string(seed);
   o += ", \"tasks\": " + std::to_string(s.tasks);
   o += ", \"tasks_by_kind\": {\"gemm\": " + std::to_string(s.by_kind[3]) +
-       ", \"getrf\": " + std::to_string(s.by_kind[0]) + ", \"trsm\": " + std::to_string(s.by_kind[1] + s.by_kind[2]) +
-       "}";
-  o += ", \"tasks_by_worker_type\": {\"cpu\": " + std::to_string(s.on_cpu) + ", \"cuda\": " + std::to_string(s.on_cuda) +
-       "}";
+       ", \"getrf\": " + std::to_string(s.by_kind[0]) +
+       ", \"trsm\": " + std::to_string(s.by_kind[1] + s.by_kind[2]) + "}";
+  o += ", \"tasks_by_worker_type\": {\"cpu\": " + std::to_string(s.on_cpu) +
+       ", \"cuda\": " + std::to_string(s.on_cuda) + "}";
   o += ", \"transfers\": " + std::to_string(s.transfers);
   o += ", \"wall_s\": " + num(wall_s);
   o += ", \"workers\": " + std::to_string(s.workers);

@@ -2,13 +2,13 @@
 #include "config.hpp"
 #include "error.hpp"
 #include "json.hpp"
+#include "topology.hpp"
 
 #include <gtest/gtest.h>
 
 using namespace numasim;
 
-static MachineNode chifflet_like()
-{
+static MachineNode chifflet_like() {
   MachineNode n;
   n.name = "chifflet-1";
   for (int i = 0; i < 28; i++)
@@ -18,11 +18,11 @@ static MachineNode chifflet_like()
   return n;
 }
 
-TEST(Threads, StudyDefaultsGive24CpuAnd2CudaWorkers)
-{
+TEST(Threads, StudyDefaultsGive24CpuAnd2CudaWorkers) {
   // The study's baseline (config/factors.yaml): the MPI thread's core via STARPU_RESERVE_NCPU
   // (which overrides StarPU-MPI's own +1), the main thread's via STARPU_MAIN_THREAD_BIND.
-  StarpuEnv e = parse_starpu_env({{"STARPU_RESERVE_NCPU", "1"}, {"STARPU_MAIN_THREAD_BIND", "1"}}, "run.json");
+  StarpuEnv e =
+      parse_starpu_env({{"STARPU_RESERVE_NCPU", "1"}, {"STARPU_MAIN_THREAD_BIND", "1"}}, "run.json");
   NodeThreads t = place_threads(chifflet_like(), e);
   int cpu = 0, cuda = 0;
   for (auto& w : t.workers)
@@ -38,8 +38,7 @@ TEST(Threads, StudyDefaultsGive24CpuAnd2CudaWorkers)
   EXPECT_EQ(t.main_numa, 0);
 }
 
-TEST(Threads, ExplicitPlacement)
-{
+TEST(Threads, ExplicitPlacement) {
   StarpuEnv e = parse_starpu_env({{"STARPU_WORKERS_CPUID", "0 14 1-13 15-25"},
                                   {"STARPU_MPI_THREAD_CPUID", "13"},
                                   {"STARPU_MAIN_THREAD_CPUID", "27"}},
@@ -57,8 +56,7 @@ TEST(Threads, ExplicitPlacement)
   }
 }
 
-TEST(Env, UnknownSchedulerOrValueIsInputError)
-{
+TEST(Env, UnknownSchedulerOrValueIsInputError) {
   EXPECT_THROW(parse_starpu_env({{"STARPU_SCHED", "heft"}}, "f"), InputError);
   EXPECT_THROW(parse_starpu_env({{"STARPU_USE_NUMA", "2"}}, "f"), InputError);
   EXPECT_THROW(parse_starpu_env({{"STARPU_CUDA_PIPELINE", "x"}}, "f"), InputError);
@@ -66,8 +64,7 @@ TEST(Env, UnknownSchedulerOrValueIsInputError)
   EXPECT_NO_THROW(parse_starpu_env({{"STARPU_SCHED", "lws"}, {"STARPU_SILENT", "1"}}, "f"));
 }
 
-TEST(Distribution, BlockCyclicChameleonRule)
-{
+TEST(Distribution, BlockCyclicChameleonRule) {
   RunConfig c;
   c.nt = 4;
   c.p = 2;
@@ -84,8 +81,7 @@ TEST(Distribution, BlockCyclicChameleonRule)
 
 // The run description's JSON is read strictly (issue 19): the parser must not take a mistake for a
 // default or a last-wins value.
-static std::string input_error(const std::string& text)
-{
+static std::string input_error(const std::string& text) {
   try {
     RunConfig::from_json(parse_json(text, "run.json"), "run.json");
   } catch (const InputError& e) {
@@ -93,10 +89,10 @@ static std::string input_error(const std::string& text)
   }
   return "";
 }
-static const char* kMinimal = R"({"platform": "x.xml", "perfmodels": {"t": "s"}, "workload": {"kind": "lu", "n": 96, "b": 96}})";
+static const char* kMinimal =
+    R"({"platform": "x.xml", "perfmodels": {"t": "s"}, "workload": {"kind": "lu", "n": 96, "b": 96}})";
 
-TEST(Json, StrictSyntax)
-{
+TEST(Json, StrictSyntax) {
   EXPECT_THROW(parse_json(R"({"a": 1, "a": 2})", "f"), InputError);
   EXPECT_THROW(parse_json(R"({"a": NaN})", "f"), InputError);
   EXPECT_THROW(parse_json(R"({"a": -Infinity})", "f"), InputError);
@@ -111,8 +107,7 @@ TEST(Json, StrictSyntax)
   EXPECT_EQ(j.find("x")->array[1].find("y")->string, "\xc3\xa9");
 }
 
-TEST(Json, DuplicateKeyNamesItsPath)
-{
+TEST(Json, DuplicateKeyNamesItsPath) {
   std::string e;
   try {
     parse_json(R"({"workload": {"n": 1, "n": 2}})", "run.json");
@@ -122,8 +117,7 @@ TEST(Json, DuplicateKeyNamesItsPath)
   EXPECT_NE(e.find("run.json: workload.n: expected each key once"), std::string::npos) << e;
 }
 
-TEST(RunDescription, UnknownKeysAndWrongTypesAreNamed)
-{
+TEST(RunDescription, UnknownKeysAndWrongTypesAreNamed) {
   std::string base = kMinimal;
   auto with = [&](const std::string& extra) { return base.substr(0, base.size() - 1) + ", " + extra + "}"; };
   EXPECT_EQ(input_error(base), "");
@@ -133,9 +127,11 @@ TEST(RunDescription, UnknownKeysAndWrongTypesAreNamed)
   EXPECT_NE(input_error(with(R"("seed": 1.5)")).find("seed"), std::string::npos);
   EXPECT_NE(input_error(with(R"("variability": "yes")")).find("variability"), std::string::npos);
   EXPECT_NE(input_error(with(R"("mpi": {"overhead": 1})")).find("mpi.overhead"), std::string::npos);
-  EXPECT_NE(input_error(with(R"("env": {"STARPU_WORKERS_CPUID": "0-99999999999"})")).find("STARPU_WORKERS_CPUID"),
-            std::string::npos);
-  RunConfig c = RunConfig::from_json(parse_json(with(R"("seed": 9007199254740993, "variability": false)"), "f"), "f");
+  EXPECT_NE(
+      input_error(with(R"("env": {"STARPU_WORKERS_CPUID": "0-99999999999"})")).find("STARPU_WORKERS_CPUID"),
+      std::string::npos);
+  RunConfig c =
+      RunConfig::from_json(parse_json(with(R"("seed": 9007199254740993, "variability": false)"), "f"), "f");
   EXPECT_EQ(c.seed, 9007199254740993ULL);
   EXPECT_FALSE(c.variability);
 }

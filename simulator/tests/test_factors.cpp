@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <sys/wait.h>
@@ -19,9 +21,28 @@ static const std::string kData = std::string(NUMASIM_SOURCE_ROOT) + "/simulator/
 using Env = std::map<std::string, std::string>;
 using Facts = std::map<std::string, double>;
 
+// A directory of this test process's own under the system's temporary directory (mkdtemp),
+// removed when the process ends (the forked children leave with _exit and keep it).
+static const std::filesystem::path& scratch() {
+  struct Dir {
+    std::filesystem::path path;
+    Dir() {
+      std::string tmpl = (std::filesystem::temp_directory_path() / "numasim_factors_XXXXXX").string();
+      if (!mkdtemp(tmpl.data()))
+        throw std::runtime_error("mkdtemp failed in " + std::filesystem::temp_directory_path().string());
+      path = tmpl;
+    }
+    ~Dir() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  };
+  static const Dir dir;
+  return dir.path;
+}
+
 // tiny1/tiny2 with `props` added to every node zone (numa_* parameters of numa_effects.cpp).
-static std::string platform_with(const std::string& base, const Env& props)
-{
+static std::string platform_with(const std::string& base, const Env& props) {
   std::ifstream in(kData + base);
   std::stringstream ss;
   ss << in.rdbuf();
@@ -31,27 +52,26 @@ static std::string platform_with(const std::string& base, const Env& props)
   const std::string anchor = "<prop id=\"machine\" value=\"tiny\"/>";
   for (size_t at = xml.find(anchor); at != std::string::npos; at = xml.find(anchor, at + 1))
     xml.insert(at + anchor.size(), extra);
-  std::string path = "/tmp/numasim_factors_" + std::to_string(getpid()) + "_" + base;
+  std::string path = (scratch() / base).string();
   std::ofstream(path) << xml;
   return path;
 }
 
-static RunConfig config(const std::string& platform, int nt, const Env& env, int q = 1, uint64_t seed = 3)
-{
+static RunConfig config(const std::string& platform, int nt, const Env& env, int q = 1, uint64_t seed = 3) {
   std::string text = R"({"platform": ")" + platform + R"(", "perfmodels": {"tiny": ")" + kData +
                      R"(tiny_sampling"}, "workload": {"kind": "lu", "n": )" + std::to_string(96 * nt) +
-                     R"(, "b": 96, "distribution": {"kind": "block-cyclic", "p": 1, "q": )" + std::to_string(q) +
-                     R"(}}, "seed": )" + std::to_string(seed) + R"(, "variability": true})";
+                     R"(, "b": 96, "distribution": {"kind": "block-cyclic", "p": 1, "q": )" +
+                     std::to_string(q) + R"(}}, "seed": )" + std::to_string(seed) +
+                     R"(, "variability": true})";
   RunConfig c = RunConfig::from_json(parse_json(text, "test.json"), "test.json");
   c.env_raw = env;
   c.env = parse_starpu_env(env, "test.json");
-  c.transfers = "/tmp/numasim_factors_unused.csv"; // enables the transfer log (not written)
+  c.transfers = (scratch() / "unused.csv").string(); // enables the transfer log (not written)
   return c;
 }
 
 // Runs `body(sim, summary)` after a simulation in a child process; returns the facts it reports.
-template <class Body> static Facts in_child(const std::string& platform, RunConfig cfg, Body body)
-{
+template <class Body> static Facts in_child(const std::string& platform, RunConfig cfg, Body body) {
   int fd[2];
   if (pipe(fd) != 0)
     throw std::runtime_error("pipe");
@@ -101,14 +121,12 @@ template <class Body> static Facts in_child(const std::string& platform, RunConf
   return f;
 }
 
-static bool has(const std::vector<std::string>& links, const std::string& l)
-{
+static bool has(const std::vector<std::string>& links, const std::string& l) {
   return std::find(links.begin(), links.end(), l) != links.end();
 }
 
 // Copies between memory nodes: count, bytes, and how many crossed the inter-socket link.
-static Facts transfer_facts(Simulation& sim)
-{
+static Facts transfer_facts(Simulation& sim) {
   Facts f;
   for (const auto& r : sim.transfer_log()) {
     const MemNode& a = sim.memnodes()[r.gsrc];
@@ -129,8 +147,7 @@ static Facts transfer_facts(Simulation& sim)
 }
 
 // NUMA node of the pages of the 36 tiles of a 6x6 LU on rank 0, and the main thread's node.
-static Facts tile_pages(Simulation& sim, Summary&)
-{
+static Facts tile_pages(Simulation& sim, Summary&) {
   Facts f;
   for (uint32_t t = 0; t < 36; t++)
     f["pages_on_" + std::to_string(sim.numa().page_numa(0, t))] += 1;
@@ -138,8 +155,7 @@ static Facts tile_pages(Simulation& sim, Summary&)
   return f;
 }
 
-TEST(Factors, A_UseNumaCopiesAcrossQpiAndRemovesRemoteReads)
-{
+TEST(Factors, A_UseNumaCopiesAcrossQpiAndRemovesRemoteReads) {
   std::string p = platform_with("tiny1.xml", {{"numa_gemm_block_k", "32"}});
   auto body = [](Simulation& sim, Summary&) { return transfer_facts(sim); };
   Facts def = in_child(p, config(p, 8, {{"STARPU_USE_NUMA", "0"}}), body);
@@ -154,37 +170,42 @@ TEST(Factors, A_UseNumaCopiesAcrossQpiAndRemovesRemoteReads)
   EXPECT_EQ(a["ram_to_ram_over_qpi"], a["ram_to_ram"]);
 }
 
-TEST(Factors, D_MainThreadMovesFirstTouchToNuma1)
-{
+TEST(Factors, D_MainThreadMovesFirstTouchToNuma1) {
   std::string p = platform_with("tiny1.xml", {});
   Facts def = in_child(p, config(p, 6, {{"STARPU_MAIN_THREAD_BIND", "1"}}), tile_pages);
-  Facts d = in_child(p, config(p, 6, {{"STARPU_MAIN_THREAD_BIND", "1"}, {"STARPU_MAIN_THREAD_CPUID", "2"}}), tile_pages);
+  Facts d = in_child(p, config(p, 6, {{"STARPU_MAIN_THREAD_BIND", "1"}, {"STARPU_MAIN_THREAD_CPUID", "2"}}),
+                     tile_pages);
   // With a CUDA worker StarPU pins the matrix: cudaHostAlloc in the main thread places it.
   EXPECT_EQ(def["main_numa"], 0);
   EXPECT_EQ(def["pages_on_0"], 36);
   EXPECT_EQ(d["main_numa"], 1);
   EXPECT_EQ(d["pages_on_1"], 36);
   // Without CUDA (pageable memory) the tiles are first touched by the CPU workers running dplrnt.
-  Facts cpu = in_child(p, config(p, 6, {{"STARPU_NCUDA", "0"}, {"STARPU_NCPU", "3"}, {"STARPU_MAIN_THREAD_CPUID", "2"}}), tile_pages);
+  Facts cpu = in_child(
+      p, config(p, 6, {{"STARPU_NCUDA", "0"}, {"STARPU_NCPU", "3"}, {"STARPU_MAIN_THREAD_CPUID", "2"}}),
+      tile_pages);
   EXPECT_GT(cpu["pages_on_0"], 0);
   EXPECT_GT(cpu["pages_on_1"], 0);
 }
 
-TEST(Factors, A_MainRamIsTheFirstCpuWorkersNumaNode)
-{
+TEST(Factors, A_MainRamIsTheFirstCpuWorkersNumaNode) {
   // STARPU_USE_NUMA=1 without CUDA (pageable): StarPU's memory node 0, where the tiles are
   // registered, is the NUMA node of the first CPU worker (topology.c _starpu_init_numa_node), not
   // the main thread's; hwloc_alloc_membind binds the tiles there (malloc.c).
   std::string p = platform_with("tiny1.xml", {});
-  Facts a = in_child(p, config(p, 6, {{"STARPU_USE_NUMA", "1"}, {"STARPU_NCUDA", "0"}, {"STARPU_NCPU", "2"},
-                                      {"STARPU_MAIN_THREAD_CPUID", "0"}, {"STARPU_WORKERS_CPUID", "2 3 1"}}),
+  Facts a = in_child(p,
+                     config(p, 6,
+                            {{"STARPU_USE_NUMA", "1"},
+                             {"STARPU_NCUDA", "0"},
+                             {"STARPU_NCPU", "2"},
+                             {"STARPU_MAIN_THREAD_CPUID", "0"},
+                             {"STARPU_WORKERS_CPUID", "2 3 1"}}),
                      tile_pages);
   EXPECT_EQ(a["main_numa"], 0);
   EXPECT_EQ(a["pages_on_1"], 36);
 }
 
-TEST(Factors, C_MpiThreadPlacementChangesTheLinksOfMessages)
-{
+TEST(Factors, C_MpiThreadPlacementChangesTheLinksOfMessages) {
   std::string p = platform_with("tiny2.xml", {});
   auto body = [](Simulation& sim, Summary&) {
     Facts f = transfer_facts(sim);
@@ -203,8 +224,7 @@ TEST(Factors, C_MpiThreadPlacementChangesTheLinksOfMessages)
   EXPECT_EQ(c["mpi_over_qpi"], 0);
 }
 
-TEST(Factors, B_DriverCoreDecidesWorkersAndTheGpuControlPath)
-{
+TEST(Factors, B_DriverCoreDecidesWorkersAndTheGpuControlPath) {
   std::string p = platform_with("tiny1.xml", {});
   auto body = [](Simulation& sim, Summary&) {
     Facts f;
@@ -219,7 +239,8 @@ TEST(Factors, B_DriverCoreDecidesWorkersAndTheGpuControlPath)
   };
   Facts def = in_child(p, config(p, 6, {}), body);
   // The driver of GPU 0 (NUMA 0) bound to core 2 (NUMA 1): its launches and copy submissions cross qpi.
-  Facts b = in_child(p, config(p, 6, {{"STARPU_WORKERS_CPUID", "2 0 1 3"}, {"STARPU_WORKERS_CUDAID", "0"}}), body);
+  Facts b =
+      in_child(p, config(p, 6, {{"STARPU_WORKERS_CPUID", "2 0 1 3"}, {"STARPU_WORKERS_CUDAID", "0"}}), body);
   EXPECT_EQ(def["driver_core"], 0);
   EXPECT_EQ(def["control_over_qpi"], 0);
   EXPECT_EQ(def["cpu_worker_core_2"], 1);
@@ -230,8 +251,7 @@ TEST(Factors, B_DriverCoreDecidesWorkersAndTheGpuControlPath)
   EXPECT_NE(def["makespan"], b["makespan"]);
 }
 
-TEST(Factors, E_SchedBetaChangesBytesMovedBetweenMemoryNodes)
-{
+TEST(Factors, E_SchedBetaChangesBytesMovedBetweenMemoryNodes) {
   std::string p = platform_with("tiny1.xml", {});
   auto body = [](Simulation& sim, Summary&) { return transfer_facts(sim); };
   Facts b1 = in_child(p, config(p, 10, {{"STARPU_SCHED_BETA", "1"}}), body);
@@ -240,8 +260,7 @@ TEST(Factors, E_SchedBetaChangesBytesMovedBetweenMemoryNodes)
   EXPECT_NE(b1["bytes_between_memnodes"], b10["bytes_between_memnodes"]);
 }
 
-TEST(Factors, F_CudaPipelineHidesGpuLaunches)
-{
+TEST(Factors, F_CudaPipelineHidesGpuLaunches) {
   std::string p = platform_with("tiny1.xml", {});
   auto body = [](Simulation&, Summary& s) { return Facts{{"on_cuda", static_cast<double>(s.on_cuda)}}; };
   Facts f1 = in_child(p, config(p, 10, {{"STARPU_CUDA_PIPELINE", "1"}}), body);
@@ -252,8 +271,7 @@ TEST(Factors, F_CudaPipelineHidesGpuLaunches)
   EXPECT_LT(f4["numa.gpu_launch_waits"], f1["numa.gpu_launch_waits"]);
 }
 
-TEST(Factors, G_NumaBalancingMigratesPagesOnlyWhenEnabled)
-{
+TEST(Factors, G_NumaBalancingMigratesPagesOnlyWhenEnabled) {
   // Scan every millisecond so that the small run sees scans (the machine descriptions use Linux's 1 s).
   std::string p = platform_with("tiny1.xml", {{"numa_balancing_scan_delay_s", "0.001"},
                                               {"numa_balancing_scan_period_s", "0.001"},
@@ -284,8 +302,7 @@ TEST(Factors, G_NumaBalancingMigratesPagesOnlyWhenEnabled)
   EXPECT_EQ(pinned["numa.migrations"], 0);
 }
 
-TEST(Factors, SeedsGiveADistributionAndAreReproducible)
-{
+TEST(Factors, SeedsGiveADistributionAndAreReproducible) {
   std::string p = platform_with("tiny2.xml", {});
   auto body = [](Simulation&, Summary&) { return Facts{}; };
   Env env = {{"STARPU_USE_NUMA", "0"}};
@@ -298,10 +315,9 @@ TEST(Factors, SeedsGiveADistributionAndAreReproducible)
   EXPECT_GE(seen.size(), 3u);
 }
 
-TEST(Factors, TraceShowsOperandPagesAndRemoteBytes)
-{
+TEST(Factors, TraceShowsOperandPagesAndRemoteBytes) {
   std::string p = platform_with("tiny1.xml", {});
-  std::string trace = "/tmp/numasim_factors_trace_" + std::to_string(getpid()) + ".csv";
+  std::string trace = (scratch() / "trace.csv").string();
   auto body = [trace](Simulation& sim, Summary&) {
     sim.write_trace(trace);
     return Facts{};
@@ -323,13 +339,13 @@ TEST(Factors, TraceShowsOperandPagesAndRemoteBytes)
   std::remove(trace.c_str());
 }
 
-TEST(Factors, EnvPerMachineAppliesToItsMachineType)
-{
+TEST(Factors, EnvPerMachineAppliesToItsMachineType) {
   RunConfig c = RunConfig::from_json(
-      parse_json(R"({"platform": "x.xml", "perfmodels": {"tiny": "s"}, "workload": {"kind": "lu", "n": 96, "b": 96},
+      parse_json(
+          R"({"platform": "x.xml", "perfmodels": {"tiny": "s"}, "workload": {"kind": "lu", "n": 96, "b": 96},
                     "env": {"STARPU_SCHED_BETA": "10"},
                     "env_per_machine": {"tiny": {"STARPU_MPI_THREAD_CPUID": "1", "TESTBED_NUMA_BALANCING": "0"}}})",
-                 "t.json"),
+          "t.json"),
       "t.json");
   EXPECT_EQ(c.env_for("tiny").mpi_thread_cpuid, 1);
   EXPECT_FALSE(c.env_for("tiny").numa_balancing);
@@ -337,7 +353,7 @@ TEST(Factors, EnvPerMachineAppliesToItsMachineType)
   EXPECT_EQ(c.env_for("other").mpi_thread_cpuid, -1);
   EXPECT_THROW(RunConfig::from_json(parse_json(R"({"platform": "x", "perfmodels": {"t": "s"},
       "workload": {"kind": "lu", "n": 96, "b": 96}, "env_per_machine": {"t": {"TESTBED_NUMA_BALANCING": "2"}}})",
-                                                "t.json"),
-                                     "t.json"),
+                                               "t.json"),
+                                    "t.json"),
                InputError);
 }

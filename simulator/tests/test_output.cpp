@@ -14,24 +14,21 @@ using namespace numasim;
 namespace fs = std::filesystem;
 
 namespace {
-fs::path fresh_dir(const std::string& name)
-{
+fs::path fresh_dir(const std::string& name) {
   fs::path d = fs::temp_directory_path() / ("numasim_output_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
 }
 
-std::string read(const fs::path& p)
-{
+std::string read(const fs::path& p) {
   std::ifstream in(p);
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
 }
 
-std::vector<std::string> names(const fs::path& d)
-{
+std::vector<std::string> names(const fs::path& d) {
   std::vector<std::string> out;
   for (const auto& e : fs::directory_iterator(d))
     out.push_back(e.path().filename().string());
@@ -40,8 +37,7 @@ std::vector<std::string> names(const fs::path& d)
 }
 } // namespace
 
-TEST(Output, WritesAndReplacesWithoutLeavingATemporaryFile)
-{
+TEST(Output, WritesAndReplacesWithoutLeavingATemporaryFile) {
   fs::path d = fresh_dir("replace");
   std::string path = (d / "summary.json").string();
   write_output(path, "--out", [](std::ostream& o) { o << "first\n"; });
@@ -54,8 +50,7 @@ TEST(Output, WritesAndReplacesWithoutLeavingATemporaryFile)
   fs::remove_all(d);
 }
 
-TEST(Output, FailureInsideLeavesThePreviousFile)
-{
+TEST(Output, FailureInsideLeavesThePreviousFile) {
   fs::path d = fresh_dir("fail");
   std::string path = (d / "trace.csv").string();
   write_output(path, "trace", [](std::ostream& o) { o << "previous\n"; });
@@ -70,8 +65,7 @@ TEST(Output, FailureInsideLeavesThePreviousFile)
   fs::remove_all(d);
 }
 
-TEST(Output, DirectoryIsBadInputMissingFolderIsTheEnvironment)
-{
+TEST(Output, DirectoryIsBadInputMissingFolderIsTheEnvironment) {
   fs::path d = fresh_dir("errors");
   try {
     write_output(d.string(), "--out", [](std::ostream& o) { o << "x"; });

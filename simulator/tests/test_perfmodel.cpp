@@ -8,10 +8,10 @@
 
 using namespace numasim;
 
-static const std::string kShipped = std::string(NUMASIM_SOURCE_ROOT) + "/.deps/src/starpu-1.4.10/tools/perfmodels/sampling";
+static const std::string kShipped =
+    std::string(NUMASIM_SOURCE_ROOT) + "/.deps/src/starpu-1.4.10/tools/perfmodels/sampling";
 
-TEST(Footprint, MatchesStarpuLuModels)
-{
+TEST(Footprint, MatchesStarpuLuModels) {
   // Hashes of the 960-tile entries in starpu_dlu_lu_model_{gemm,trsm_ll,getrf}.sirocco.
   EXPECT_EQ(matrix_task_footprint(3, 960, 960), 0x24c84a50u);
   EXPECT_EQ(matrix_task_footprint(2, 960, 960), 0xff82dda0u);
@@ -19,8 +19,7 @@ TEST(Footprint, MatchesStarpuLuModels)
   EXPECT_EQ(matrix_task_footprint(3, 320, 320), 0xd46431bbu);
 }
 
-TEST(PerfModel, ReadsShippedSiroccoGemm)
-{
+TEST(PerfModel, ReadsShippedSiroccoGemm) {
   if (!std::filesystem::exists(kShipped))
     GTEST_SKIP() << "StarPU sources not unpacked (run envs/setup.sh)";
   PerfModel m = PerfModel::load(kShipped, "starpu_dlu_lu_model_gemm", "sirocco");
@@ -32,13 +31,11 @@ TEST(PerfModel, ReadsShippedSiroccoGemm)
   EXPECT_EQ(m.lookup(1, 2, 1, 0x12345678u, 12345), nullptr);
 }
 
-TEST(PerfModel, MissingFileIsInputError)
-{
+TEST(PerfModel, MissingFileIsInputError) {
   EXPECT_THROW(PerfModel::load("/nonexistent", "dgemm", "nohost"), InputError);
 }
 
-TEST(PerfModel, TruncatedFileIsInputError)
-{
+TEST(PerfModel, TruncatedFileIsInputError) {
   EXPECT_THROW(PerfModel::parse("45\n1\n1\n0\n", "x", "s"), InputError);
   EXPECT_THROW(PerfModel::parse("44\n", "x", "s"), InputError);
 }

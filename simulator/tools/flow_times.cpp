@@ -32,16 +32,14 @@ struct Flow {
   double end = -1;
 };
 
-std::string number(double v)
-{
+std::string number(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.17g", v);
   return buf;
 }
 } // namespace
 
-int main(int argc, char* argv[])
-{
+int main(int argc, char* argv[]) {
   sg4::Engine engine(&argc, argv);
   if (argc < 5 || (argc - 2) % 3 != 0) {
     std::cerr << "usage: " << argv[0] << " PLATFORM.xml SRC DST BYTES [SRC DST BYTES]... [--cfg=...]\n";

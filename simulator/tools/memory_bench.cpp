@@ -43,8 +43,7 @@ using numasim::MachineNode;
 using numasim::MemorySystem;
 
 namespace {
-[[noreturn]] void usage(const char* argv0)
-{
+[[noreturn]] void usage(const char* argv0) {
   std::cerr << "usage: " << argv0
             << " PLATFORM.xml NODE kernel KERNEL D0_S BYTES T D alone|all REPS\n"
                "       PLATFORM.xml NODE stream BYTES T D THREADS\n"
@@ -53,27 +52,24 @@ namespace {
   std::exit(2);
 }
 
-double number(const char* text, const char* what, bool integer = false)
-{
+double number(const char* text, const char* what, bool integer = false) {
   char* end = nullptr;
   double v = std::strtod(text, &end);
   if (end == text || *end || !(v >= 0) || v > 1e18 || (integer && v != static_cast<long>(v))) {
-    std::cerr << "error: " << what << ": expected a " << (integer ? "non-negative integer" : "non-negative number")
-              << ", got '" << text << "'\n";
+    std::cerr << "error: " << what << ": expected a "
+              << (integer ? "non-negative integer" : "non-negative number") << ", got '" << text << "'\n";
     std::exit(2);
   }
   return v;
 }
 
-std::string num(double v)
-{
+std::string num(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.9g", v);
   return buf;
 }
 
-std::vector<sg4::Host*> cores_of(const MachineNode& n, int numa)
-{
+std::vector<sg4::Host*> cores_of(const MachineNode& n, int numa) {
   std::vector<sg4::Host*> out;
   for (const auto& c : n.cpus)
     if (c.numa == numa)
@@ -81,8 +77,7 @@ std::vector<sg4::Host*> cores_of(const MachineNode& n, int numa)
   return out;
 }
 
-double median(std::vector<double> v)
-{
+double median(std::vector<double> v) {
   if (v.empty())
     return 0;
   std::sort(v.begin(), v.end());
@@ -92,8 +87,7 @@ double median(std::vector<double> v)
 
 // One call of a kernel on `core` (NUMA node t) with its traffic from node d: the same
 // computation numasim does for a CPU task (numa_effects.cpp run_task).
-double kernel_call(MemorySystem& mem, double sigma, sg4::Host* core, int t, int d, double d0, double bytes)
-{
+double kernel_call(MemorySystem& mem, double sigma, sg4::Host* core, int t, int d, double d0, double bytes) {
   double by_node[kMaxNumaNodes] = {0, 0, 0, 0};
   by_node[d] = bytes;
   const double start = sg4::Engine::get_clock();
@@ -110,8 +104,7 @@ double kernel_call(MemorySystem& mem, double sigma, sg4::Host* core, int t, int 
 }
 } // namespace
 
-int main(int argc, char* argv[])
-{
+int main(int argc, char* argv[]) {
   sg4::Engine engine(&argc, argv);
   if (argc < 4)
     usage(argv[0]);
@@ -131,7 +124,8 @@ int main(int argc, char* argv[])
       numasim::install_ethernet_factors(engine);
     engine.seal_platform();
     auto nodes = numasim::discover_platform(engine, file);
-    auto it = std::find_if(nodes.begin(), nodes.end(), [&](const MachineNode& n) { return n.name == node_name; });
+    auto it =
+        std::find_if(nodes.begin(), nodes.end(), [&](const MachineNode& n) { return n.name == node_name; });
     if (it == nodes.end())
       throw numasim::InputError(file, "node " + node_name, "a node of the platform");
     const MachineNode& node = *it;
@@ -139,7 +133,8 @@ int main(int argc, char* argv[])
     auto numa_arg = [&](const char* text, const char* key) {
       double v = number(text, key, true);
       if (v >= mem.nnuma())
-        throw numasim::InputError("", key, "a NUMA node of " + node_name + " (0.." + std::to_string(mem.nnuma() - 1) + ")");
+        throw numasim::InputError(
+            "", key, "a NUMA node of " + node_name + " (0.." + std::to_string(mem.nnuma() - 1) + ")");
       return static_cast<int>(v);
     };
 
@@ -160,28 +155,32 @@ int main(int argc, char* argv[])
           if (load == "alone" && !is_measured)
             continue;
           const int data = is_measured ? d : numa;
-          sg4::Actor::create("k" + std::to_string(numa) + "." + std::to_string(i), cores[i],
-                             [&mem, &measured, sigma, core = cores[i], numa, data, d0, bytes, reps, is_measured] {
-                               for (int r = 0; r < reps; r++) {
-                                 double s = kernel_call(mem, sigma, core, numa, data, d0, bytes);
-                                 if (is_measured)
-                                   measured.push_back(s);
-                               }
-                             });
+          sg4::Actor::create(
+              "k" + std::to_string(numa) + "." + std::to_string(i), cores[i],
+              [&mem, &measured, sigma, core = cores[i], numa, data, d0, bytes, reps, is_measured] {
+                for (int r = 0; r < reps; r++) {
+                  double s = kernel_call(mem, sigma, core, numa, data, d0, bytes);
+                  if (is_measured)
+                    measured.push_back(s);
+                }
+              });
         }
       }
       engine.run();
-      std::cout << "{\"scenario\": \"kernel\", \"kernel\": \"" << kernel << "\", \"stall_fraction\": " << num(sigma)
-                << ", \"thread_node\": " << t << ", \"data_node\": " << d << ", \"load\": \"" << load
-                << "\", \"calls\": " << measured.size() << ", \"median_s\": " << num(median(measured)) << "}\n";
+      std::cout << "{\"scenario\": \"kernel\", \"kernel\": \"" << kernel
+                << "\", \"stall_fraction\": " << num(sigma) << ", \"thread_node\": " << t
+                << ", \"data_node\": " << d << ", \"load\": \"" << load
+                << "\", \"calls\": " << measured.size() << ", \"median_s\": " << num(median(measured))
+                << "}\n";
     } else if (what == "stream" && argc == 8) {
       const double bytes = number(argv[4], "BYTES");
       const int t = numa_arg(argv[5], "T"), d = numa_arg(argv[6], "D");
       const int threads = static_cast<int>(number(argv[7], "THREADS", true));
       auto cores = cores_of(node, t);
       if (threads < 1 || threads > static_cast<int>(cores.size()))
-        throw numasim::InputError("", "THREADS", "1.." + std::to_string(cores.size()) + " (cores of node " +
-                                                     std::to_string(t) + ")");
+        throw numasim::InputError("", "THREADS",
+                                  "1.." + std::to_string(cores.size()) + " (cores of node " +
+                                      std::to_string(t) + ")");
       double end = 0;
       for (int i = 0; i < threads; i++)
         sg4::Actor::create("s" + std::to_string(i), cores[i], [&, core = cores[i]] {
@@ -190,7 +189,8 @@ int main(int argc, char* argv[])
         });
       engine.run();
       std::cout << "{\"scenario\": \"stream\", \"thread_node\": " << t << ", \"data_node\": " << d
-                << ", \"threads\": " << threads << ", \"bandwidth_Bps\": " << num(threads * bytes / end) << "}\n";
+                << ", \"threads\": " << threads << ", \"bandwidth_Bps\": " << num(threads * bytes / end)
+                << "}\n";
     } else if (what == "latency" && argc == 7) {
       const int t = numa_arg(argv[4], "T"), d = numa_arg(argv[5], "D");
       const int threads = static_cast<int>(number(argv[6], "THREADS", true));
@@ -199,8 +199,9 @@ int main(int argc, char* argv[])
       // The probe only reads the model's latency (it moves nothing): it may share a loader's core.
       const size_t probe = 0;
       if (threads > static_cast<int>(loaders.size()) || probes.empty())
-        throw numasim::InputError("", "THREADS", "at most the " + std::to_string(loaders.size()) + " cores of node " +
-                                                     std::to_string(d));
+        throw numasim::InputError("", "THREADS",
+                                  "at most the " + std::to_string(loaders.size()) + " cores of node " +
+                                      std::to_string(d));
       // The loaders stream greedily (MLC's traffic threads without delay): their rate is what the
       // links give them; the controller's utilisation is that rate, then the probe reads.
       double latency = 0, utilisation = 0;
@@ -227,7 +228,8 @@ int main(int argc, char* argv[])
       sg4::Host* src = sg4::Host::by_name_or_null(argv[4]);
       sg4::Host* dst = sg4::Host::by_name_or_null(argv[5]);
       if (!src || !dst)
-        throw numasim::InputError(file, std::string("host ") + (src ? argv[5] : argv[4]), "a host of the platform");
+        throw numasim::InputError(file, std::string("host ") + (src ? argv[5] : argv[4]),
+                                  "a host of the platform");
       const double bytes = number(argv[6], "BYTES");
       double end = 0;
       sg4::Actor::create("copy", src, [&] {

@@ -22,37 +22,40 @@ namespace sg4 = simgrid::s4u;
 
 namespace {
 
-std::string quoted(const std::string& s)
-{
+std::string quoted(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += c;
-        }
+    case '"':
+      out += "\\\"";
+      break;
+    case '\\':
+      out += "\\\\";
+      break;
+    case '\n':
+      out += "\\n";
+      break;
+    default:
+      if (static_cast<unsigned char>(c) < 0x20) {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\u%04x", c);
+        out += buf;
+      } else {
+        out += c;
+      }
     }
   }
   return out + "\"";
 }
 
-std::string number(double v)
-{
+std::string number(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.17g", v);
   return buf;
 }
 
 // Sorted so that the output does not depend on hash-map order.
-std::string properties(const std::unordered_map<std::string, std::string>* props)
-{
+std::string properties(const std::unordered_map<std::string, std::string>* props) {
   std::map<std::string, std::string> sorted;
   if (props)
     sorted.insert(props->begin(), props->end());
@@ -62,19 +65,20 @@ std::string properties(const std::unordered_map<std::string, std::string>* props
   return out + "}";
 }
 
-const char* sharing(sg4::Link::SharingPolicy policy)
-{
+const char* sharing(sg4::Link::SharingPolicy policy) {
   switch (policy) {
-    case sg4::Link::SharingPolicy::FATPIPE: return "FATPIPE";
-    case sg4::Link::SharingPolicy::SPLITDUPLEX: return "SPLITDUPLEX";
-    default: return "SHARED";
+  case sg4::Link::SharingPolicy::FATPIPE:
+    return "FATPIPE";
+  case sg4::Link::SharingPolicy::SPLITDUPLEX:
+    return "SPLITDUPLEX";
+  default:
+    return "SHARED";
   }
 }
 
 } // namespace
 
-int main(int argc, char* argv[])
-{
+int main(int argc, char* argv[]) {
   sg4::Engine engine(&argc, argv);
   if (argc < 2 || argc % 2 != 0) {
     std::cerr << "usage: " << argv[0] << " PLATFORM.xml [SRC DST]...\n";
@@ -95,7 +99,8 @@ int main(int argc, char* argv[])
     for (auto* child : zone->get_children())
       todo.emplace_back(child, zone->get_name());
   }
-  std::sort(zones.begin(), zones.end(), [](auto& a, auto& b) { return a.first->get_name() < b.first->get_name(); });
+  std::sort(zones.begin(), zones.end(),
+            [](auto& a, auto& b) { return a.first->get_name() < b.first->get_name(); });
   for (size_t i = 0; i < zones.size(); i++) {
     const auto& [zone, parent] = zones[i];
     out << (i ? ",\n  " : "\n  ") << "{\"name\": " << quoted(zone->get_name())
@@ -129,8 +134,8 @@ int main(int argc, char* argv[])
     std::vector<sg4::Link*> route;
     double latency = 0;
     src->route_to(dst, route, &latency);
-    out << (a > 2 ? ",\n  " : "\n  ") << "{\"src\": " << quoted(argv[a]) << ", \"dst\": " << quoted(argv[a + 1])
-        << ", \"latency\": " << number(latency) << ", \"links\": [";
+    out << (a > 2 ? ",\n  " : "\n  ") << "{\"src\": " << quoted(argv[a])
+        << ", \"dst\": " << quoted(argv[a + 1]) << ", \"latency\": " << number(latency) << ", \"links\": [";
     for (size_t i = 0; i < route.size(); i++)
       out << (i ? ", " : "") << quoted(route[i]->get_name());
     out << "]}";

@@ -1,0 +1,179 @@
+// Copy requests and the actors that carry them (StarPU datawizard/data_request.c, and
+// StarPU-SimGrid's transfer queues of core/simgrid.c): one runner per (source, destination)
+// memory node pair, StarPU-SimGrid's ordering between GPU copies, accounting of every copy.
+#include "datawizard/datawizard.hpp"
+#include "numa_effects.hpp"
+
+#include <algorithm>
+
+XBT_LOG_NEW_DEFAULT_SUBCATEGORY(numasim_data_request, numasim, "numasim copy requests");
+
+namespace numasim {
+
+// A transfer record, reusing the slot of a finished one (records are referenced by index).
+uint32_t DataWizard::new_transfer() {
+  if (!free_transfers_.empty()) {
+    uint32_t tid = free_transfers_.back();
+    free_transfers_.pop_back();
+    return tid;
+  }
+  transfers_.emplace_back();
+  return static_cast<uint32_t>(transfers_.size() - 1);
+}
+
+int DataWizard::pending_copies(int gsrc, int gdst) const {
+  int32_t rid = runner_of_pair_[static_cast<size_t>(gsrc) * topo_.mem().size() + gdst];
+  return rid < 0 ? 0 : runners_[rid].pending;
+}
+
+bool DataWizard::sequential(const Transfer& later, const Transfer& earlier) const {
+  // StarPU-SimGrid's ordering constraints between copies (core/simgrid.c transfers_are_sequential,
+  // "observed with CUDA"): beyond one stream per (source, destination) pair (the runners), a
+  // GPU-GPU copy waits for earlier copies into either of its GPUs, and a copy into a GPU waits
+  // for earlier GPU-GPU copies from or to that GPU (crossed GPU-GPU copies included).
+  if (later.gsrc == earlier.gsrc && later.gdst == earlier.gdst)
+    return false; // same pair: the runner's FIFO
+  bool later_gg = topo_.mem(later.gsrc).gpu && topo_.mem(later.gdst).gpu;
+  bool earlier_gg = topo_.mem(earlier.gsrc).gpu && topo_.mem(earlier.gdst).gpu;
+  if (later_gg && (earlier.gdst == later.gsrc || earlier.gdst == later.gdst))
+    return true;
+  return earlier_gg && (later.gdst == earlier.gsrc || later.gdst == earlier.gdst);
+}
+
+void DataWizard::start_transfer(uint32_t tid) {
+  Transfer& t = transfers_[tid];
+  t.start = sg4::Engine::get_clock();
+  t.nwait = 0;
+  if (!t.mpi && (topo_.mem(t.gsrc).gpu || topo_.mem(t.gdst).gpu)) {
+    auto& pending = gpu_copies_[t.rank];
+    for (uint32_t o : pending)
+      t.nwait += sequential(t, transfers_[o]);
+    pending.push_back(tid);
+  }
+  int32_t& rid = runner_of_pair_[static_cast<size_t>(t.gsrc) * topo_.mem().size() + t.gdst];
+  if (rid < 0) {
+    rid = static_cast<int32_t>(runners_.size());
+    runners_.emplace_back();
+    runners_[rid].pending = 1;
+    runners_[rid].queue.push_back(tid);
+    int id = rid;
+    runners_[rid].actor =
+        sg4::Actor::create("runner", topo_.mem(t.gsrc).host, [this, id] { runner_loop(id); });
+    return;
+  }
+  Runner& r = runners_[rid];
+  r.pending++;
+  r.queue.push_back(tid);
+  if (r.suspended) {
+    r.suspended = false;
+    r.actor->resume();
+  }
+}
+
+void DataWizard::runner_loop(int rid) {
+  while (true) {
+    if (runners_[rid].queue.empty()) {
+      if (progress_.finished)
+        return;
+      runners_[rid].suspended = true;
+      sg4::this_actor::suspend();
+      continue;
+    }
+    uint32_t tid = runners_[rid].queue.front();
+    if (transfers_[tid].nwait > 0) { // transfer_done of the copies it waits for resumes us
+      if (progress_.finished)
+        return;
+      runners_[rid].suspended = true;
+      sg4::this_actor::suspend();
+      continue;
+    }
+    runners_[rid].queue.pop_front();
+    transfers_[tid].start = sg4::Engine::get_clock();
+    transfers_[tid].path = numa_->move(transfers_[tid]); // through pages, drivers, MPI thread
+    transfer_done(tid);
+  }
+}
+
+void DataWizard::account(int gsrc, int gdst, double bytes, double start, int path) {
+  counters_.transfers++;
+  for (int c : numa_->path_classes(path)) // the links the copy actually crossed
+    classes_.add_bytes(c, bytes);
+  if (log_transfers_)
+    transfer_log_.push_back({start, sg4::Engine::get_clock(), bytes, gsrc, gdst, path});
+}
+
+// A GPU copy ended: the later copies that waited for it may start.
+void DataWizard::release_sequential(uint32_t tid, const Transfer& t0) {
+  // Resuming an actor yields to the others, which may start copies: resume after the list walk.
+  std::vector<int32_t> ready;
+  auto& pending = gpu_copies_[t0.rank];
+  auto self = std::find(pending.begin(), pending.end(), tid);
+  xbt_assert(self != pending.end(), "copy %u missing from the pending GPU copies", tid);
+  for (auto it = self + 1; it != pending.end(); ++it) {
+    Transfer& later = transfers_[*it];
+    if (sequential(later, t0) && --later.nwait == 0)
+      ready.push_back(runner_of_pair_[static_cast<size_t>(later.gsrc) * topo_.mem().size() + later.gdst]);
+  }
+  pending.erase(self);
+  for (int32_t rid : ready)
+    if (runners_[rid].suspended) {
+      runners_[rid].suspended = false;
+      runners_[rid].actor->resume();
+    }
+}
+
+void DataWizard::transfer_done(uint32_t tid) {
+  // No reference into transfers_ is held across calls that may request copies (eviction,
+  // tidying, waiting allocations): a request may grow the vector.
+  const Transfer t0 = [&] {
+    Transfer c;
+    const Transfer& t = transfers_[tid];
+    c.rank = t.rank, c.handle = t.handle, c.gsrc = t.gsrc, c.gdst = t.gdst, c.mpi = t.mpi, c.recv = t.recv;
+    c.version = t.version, c.start = t.start, c.path = t.path;
+    return c;
+  }();
+  account(t0.gsrc, t0.gdst, tile_bytes_, t0.start, t0.path);
+  if (!t0.mpi && (topo_.mem(t0.gsrc).gpu || topo_.mem(t0.gdst).gpu))
+    release_sequential(tid, t0);
+  runners_[runner_of_pair_[static_cast<size_t>(t0.gsrc) * topo_.mem().size() + t0.gdst]].pending--;
+  if (t0.mpi) {
+    counters_.mpi_messages++;
+    free_transfers_.push_back(tid);
+    hooks_.delivered(t0.recv);
+    return;
+  }
+  copy_landed(t0);
+  // The record is freed only after its waiters are satisfied: waking a worker yields to the other
+  // actors, and a request made meanwhile must not reuse this record (the swap below, which keeps
+  // the vector's capacity, would then drop the new copy's waiters: a task waiting forever).
+  std::vector<uint32_t> waiters;
+  waiters.swap(transfers_[tid].waiters);
+  for (uint32_t w : waiters)
+    hooks_.ready(w);
+  waiters.clear();
+  transfers_[tid].waiters.swap(waiters); // keep the capacity for reuse
+  free_transfers_.push_back(tid);
+}
+
+void DataWizard::send_message(int src, int dst, uint32_t tile, uint32_t recv) {
+  uint32_t tid = new_transfer();
+  Transfer& t = transfers_[tid];
+  t.rank = dst;
+  t.handle = handle(dst, tile);
+  t.gsrc = global(src, topo_.home(src));
+  t.gdst = global(dst, topo_.home(dst));
+  t.mpi = true;
+  t.recv = recv;
+  t.waiters.clear();
+  start_transfer(tid);
+}
+
+void DataWizard::finish() {
+  for (auto& r : runners_)
+    if (r.suspended) {
+      r.suspended = false;
+      r.actor->resume();
+    }
+}
+
+} // namespace numasim

@@ -1,0 +1,224 @@
+// StarPU's data management (src/datawizard/) for the tiles of the LU: replicas and their MSI
+// coherency (coherency.cpp), GPU memory allocation, LRU eviction and write-backs (memalloc.cpp),
+// copy requests and the actors that carry them (data_request.cpp). It owns its state; the runtime
+// learns that an operand is valid on a memory node through Hooks::ready, and that an MPI message
+// landed through Hooks::delivered.
+#pragma once
+#include "lu_dag.hpp"
+#include "perfmodel_bus.hpp"
+#include "topology.hpp"
+
+#include <deque>
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace numasim {
+
+class NumaEffects;
+
+using MemMask = uint16_t; // a set of memory nodes of one machine node (local indices)
+// A waiter of a copy: a task id, or kRecvFlag | reception id (an MPI send waiting for a RAM copy).
+constexpr uint32_t kRecvFlag = 0x80000000u;
+
+// A copy waiting for space in a GPU memory. StarPU's request lists are priority lists (the
+// requesting task's priority; data_request.c _starpu_data_request_prio_list_pop_front_highest):
+// highest priority first, then request order.
+struct AllocKey {
+  int32_t prio;
+  uint64_t seq;
+  uint32_t tid;
+  bool operator<(const AllocKey& o) const { return prio != o.prio ? prio > o.prio : seq < o.seq; }
+};
+
+// Allocation state of one memory node (GPU memories; RAM is not limited).
+struct MemState {
+  double used = 0;         // bytes of allocated replicas (valid, being fetched, or being written back)
+  double reserved = 0;     // bytes of the allocations in `waiting`
+  double pending_free = 0; // bytes of evicted dirty replicas whose write-back is under way
+  double peak_used = 0;
+  int inflight = 0; // copies into this memory under way (their replicas become evictable)
+  int dirty = 0;    // replicas here that are the only valid copy, no write-back submitted
+  // GPU replicas allocated here, least recently used first: an intrusive doubly-linked list
+  // through DataWizard::lru_prev_/lru_next_ (per slot). Entries only ever enter at the most
+  // recent end, so the order is the one of a set sorted by a use counter (StarPU's mc_list with
+  // _starpu_memchunk_recently_used; numasim: datawizard/memalloc.cpp), with O(1) moves instead of a tree's
+  // erase + insert.
+  static constexpr size_t kNoSlot = SIZE_MAX;
+  size_t lru_head = kNoSlot, lru_tail = kNoSlot, lru_size = 0;
+  std::set<AllocKey> waiting;  // task fetches into this memory waiting for space
+  std::set<AllocKey> prefetch; // prefetches waiting for space, served after the fetches
+  bool admitting = false;      // serve_waiting() is running (no re-entry from drop_replica)
+};
+
+// Replicas of one handle (a tile on one rank): StarPU's per-node MSI states.
+struct HandleState {
+  uint32_t version = 0;
+  MemMask valid = 0;    // memory nodes (local indices) holding the current version
+  MemMask fetching = 0; // memory nodes with a transfer under way
+};
+
+struct Transfer {
+  int rank;         // rank of the handle (local) or of the destination (MPI)
+  uint32_t handle;  // handle index
+  int gsrc, gdst;   // global memory nodes
+  bool mpi = false; // network message of reception `recv`
+  uint32_t recv = 0;
+  uint32_t version = 0;
+  double start = 0;
+  int path = -1;      // links actually crossed (NumaEffects::move)
+  uint8_t queued = 0; // waiting for space in the destination: 1 fetch queue, 2 prefetch queue
+  int nwait = 0;      // earlier copies it must wait for (core/simgrid.c transfers_are_sequential)
+  bool prefetch = false;
+  int32_t prio = 0;              // priority of the requesting task (orders the allocation queues)
+  uint64_t qseq = 0;             // order of entry into an allocation queue
+  std::vector<uint32_t> waiters; // task ids, or kRecvFlag|reception id
+};
+
+struct TransferRecord {
+  double start, end, bytes;
+  int gsrc, gdst;
+  int path; // NumaEffects path id (links crossed)
+};
+
+struct DataCounters {
+  uint64_t transfers = 0, mpi_messages = 0, evictions = 0, overcommits = 0;
+  uint64_t eviction_writebacks = 0; // evictions of a sole (dirty) copy, written back to RAM first
+};
+
+// What a task's operand on a memory node still needs (fifo_queues.c starpu_st_non_ready_buffers_*;
+// numasim: sched/dmda.cpp pop_ready).
+struct OperandReadiness {
+  bool valid, loading, allocated;
+};
+
+class DataWizard {
+public:
+  struct Hooks {
+    std::function<void(uint32_t waiter)> ready;   // a copy a task (or an MPI send) waited for landed
+    std::function<void(uint32_t recv)> delivered; // the network message of reception `recv` landed
+  };
+  DataWizard(const Topology& topo, BusModel& bus, LinkClasses& classes, const Dag& dag, const RunConfig& cfg,
+             const Progress& progress, Hooks hooks);
+  void set_mover(NumaEffects* numa) { numa_ = numa; } // moves copies along their threads' paths
+  void finish();                                      // the run ended: copy actors return (resumed)
+
+  uint32_t handle(int rank, uint32_t tile) const { return static_cast<uint32_t>(rank * ntiles_ + tile); }
+  size_t nhandles() const { return hstate_.size(); }
+  size_t ntiles() const { return ntiles_; }
+  double tile_bytes() const { return tile_bytes_; }
+  const HandleState& state(uint32_t h) const { return hstate_[h]; }
+  bool valid_on(int rank, uint32_t h, int local) const { return hstate_[h].valid & (1u << local); }
+  const DataCounters& counters() const { return counters_; }
+  const MemState& mem_state(int gmem) const { return ms_[gmem]; }
+  const std::vector<TransferRecord>& transfer_log() const { return transfer_log_; }
+
+  // coherency.cpp
+  // Asks for a valid replica of handle h on memory node `dst_local` of `rank` for `waiter`
+  // (kNone: nobody waits); true if it is valid already, else Hooks::ready(waiter) follows.
+  bool request(int rank, uint32_t h, int dst_local, uint32_t waiter, bool prefetch = false, int32_t prio = 0);
+  // Predicted time to bring the task's missing operands to the worker's memory node (dmda's penalty).
+  double transfer_penalty(const Task& t, const Worker& w);
+  // A scheduler placed a task on `w`: prefetch its operands (starpu_prefetch_task_input_for).
+  void prefetch_task(const Task& t, const Worker& w);
+  // A worker takes the task: pins its operands and fetches them, counting each one missing in
+  // t.pending as soon as it is requested (Hooks::ready counts it down when it lands).
+  void fetch_task(Task& t, uint32_t task, const Worker& w);
+  // The task ended on w: its written tile's replica on w becomes the only valid one; operands unpinned.
+  void task_done(const Task& t, const Worker& w);
+  // An MPI message delivered version `version` of handle h into the rank's main RAM node.
+  void receive(int rank, uint32_t h, uint32_t version);
+  OperandReadiness readiness(int rank, uint32_t h, int local) const;
+  // What a (rank, tile) replica on memory node `local` waits for (stall report).
+  std::string describe(int rank, uint32_t tile, int local, const std::string& tile_name) const;
+
+  // data_request.cpp
+  // Sends version `version` of tile `tile` as an MPI message (reception `recv`, src -> dst rank).
+  void send_message(int src, int dst, uint32_t tile, uint32_t recv);
+  double estimate(int gsrc, int gdst) { return bus_.estimate(gsrc, gdst, tile_bytes_); }
+
+private:
+  const Topology& topo_;
+  BusModel& bus_;
+  LinkClasses& classes_;
+  const Dag& dag_;
+  const RunConfig& cfg_;
+  Hooks hooks_;
+  const Progress& progress_;
+  NumaEffects* numa_ = nullptr;
+  double tile_bytes_ = 0;
+  size_t ntiles_ = 0;
+  int mem_stride_ = 1;
+  DataCounters counters_;
+  std::vector<MemState> ms_; // per global memory node
+  std::vector<HandleState> hstate_;
+  std::vector<int32_t> fetch_id_;           // (handle, local mem) -> transfer in flight
+  std::vector<uint16_t> pins_;              // (handle, local mem) -> tasks holding the replica
+  std::vector<size_t> lru_prev_, lru_next_; // (handle, local mem) -> neighbours in MemState's LRU list
+  std::vector<uint8_t> in_lru_;             // (handle, local mem) -> in its MemState's LRU list
+  std::vector<uint8_t> evicting_;           // (handle, local mem) -> evicted, its write-back to RAM under way
+  uint64_t pending_evictions_ = 0;          // slots with evicting_ set
+  std::vector<uint16_t> prefetch_tasks_;    // (handle, local mem) -> queued tasks it was prefetched for
+  std::vector<uint8_t> dirty_;              // (handle, local mem) -> counted in MemState::dirty
+  uint64_t pending_dirty_ = 0;              // slots with dirty_ set
+  uint64_t alloc_seq_ = 0;                  // order of entry into the GPU allocation queues
+  std::vector<Transfer> transfers_;
+  std::vector<uint32_t> free_transfers_;
+  // One runner per (source, destination) memory node pair: transfers of a pair are sequential,
+  // as in StarPU-SimGrid (core/simgrid.c transfer_queue/transfer_execute: one CUDA stream per pair;
+  // numasim: datawizard/data_request.cpp).
+  struct Runner {
+    std::deque<uint32_t> queue;
+    int pending = 0; // copies started on this pair and not finished (StarPU's data_requests_npending)
+    sg4::ActorPtr actor;
+    bool suspended = false;
+  };
+  std::vector<std::vector<uint32_t>>
+      gpu_copies_;                      // per rank: GPU copies started, not finished, in start order
+  std::vector<int32_t> runner_of_pair_; // dense [gsrc * nmem + gdst] -> runner, -1 if none yet
+  std::vector<Runner> runners_;
+  std::vector<TransferRecord> transfer_log_;
+  bool log_transfers_ = false;
+
+  size_t slot(uint32_t h, int local) const { return static_cast<size_t>(h) * mem_stride_ + local; }
+  int global(int rank, int local) const { return topo_.global_mem(rank, local); }
+
+  // coherency.cpp
+  int best_source(int rank, uint32_t h, int dst_local);
+  void join_request(uint32_t tid, uint32_t waiter, bool prefetch);
+  void drop_replica(int rank, uint32_t h, int local);
+  void touch(int rank, uint32_t h, int local);
+  void copy_landed(const Transfer& t);
+
+  // memalloc.cpp
+  static constexpr int kMaxPendingFetches = 5;    // datawizard/data_request.h MAX_PENDING_REQUESTS_PER_NODE
+  static constexpr int kMaxPendingPrefetches = 2; // data_request.h MAX_PENDING_PREFETCH_REQUESTS_PER_NODE
+  bool lru_erase(MemState& m, size_t s);          // false if s was not in the list
+  void lru_push(MemState& m, size_t s);           // at the most recently used end (s not in the list)
+  void admit(uint32_t tid);     // allocates the destination replica (maybe later), starts the copy
+  void serve_waiting(int gmem); // allocates and starts the waiting copies that fit
+  void serve_fetches(int gmem, bool& out_of_memory);
+  void serve_prefetches(int gmem);
+  void start_waiting(int gmem, std::set<AllocKey>& q, std::set<AllocKey>::iterator at);
+  std::set<AllocKey>::iterator startable(int gmem, std::set<AllocKey>& q, int limit);
+  void make_room(int gmem, double need, bool for_prefetch); // evicts LRU replicas until `need` fits
+  bool evictable(int gmem, uint32_t victim, bool for_prefetch) const;
+  void write_back(int gmem, uint32_t victim);
+  void finish_eviction(int rank, uint32_t h);
+  void set_clean(int rank, uint32_t h, int local);
+  void set_dirty(int rank, uint32_t h, int local);
+  void tidy(int gmem); // writes dirty replicas back ahead of need (memalloc.c starpu_memchunk_tidy)
+
+  // data_request.cpp
+  uint32_t new_transfer();
+  int pending_copies(int gsrc, int gdst) const; // copies started on the pair, not finished
+  bool sequential(const Transfer& later, const Transfer& earlier) const;
+  void start_transfer(uint32_t tid);
+  void runner_loop(int rid);
+  void transfer_done(uint32_t tid);
+  void release_sequential(uint32_t tid, const Transfer& t0);
+  void account(int gsrc, int gdst, double bytes, double start, int path);
+};
+
+} // namespace numasim

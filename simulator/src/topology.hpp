@@ -1,0 +1,140 @@
+// Workers and memory nodes of every machine node, and where StarPU binds its threads
+// (StarPU 1.4.10 src/core/topology.c, src/core/workers.c, src/drivers/cpu/driver_cpu.c,
+// mpi/src/starpu_mpi_init.c). The runtime (runtime.cpp), the schedulers (sched/), the data
+// management (datawizard/) and the NUMA mechanisms (numa_effects.cpp) read them.
+#pragma once
+#include "config.hpp"
+#include "platform.hpp"
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace numasim {
+
+constexpr int kMaxMemNodes = 16; // per machine node: RAM nodes + GPU memories (bits of a MemMask)
+
+// Where StarPU's threads run on one node (topology.c _starpu_get_next_bindid,
+// mpi/src/starpu_mpi_init.c).
+struct WorkerPlacement {
+  bool cuda = false;
+  int core = -1; // OS index of the core the worker (or CUDA driver) thread is bound to
+  int numa = 0;
+  int gpu = -1; // index of the GPU driven
+};
+struct NodeThreads {
+  std::vector<WorkerPlacement> workers; // CUDA workers first, then CPU workers (StarPU's order)
+  int main_core = -1;                   // -1: not bound
+  int main_numa = 0;                    // NUMA node where the main thread first-touches data
+  int mpi_core = -1;
+  int mpi_numa = 0;
+};
+// Replays StarPU's binding of the main thread, the CUDA drivers, the CPU workers and the MPI
+// progression thread on `node` (tests/data/binding_cases.json, shared with the Python replay
+// testbed/factors.py starpu_placement).
+NodeThreads place_threads(const MachineNode& node, const StarpuEnv& env);
+// The PUs of a STARPU_WORKERS_CPUID list on a machine of `nhwpus` PUs: ranges expanded (an open
+// range `a-` runs to the last PU), every id modulo nhwpus (topology.c
+// _starpu_initialize_workers_bindid).
+std::vector<int> expand_cpuids(const std::vector<CpuIdRange>& list, int nhwpus);
+
+// A memory node (StarPU's memory nodes: one RAM node, or one per NUMA node, and one per GPU).
+struct MemNode {
+  int rank;
+  int local; // index within its rank
+  bool gpu;
+  int numa; // NUMA node of the RAM, or the GPU's NUMA node
+  sg4::Host* host;
+  double capacity; // bytes usable for tiles (GPU memory); RAM is not limited
+};
+
+struct QueueKey {
+  int32_t prio;
+  uint64_t seq;
+  uint32_t task;
+  bool operator<(const QueueKey& o) const { return prio != o.prio ? prio > o.prio : seq < o.seq; }
+};
+
+// A worker (StarPU's struct _starpu_worker, core/workers.h): placement, model lengths, the
+// scheduler's per-worker queue and expectations, and its actor.
+struct Worker {
+  int id, rank;
+  bool cuda;
+  int core, numa, gpu;
+  int mem;   // local memory node
+  int devid; // perf-model device id (CUDA device, or 0 for CPUs)
+  sg4::Host* host;
+  std::string name;                        // e.g. chifflet-1.cpu2 / chifflet-1.gpu0
+  double length[kNumKinds] = {0, 0, 0, 0}; // perf-model mean (s), <0: cannot run
+  double dev[kNumKinds] = {0, 0, 0, 0};
+  // dmda's per-worker expectations (sched/dmda.cpp)
+  double exp_start = 0, exp_len = 0;
+  std::set<QueueKey> queue;
+  // Model lengths of the queued tasks by priority rank (Fenwick tree, integer picoseconds so
+  // that sums do not depend on the order of insertions): dmdasd's work ahead of a priority.
+  std::vector<int64_t> queued_ps;
+  std::deque<uint32_t> inflight; // popped tasks (more than one with STARPU_CUDA_PIPELINE)
+  double task_overhead = 0;      // CUDA worker: host time per task (s), from the platform
+  double last_end = -1;          // end of the worker's last task (back-to-back detection)
+  sg4::ActorPtr actor;
+  bool suspended = false;
+  uint64_t executed = 0;
+};
+
+// How far the run is: read by the actors that outlive the last task (copy runners, MPI threads,
+// NUMA balancing scanners) to know when to stop.
+struct Progress {
+  uint64_t done_tasks = 0;
+  bool finished = false;
+};
+
+// Resumes a worker's actor if it waits for work or operands.
+inline void wake(Worker& w) {
+  if (w.suspended) {
+    w.suspended = false;
+    w.actor->resume();
+  }
+}
+
+// The machine as StarPU configures it on every node: threads, memory nodes, workers and their
+// performance models (core/topology.c _starpu_init_machine_config, core/perfmodel).
+class Topology {
+public:
+  // Throws InputError on a node without perf models, workers or with too many memory nodes.
+  Topology(const RunConfig& cfg, std::vector<MachineNode> nodes);
+
+  const std::vector<MachineNode>& nodes() const { return nodes_; }
+  size_t nranks() const { return nodes_.size(); }
+  const NodeThreads& threads(int rank) const { return threads_[rank]; }
+  const std::vector<MemNode>& mem() const { return mem_; }
+  const MemNode& mem(int gmem) const { return mem_[gmem]; }
+  int global_mem(int rank, int local) const { return rank_mem_[rank][local]; }
+  int home(int rank) const { return home_[rank]; } // local index of the main RAM node
+  int cuda_devices(int rank) const { return rank_cuda_devices_[rank]; }
+  const std::vector<int>& rank_workers(int rank) const { return rank_workers_[rank]; }
+  std::vector<Worker>& workers() { return workers_; }
+  const std::vector<Worker>& workers() const { return workers_; }
+  int mem_stride() const { return mem_stride_; } // most memory nodes of a machine node
+
+private:
+  const RunConfig& cfg_;
+  std::vector<MachineNode> nodes_;
+  std::vector<NodeThreads> threads_;
+  std::vector<MemNode> mem_;
+  std::vector<std::vector<int>> rank_mem_; // local -> global memory node
+  std::vector<int> home_;                  // per rank: local index of the main RAM node
+  std::vector<int> rank_cuda_devices_;     // per rank: GPUs driven by a CUDA worker (StarPU's ndevices)
+  std::vector<std::vector<int>> rank_workers_;
+  std::vector<Worker> workers_;
+  int mem_stride_ = 1;
+
+  void setup_node(int rank);
+  std::map<int, int> add_memory_nodes(int rank, const StarpuEnv& env);
+  void add_workers(int rank, const StarpuEnv& env, const std::map<int, int>& gpu_mem);
+  void load_models();
+};
+
+} // namespace numasim
