@@ -1,4 +1,4 @@
-"""StarPU's thread binding replayed in Python (testbed/factors.py `starpu_placement`) against the
+"""StarPU's thread binding replayed in Python (testbed/run/factors.py `starpu_placement`) against the
 fixture shared with numasim's C++ replay (tests/data/binding_cases.json, read by
 simulator/tests/test_binding.cpp): one replay of StarPU 1.4.10's topology.c in both languages."""
 
@@ -9,20 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from testbed.factors import Layout, starpu_placement
+from testbed.run.factors import Layout, starpu_placement
 
 CASES = json.loads((Path(__file__).parent / "data" / "binding_cases.json").read_text())["cases"]
 
 
-def _params():
-    for case in CASES:
-        marks = []
-        if "python_differs" in case:  # a known difference from StarPU: fails until the replay is fixed
-            marks.append(pytest.mark.xfail(reason=case["python_differs"], strict=True))
-        yield pytest.param(case, id=case["name"], marks=marks)
-
-
-@pytest.mark.parametrize("case", list(_params()))
+@pytest.mark.parametrize("case", [pytest.param(c, id=c["name"]) for c in CASES])
 def test_binding_case(case):
     layout = case["layout"]
     core_numa = tuple(k for k, n in enumerate(layout["cores_per_numa"]) for _ in range(n))

@@ -203,7 +203,7 @@ bool set_runtime_variable(StarpuEnv& e, const std::string& k, const std::string&
     e.homogeneous_cuda = parse_bool01(v, file, key);
   else if (k == "STARPU_PERF_MODEL_HOMOGENEOUS_CPU")
     e.homogeneous_cpu = parse_bool01(v, file, key);
-  else if (k == "TESTBED_NUMA_BALANCING") // factor G (testbed/factors.py), numa_effects.cpp
+  else if (k == "TESTBED_NUMA_BALANCING") // factor G (testbed/run/factors.py), numa_effects.cpp
     e.numa_balancing = parse_bool01(v, file, key);
   else
     return false;

@@ -35,7 +35,7 @@ struct StarpuEnv {
   bool main_thread_bind = false;
   bool homogeneous_cuda = false, homogeneous_cpu = true; // perfmodel.c defaults
   // Linux automatic NUMA balancing (sysctl kernel.numa_balancing, passed as TESTBED_NUMA_BALANCING
-  // by testbed/factors.py). Default 1: Debian kernels enable it on multi-NUMA machines
+  // by testbed/run/factors.py). Default 1: Debian kernels enable it on multi-NUMA machines
   // (CONFIG_NUMA_BALANCING_DEFAULT_ENABLED=y), the study's default level.
   bool numa_balancing = true;
 };

@@ -34,7 +34,7 @@ struct NodeThreads {
 };
 // Replays StarPU's binding of the main thread, the CUDA drivers, the CPU workers and the MPI
 // progression thread on `node` (tests/data/binding_cases.json, shared with the Python replay
-// testbed/factors.py starpu_placement).
+// testbed/run/factors.py starpu_placement).
 NodeThreads place_threads(const MachineNode& node, const StarpuEnv& env);
 // The PUs of a STARPU_WORKERS_CPUID list on a machine of `nhwpus` PUs: ranges expanded (an open
 // range `a-` runs to the last PU), every id modulo nhwpus (topology.c

@@ -359,7 +359,10 @@ def starpu_placement(layout: Layout, env: dict[str, str], mpi: bool = True) -> P
     main_cpuid = getint("STARPU_MAIN_THREAD_CPUID")
     if getint("STARPU_MAIN_THREAD_BIND") > 0:
         reserve = 1 if reserve == -1 else reserve + 1
-        main_cpuid = next_bindid(None if main_cpuid < 0 else main_cpuid // nht)
+        if main_cpuid < 0:
+            main_cpuid = next_bindid(None)
+        else:  # the main thread stays on the requested PU even when the bind id it reserves differs
+            next_bindid(main_cpuid // nht)
     if mpi_cpuid >= 0:
         next_bindid(mpi_cpuid // nht)
 
@@ -368,6 +371,8 @@ def starpu_placement(layout: Layout, env: dict[str, str], mpi: bool = True) -> P
     ncpu = getint("STARPU_NCPU")
     if ncpu < 0:
         ncpu = max(0, layout.ncores - ncuda - max(reserve, 0))
+    else:  # an explicit count loses the reserved cores too (_starpu_topology_check_ndevices)
+        ncpu = max(0, ncpu - max(reserve, 0))
     workers = [next_bindid(None) // nht for _ in range(ncpu)]
     if mpi and mpi_cpuid < 0:
         mpi_cpuid = next_bindid(None)
