@@ -41,6 +41,13 @@ def _row_error(path: Path, row: int, line: int, column: str | None, expected: st
     return InputError(path, key, expected)
 
 
+def _float_or_nan(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
 def _check_value(path: Path, row: int, line: int, column: str, text: str) -> None:
     if column in INT_COLUMNS:
         try:
@@ -50,17 +57,11 @@ def _check_value(path: Path, row: int, line: int, column: str, text: str) -> Non
         if not -2**63 <= value < 2**63:  # pandas stores the column as int64
             raise _row_error(path, row, line, column, f"an integer within 64 bits, got {text!r}")
     elif column == "makespan_s":
-        try:
-            value = float(text)
-        except ValueError:
-            value = math.nan
+        value = _float_or_nan(text)
         if not math.isfinite(value) or value <= 0:
             raise _row_error(path, row, line, column, f"a positive finite makespan in seconds, got {text!r}")
     elif column == "wall_s":
-        try:
-            value = float(text)
-        except ValueError:
-            value = math.nan
+        value = _float_or_nan(text)
         if not math.isfinite(value) or value < 0:
             raise _row_error(path, row, line, column, f"a non-negative wall time in seconds, got {text!r}")
     elif column == "env":
