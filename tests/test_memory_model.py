@@ -76,6 +76,30 @@ def test_latency_follows_the_loaded_latency_curve(chifflet: Path) -> None:
         assert r["latency_s"] == pytest.approx(node.memory_latency_s * expected, rel=1e-4)
 
 
+def test_gpu_dma_loads_the_controller_it_reads(chifflet: Path) -> None:
+    """A host-to-GPU copy streaming from NUMA 0 loads NUMA 0's controller at the copy's rate (the
+    PCIe link's): the latency a kernel sees there follows the loaded-latency curve at that
+    utilisation (before, DMA shared the controller's bandwidth but never raised its latency)."""
+    m = load_machine("chifflet")
+    node, gpu = m.numa_nodes[0], m.gpus[0]
+    us, ratios = zip(*numa("loaded_latency"), strict=False)
+    r = run(chifflet, "chifflet-1", "latency", 0, 0, 0, "chifflet-1.gpu0")
+    u = gpu.pcie_bandwidth_Bps / node.memory_bandwidth_Bps
+    assert r["utilisation"] == pytest.approx(u, rel=1e-4)
+    expected = float(__import__("numpy").interp(u, us, ratios))
+    assert expected > 1.0  # the PCIe rate is past the curve's flat start on this description
+    assert r["latency_s"] == pytest.approx(node.memory_latency_s * expected, rel=1e-4)
+
+
+def test_triad_moves_the_written_line_twice(chifflet: Path) -> None:
+    """Write-allocate: STREAM's triad counts 24 bytes per element and moves 32 (the written line is
+    read for ownership first), so a controller-bound triad reports 3/4 of the read bandwidth."""
+    ncores = len(load_machine("chifflet").numa_nodes[0].cores)
+    read = run(chifflet, "chifflet-1", "stream", 1e9, 0, 0, ncores)["bandwidth_Bps"]
+    triad = run(chifflet, "chifflet-1", "triad", 1e9, 0, 0, ncores)["bandwidth_Bps"]
+    assert triad == pytest.approx(0.75 * read, rel=1e-3)
+
+
 def test_cross_socket_gpu_copies_run_at_the_measured_rates(chifflet: Path) -> None:
     m = load_machine("chifflet")
     h2d, d2h = m.gpu_remote_dma

@@ -136,6 +136,10 @@ void MemorySystem::end_kernel(const double* bytes_by_node, double d) {
       demand_[p] = std::max(0.0, demand_[p] - bytes_by_node[p] / d);
 }
 
+void MemorySystem::add_stream(int numa, double rate_Bps) {
+  demand_[numa] = std::max(0.0, demand_[numa] + rate_Bps);
+}
+
 double MemorySystem::latency_s(int t, int d) const {
   // The controller's queueing delay grows with its load; the inter-socket hop adds its own idle
   // latency (its own load is not modelled: the measured curves are per memory controller).

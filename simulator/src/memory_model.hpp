@@ -59,6 +59,10 @@ public:
   // A kernel moving bytes_by_node[p] bytes in `d` seconds starts / ends (utilisation bookkeeping).
   void begin_kernel(const double* bytes_by_node, double d);
   void end_kernel(const double* bytes_by_node, double d);
+  // A copy stream (GPU or NIC DMA, a CPU copy of StarPU-MPI) reading or writing node `numa`'s
+  // pages at `rate_Bps` starts (positive) or ends (negative): it loads the controller as a
+  // kernel's traffic does, so the kernels reading through it see the loaded latency.
+  void add_stream(int numa, double rate_Bps);
   // Latency of a load from a core of `thread_numa` to pages on `data_numa`, now (s).
   double latency_s(int thread_numa, int data_numa) const;
   // Duration of a kernel whose local idle-memory duration is `d0`, moving bytes_by_node[p] bytes

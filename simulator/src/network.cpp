@@ -1,6 +1,7 @@
 #include "network.hpp"
 #include "platform.hpp"
 
+#include <limits>
 #include <simgrid/kernel/resource/NetworkModelIntf.hpp>
 
 #include <unordered_set>
@@ -55,6 +56,16 @@ void install_ethernet_factors(sg4::Engine& engine) {
                               const std::unordered_set<sg4::NetZone*>&) {
     return crosses_ethernet(links) ? kLv08LatencyFactor : 1.0;
   });
+}
+
+std::pair<double, double> route_latency_bandwidth(const sg4::Host* a, const sg4::Host* b) {
+  std::vector<sg4::Link*> links;
+  double lat = 0;
+  const_cast<sg4::Host*>(a)->route_to(const_cast<sg4::Host*>(b), links, &lat);
+  double bw = std::numeric_limits<double>::infinity();
+  for (auto* l : links)
+    bw = std::min(bw, l->get_bandwidth());
+  return {lat, bw};
 }
 
 } // namespace numasim

@@ -11,6 +11,7 @@
 #pragma once
 #include <simgrid/s4u.hpp>
 
+#include <utility>
 #include <vector>
 
 namespace numasim {
@@ -35,5 +36,9 @@ void install_ethernet_factors(sg4::Engine& engine);
 
 // True when one of the links is an Ethernet link (class `eth`, either direction of a split-duplex one).
 bool crosses_ethernet(const std::vector<sg4::Link*>& links);
+
+// The route from a to b: its latency (s) and its narrowest link's bandwidth (B/s, infinite for
+// an empty route), i.e. what one flow alone on it gets.
+std::pair<double, double> route_latency_bandwidth(const sg4::Host* a, const sg4::Host* b);
 
 } // namespace numasim

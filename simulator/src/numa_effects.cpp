@@ -1,6 +1,7 @@
 #include "numa_effects.hpp"
 #include "datawizard/datawizard.hpp"
 #include "error.hpp"
+#include "network.hpp"
 
 #include <algorithm>
 #include <array>
@@ -85,8 +86,10 @@ void NumaEffects::init_rank(int r) {
   ri.use_numa = env.use_numa;
   ri.main_numa = th.main_numa;
   ri.mpi_numa = th.mpi_numa;
-  for (const auto& ram : n.rams)
+  for (const auto& ram : n.rams) {
+    ram_of_host_[ram.host] = {r, static_cast<int>(ri.ram.size())};
     ri.ram.push_back(ram.host);
+  }
   for (const auto& c : n.cpus)
     if (c.index == th.mpi_core)
       ri.mpi_host = c.host;
@@ -179,21 +182,30 @@ int NumaEffects::intern(const std::vector<Leg>& legs) {
   return id;
 }
 
-double NumaEffects::control_delay(int rank, const sg4::Host* driver, const sg4::Host* gpu) {
-  auto key = std::make_pair(driver, gpu);
+std::pair<double, double> NumaEffects::route_latbw(const sg4::Host* a, const sg4::Host* b) {
+  auto key = std::make_pair(a, b);
   auto it = latbw_.find(key);
-  if (it == latbw_.end()) {
-    std::vector<sg4::Link*> links;
-    double lat = 0;
-    const_cast<sg4::Host*>(driver)->route_to(gpu, links, &lat);
-    double bw = std::numeric_limits<double>::infinity();
-    for (auto* l : links)
-      bw = std::min(bw, l->get_bandwidth());
-    it = latbw_.emplace(key, std::make_pair(lat, bw)).first;
-  }
+  if (it == latbw_.end())
+    it = latbw_.emplace(key, route_latency_bandwidth(a, b)).first;
+  return it->second;
+}
+
+double NumaEffects::control_delay(int rank, const sg4::Host* driver, const sg4::Host* gpu) {
+  const auto [lat, bw] = route_latbw(driver, gpu);
   double bytes = ranks_[rank].p.control_message_bytes;
-  return it->second.first +
-         (std::isfinite(it->second.second) && it->second.second > 0 ? bytes / it->second.second : 0);
+  return lat + (std::isfinite(bw) && bw > 0 ? bytes / bw : 0);
+}
+
+void NumaEffects::stream_demand(const std::vector<Leg>& legs, double sign) {
+  for (const auto& l : legs)
+    for (const sg4::Host* end : {l.src, l.dst}) {
+      auto it = ram_of_host_.find(end);
+      if (it == ram_of_host_.end())
+        continue;
+      const double bw = route_latbw(l.src, l.dst).second;
+      if (std::isfinite(bw) && bw > 0)
+        ranks_[it->second.first].mem->add_stream(it->second.second, sign * bw);
+    }
 }
 
 std::vector<std::string> NumaEffects::control_links(int gpu_gmem) {
@@ -310,7 +322,9 @@ int NumaEffects::move(const Transfer& tr) {
   if (legs.empty()) // both ends on the same host (pages already where the copy goes)
     legs.push_back({src.host, dst.host});
   int path = intern(legs);
+  stream_demand(legs, +1);
   run_legs(legs, data_.tile_bytes());
+  stream_demand(legs, -1);
   return path;
 }
 

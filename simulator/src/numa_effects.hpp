@@ -113,6 +113,7 @@ private:
   std::vector<uint8_t> op_pages_; // per task: 2 bits per operand (0,1,2 = NUMA node, 3 = GPU/other)
   std::vector<double> last_end_;  // per worker: end of its last task (GPU launch hiding)
   std::map<int, sg4::Host*> driver_of_gpu_mem_; // global GPU memory node -> its driver's core host
+  std::map<const sg4::Host*, std::pair<int, int>> ram_of_host_; // RAM host -> (rank, NUMA node)
   std::map<std::vector<const sg4::Host*>, int> path_ids_;
   std::vector<Path> paths_;
   std::map<std::pair<const sg4::Host*, const sg4::Host*>, std::pair<double, double>> latbw_;
@@ -127,6 +128,10 @@ private:
   int intern(const std::vector<Leg>& legs);
   double control_delay(int rank, const sg4::Host* driver, const sg4::Host* gpu);
   void run_legs(const std::vector<Leg>& legs, double bytes);
+  // The copy streams of `legs` that start or end at a RAM host load its controller (sign +1 at
+  // the start, -1 at the end), at the rate each leg's route gives it alone.
+  void stream_demand(const std::vector<Leg>& legs, double sign);
+  std::pair<double, double> route_latbw(const sg4::Host* a, const sg4::Host* b); // latency, min bw
   std::pair<sg4::Host*, sg4::Host*> network_split(int src_rank, int dst_rank);
   void init_rank(int rank);
   void first_touch(int rank, const std::vector<int>& cpu_numas);

@@ -11,9 +11,17 @@
  *       T's cores on D's data, the others on their own node's data.
  *   memory_bench PLATFORM.xml NODE stream BYTES T D THREADS
  *       THREADS cores of T each read BYTES from D at once (STREAM/MLC bandwidth).
- *   memory_bench PLATFORM.xml NODE latency T D THREADS
+ *   memory_bench PLATFORM.xml NODE triad BYTES T D THREADS
+ *       STREAM's triad a[i] = b[i] + s * c[i] on THREADS cores of T, arrays on D, BYTES counted
+ *       per thread as STREAM counts them (24 per element). Ordinary stores write-allocate: the
+ *       line of a[i] is read before it is written (a read for ownership), so the memory moves 32
+ *       bytes per element, 24 towards the core and 8 back (docs/references/platform-facts.md,
+ *       "Write-allocate").
+ *   memory_bench PLATFORM.xml NODE latency T D THREADS [COPY_DST]
  *       MLC --loaded_latency: THREADS cores of D stream from D's memory while one core of T
- *       probes the latency of D's memory.
+ *       probes the latency of D's memory; with COPY_DST, a copy from D's RAM to that host (a
+ *       GPU's or NIC's DMA) streams too, loading the controller as numasim counts copies
+ *       (numa_effects.cpp stream_demand: at the rate its route gives it alone).
  *   memory_bench PLATFORM.xml NODE copy SRC_HOST DST_HOST BYTES
  *       one copy (e.g. ram1 -> gpu0, a cross-socket host-to-device copy).
  *
@@ -47,7 +55,8 @@ namespace {
   std::cerr << "usage: " << argv0
             << " PLATFORM.xml NODE kernel KERNEL D0_S BYTES T D alone|all REPS\n"
                "       PLATFORM.xml NODE stream BYTES T D THREADS\n"
-               "       PLATFORM.xml NODE latency T D THREADS\n"
+               "       PLATFORM.xml NODE triad BYTES T D THREADS\n"
+               "       PLATFORM.xml NODE latency T D THREADS [COPY_DST]\n"
                "       PLATFORM.xml NODE copy SRC_HOST DST_HOST BYTES\n";
   std::exit(2);
 }
@@ -75,6 +84,16 @@ std::vector<sg4::Host*> cores_of(const MachineNode& n, int numa) {
     if (c.numa == numa)
       out.push_back(c.host);
   return out;
+}
+
+// The first `threads` cores of NUMA node t (1..its core count).
+std::vector<sg4::Host*> thread_cores(const MachineNode& n, int t, int threads) {
+  auto cores = cores_of(n, t);
+  if (threads < 1 || threads > static_cast<int>(cores.size()))
+    throw numasim::InputError(
+        "", "THREADS", "1.." + std::to_string(cores.size()) + " (cores of node " + std::to_string(t) + ")");
+  cores.resize(threads);
+  return cores;
 }
 
 double median(std::vector<double> v) {
@@ -172,26 +191,26 @@ int main(int argc, char* argv[]) {
                 << ", \"data_node\": " << d << ", \"load\": \"" << load
                 << "\", \"calls\": " << measured.size() << ", \"median_s\": " << num(median(measured))
                 << "}\n";
-    } else if (what == "stream" && argc == 8) {
+    } else if ((what == "stream" || what == "triad") && argc == 8) {
       const double bytes = number(argv[4], "BYTES");
       const int t = numa_arg(argv[5], "T"), d = numa_arg(argv[6], "D");
-      const int threads = static_cast<int>(number(argv[7], "THREADS", true));
-      auto cores = cores_of(node, t);
-      if (threads < 1 || threads > static_cast<int>(cores.size()))
-        throw numasim::InputError("", "THREADS",
-                                  "1.." + std::to_string(cores.size()) + " (cores of node " +
-                                      std::to_string(t) + ")");
+      const auto cores = thread_cores(node, t, static_cast<int>(number(argv[7], "THREADS", true)));
+      // stream: BYTES read; triad: 24 of every 32 bytes moved go to the core, 8 come back.
+      const double in = bytes, out = what == "triad" ? bytes / 3 : 0;
       double end = 0;
-      for (int i = 0; i < threads; i++)
+      for (size_t i = 0; i < cores.size(); i++)
         sg4::Actor::create("s" + std::to_string(i), cores[i], [&, core = cores[i]] {
-          sg4::Comm::sendto(mem.ram(d), core, static_cast<uint64_t>(bytes));
+          auto read = sg4::Comm::sendto_async(mem.ram(d), core, static_cast<uint64_t>(in));
+          if (out > 0)
+            sg4::Comm::sendto(core, mem.ram(d), static_cast<uint64_t>(out));
+          read->wait();
           end = std::max(end, sg4::Engine::get_clock());
         });
       engine.run();
-      std::cout << "{\"scenario\": \"stream\", \"thread_node\": " << t << ", \"data_node\": " << d
-                << ", \"threads\": " << threads << ", \"bandwidth_Bps\": " << num(threads * bytes / end)
-                << "}\n";
-    } else if (what == "latency" && argc == 7) {
+      std::cout << "{\"scenario\": \"" << what << "\", \"thread_node\": " << t << ", \"data_node\": " << d
+                << ", \"threads\": " << cores.size()
+                << ", \"bandwidth_Bps\": " << num(static_cast<double>(cores.size()) * bytes / end) << "}\n";
+    } else if (what == "latency" && (argc == 7 || argc == 8)) {
       const int t = numa_arg(argv[4], "T"), d = numa_arg(argv[5], "D");
       const int threads = static_cast<int>(number(argv[6], "THREADS", true));
       auto loaders = cores_of(node, d);
@@ -204,14 +223,21 @@ int main(int argc, char* argv[]) {
                                       std::to_string(d));
       // The loaders stream greedily (MLC's traffic threads without delay): their rate is what the
       // links give them; the controller's utilisation is that rate, then the probe reads.
+      sg4::Host* copy_dst = argc == 8 ? sg4::Host::by_name_or_null(argv[7]) : nullptr;
+      if (argc == 8 && !copy_dst)
+        throw numasim::InputError(file, std::string("host ") + argv[7], "a host of the platform");
       double latency = 0, utilisation = 0;
       sg4::Actor::create("probe", probes[probe], [&] {
         const double bytes = 1e9;
+        const double copy_rate = copy_dst ? numasim::route_latency_bandwidth(mem.ram(d), copy_dst).second : 0;
+        mem.add_stream(d, copy_rate);
         std::vector<sg4::CommPtr> load;
+        if (copy_dst)
+          load.push_back(sg4::Comm::sendto_async(mem.ram(d), copy_dst, static_cast<uint64_t>(bytes)));
         for (int i = 0; i < threads; i++)
           load.push_back(sg4::Comm::sendto_async(mem.ram(d), loaders[i], static_cast<uint64_t>(bytes)));
-        for (auto& c : load)
-          c->wait();
+        for (int i = 0; i < threads; i++)
+          load[i + (copy_dst ? 1 : 0)]->wait();
         const double elapsed = sg4::Engine::get_clock();
         double by_node[kMaxNumaNodes] = {0, 0, 0, 0};
         by_node[d] = threads * bytes;
@@ -219,6 +245,9 @@ int main(int argc, char* argv[]) {
         latency = mem.latency_s(t, d);
         utilisation = mem.utilisation(d);
         mem.end_kernel(by_node, elapsed);
+        if (copy_dst)
+          load.front()->wait();
+        mem.add_stream(d, -copy_rate);
       });
       engine.run();
       std::cout << "{\"scenario\": \"latency\", \"thread_node\": " << t << ", \"data_node\": " << d

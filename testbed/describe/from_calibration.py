@@ -192,6 +192,14 @@ def _core_bandwidth(data: dict, bundle: Path, label: str) -> None:
                        f"median_s {r['median_s']} of the cell thread_node {k}, data_node {k} (one thread alone)"}
 
 
+#: numa_bench's triad x[i] = y[i] + 3 z[i] (ordinary stores) counts 24 bytes per element as STREAM
+#: does; the memory moves 32, the line of x[i] being read for ownership before it is written
+#: (docs/references/platform-facts.md, "Write-allocate"). The controller's bandwidth is the moved
+#: rate. Across sockets the link carries the 24 bytes towards the threads (the 8 written back go the
+#: other way on a full-duplex link), so the counted rate is the link's rate in that direction.
+TRIAD_MOVED_PER_COUNTED = 32 / 24
+
+
 def _bandwidth(data: dict, bundle: Path, label: str, missing: list[str]) -> None:
     _core_bandwidth(data, bundle, label)
     path = bundle / "numa" / "bandwidth.csv"
@@ -204,9 +212,10 @@ def _bandwidth(data: dict, bundle: Path, label: str, missing: list[str]) -> None
             missing.append(f"numa_nodes[{k}].memory_bandwidth_Bps: numa/bandwidth.csv has no triad row T{k}/D{k}")
             continue
         node["memory_bandwidth_Bps"] = {
-            "value": float(r["gbps"]) * 1e9,
-            "source": f"{label}/numa/bandwidth.csv: gbps of triad, scope node, thread_node {k}, data_node {k} "
-                      f"({r['threads']} threads, best of {r['reps']})"}
+            "value": float(f"{float(r['gbps']) * 1e9 * TRIAD_MOVED_PER_COUNTED:.6g}"),
+            "derived": f"{label}/numa/bandwidth.csv: gbps of triad, scope node, thread_node {k}, data_node {k} "
+                       f"({r['threads']} threads, best of {r['reps']}) x 32/24: the triad counts 24 bytes per "
+                       "element and moves 32 with write-allocate (docs/references/platform-facts.md)"}
     for i, link in enumerate(data["inter_socket_links"]):
         a, b = link["numa_nodes"]
         cross = [node_rows[x] for x in ((a, b), (b, a)) if x in node_rows]
