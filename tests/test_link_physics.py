@@ -132,3 +132,23 @@ def test_cross_socket_copy_shares_the_gpus_pcie_link(flow_times: Path, platforms
     assert SIZE / both[0]["end"] < pcie * 0.75
     alone = flows(flow_times, xml, local)[0]
     assert both[0]["end"] > alone["end"] * 1.3
+
+
+# A NIC's DMA with the buffer on the far socket (machine `nic_remote_dma`): StarPU-MPI's progression
+# thread on the far socket hands its socket buffers to the NIC, which reads (send) or writes
+# (receive) them across the inter-socket link at the machine's rates.
+@pytest.mark.parametrize("src,dst,which", [("chifflet-1.cpu20", "chifflet-1.nic0", 0),
+                                           ("chifflet-1.nic0", "chifflet-1.cpu20", 1)])
+def test_cross_socket_nic_dma_runs_at_the_machine_rate(flow_times: Path, platforms: dict[str, Path], src, dst,
+                                                       which) -> None:
+    from testbed.describe.machines import load_machine
+
+    m = load_machine("chifflet")
+    assert m.nics[0].numa_node == 0 and 20 in m.numa_nodes[1].cores
+    (f,) = flows(flow_times, platforms["chifflet-1"], (src, dst))
+    assert f["end"] == pytest.approx(f["latency"] + SIZE / m.nic_remote_dma[which], rel=1e-9)
+    assert any("qpi" in lk for lk in f["links"]) and any("nicpcie" in lk for lk in f["links"])
+    # from the NIC's own socket: the NIC's PCIe link, no cap
+    (local,) = flows(flow_times, platforms["chifflet-1"], ("chifflet-1.cpu2", "chifflet-1.nic0"))
+    assert not any("xdma" in lk for lk in local["links"])
+

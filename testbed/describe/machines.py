@@ -98,6 +98,9 @@ class Machine:
     # Host->GPU and GPU->host rates when the host buffer is on another socket (None: only the
     # inter-socket link's own figures apply).
     gpu_remote_dma: tuple[float, float] | None = None
+    # NIC DMA reading (tx) and writing (rx) a buffer on another socket than the NIC's (None: only
+    # the inter-socket link's own figures apply).
+    nic_remote_dma: tuple[float, float] | None = None
 
     @property
     def cores(self) -> list[int]:
@@ -446,6 +449,8 @@ def parse_machine(data: Any, file: Path) -> Machine:
         kernels=kernels,
         gpu_remote_dma=((float(_v(data["gpu_remote_dma"]["h2d_bandwidth_Bps"])),
                          float(_v(data["gpu_remote_dma"]["d2h_bandwidth_Bps"]))) if "gpu_remote_dma" in data else None),
+        nic_remote_dma=((float(_v(data["nic_remote_dma"]["tx_bandwidth_Bps"])),
+                         float(_v(data["nic_remote_dma"]["rx_bandwidth_Bps"]))) if "nic_remote_dma" in data else None),
         raw=data,
     )
 

@@ -48,11 +48,12 @@ def inter_socket_link_ids(machine: Machine) -> list[str]:
     return ["qpi"] if n == 1 else [f"qpi{i}" for i in range(n)]
 
 
-def _remote_dma_routes(m: Machine) -> list[tuple]:
-    """(GPU, far NUMA node, inter-socket link id, its direction from the GPU's socket) for every
-    GPU and every NUMA node joined to the GPU's own by one inter-socket link."""
+def _remote_dma_routes(m: Machine, devices: list | None = None) -> list[tuple]:
+    """(device, far NUMA node, inter-socket link id, its direction from the device's socket) for
+    every device (the GPUs by default, or NICs) and every NUMA node joined to the device's own by
+    one inter-socket link."""
     out = []
-    for g in m.gpus:
+    for g in m.gpus if devices is None else devices:
         for lid, link in zip(inter_socket_link_ids(m), m.inter_socket_links, strict=False):
             a, b = link.numa_nodes
             if g.numa_node in (a, b):
@@ -79,6 +80,37 @@ def _node_zone(parent: etree._Element, node: Node) -> None:
     remote_dma = _remote_dma_routes(m) if m.gpu_remote_dma else []
     _zone_links(zone, m, p, qpi_ids, remote_dma)
     _zone_routes(zone, m, p, qpi_ids, remote_dma)
+
+
+# A NIC's DMA to and from buffers on the far socket runs at the machine's `nic_remote_dma` rates.
+# numasim's MPI messages reach the NIC from the MPI thread's core (StarPU-MPI's progression thread
+# copies into socket buffers on its node, the NIC DMAs from there), so each core of a far NUMA node
+# gets a bypass route to the NIC: core link, inter-socket link, the TX cap, the NIC's PCIe link;
+# and back with the RX cap. Other traffic keeps the plain path. Links first, routes after (the
+# SimGrid DTD's order inside a zone).
+def _remote_nic_dma_links(zone: etree._Element, m: Machine, p: str) -> None:
+    if not m.nic_remote_dma:
+        return
+    tx, rx = m.nic_remote_dma
+    for nic in dict.fromkeys(r[0].index for r in _remote_dma_routes(m, m.nics)):
+        etree.SubElement(zone, "link", id=f"{p}.xdma_tx_nic{nic}", bandwidth=_bw(tx), latency="0s")
+        etree.SubElement(zone, "link", id=f"{p}.xdma_rx_nic{nic}", bandwidth=_bw(rx), latency="0s")
+
+
+def _remote_nic_dma_routes(zone: etree._Element, m: Machine, p: str) -> None:
+    if not m.nic_remote_dma:
+        return
+    for nic, other, qpi, up in _remote_dma_routes(m, m.nics):
+        down = "DOWN" if up == "UP" else "UP"
+        for core in m.numa_nodes[other].cores:
+            r = etree.SubElement(zone, "bypassRoute", src=f"{p}.cpu{core}", dst=f"{p}.nic{nic.index}")
+            for lid, d in ((f"core{core}", None), (qpi, down), (f"xdma_tx_nic{nic.index}", None),
+                           (f"nicpcie{nic.index}", "DOWN")):
+                etree.SubElement(r, "link_ctn", id=f"{p}.{lid}", **({"direction": d} if d else {}))
+            r = etree.SubElement(zone, "bypassRoute", src=f"{p}.nic{nic.index}", dst=f"{p}.cpu{core}")
+            for lid, d in ((f"nicpcie{nic.index}", "UP"), (f"xdma_rx_nic{nic.index}", None), (qpi, up),
+                           (f"core{core}", None)):
+                etree.SubElement(r, "link_ctn", id=f"{p}.{lid}", **({"direction": d} if d else {}))
 
 
 def _zone_hosts(zone: etree._Element, m: Machine, p: str) -> None:
@@ -127,6 +159,7 @@ def _zone_links(zone: etree._Element, m: Machine, p: str, qpi_ids: list[str], re
         for core in numa.cores:
             # Latency is counted once, on the memory bus; the core link only caps bandwidth.
             etree.SubElement(zone, "link", id=f"{p}.core{core}", bandwidth=_bw(numa.core_bandwidth_Bps), latency="0s")
+    _remote_nic_dma_links(zone, m, p)
 
 
 def _route(zone: etree._Element, src: str, dst: str, link: str, direction: str | None = None) -> None:
@@ -160,6 +193,7 @@ def _zone_routes(zone: etree._Element, m: Machine, p: str, qpi_ids: list[str], r
         r = etree.SubElement(zone, "bypassRoute", src=f"{p}.gpu{g.index}", dst=f"{p}.ram{other}")
         for lid, d in ((f"pcie{g.index}", "UP"), (f"xdma_d2h{g.index}", None), (qpi, up), (f"membus{other}", None)):
             etree.SubElement(r, "link_ctn", id=f"{p}.{lid}", **({"direction": d} if d else {}))
+    _remote_nic_dma_routes(zone, m, p)
 
 
 def platform_tree(cluster: Cluster) -> etree._ElementTree:
@@ -206,4 +240,6 @@ def expected_counts(cluster: Cluster) -> dict[str, int]:
         duplex = len(m.inter_socket_links) + len(m.gpus) + len(m.nics) + 1  # + eth
         links += len(m.numa_nodes) + m.ncores + 2 * duplex
         links += 2 * len(_remote_dma_routes(m)) if m.gpu_remote_dma else 0  # H2D and D2H caps
+        if m.nic_remote_dma:  # TX and RX caps per NIC with a far socket
+            links += 2 * len({r[0].index for r in _remote_dma_routes(m, m.nics)})
     return {"hosts": hosts, "links": links + 1}  # + switch
