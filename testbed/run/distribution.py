@@ -158,6 +158,8 @@ def read_distribution(path: str | Path, nt: int | None = None, nodes: int | None
         text = path.read_text()
     except OSError as exc:
         raise InputError(path, "file", f"a readable distribution file ({exc.strerror})") from exc
+    except UnicodeDecodeError as exc:
+        raise InputError(path, f"byte {exc.start}", "a text file of owner ranks (UTF-8)") from None
     owners: Owners = []
     for lineno, line in enumerate(text.splitlines(), 1):
         stripped = line.strip()

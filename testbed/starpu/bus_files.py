@@ -12,10 +12,12 @@ reads the files without recalibrating; the readers take files StarPU wrote.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from testbed.common.errors import InputError
+from testbed.common.simgrid_xml import check_simgrid_platform
 
 if TYPE_CHECKING:
     from testbed.describe.machines import Machine
@@ -183,23 +185,57 @@ def write_bus_files(machine: Machine, bus: Path) -> None:
 # --------------------------------------------------------------------------- readers
 
 
+def _text(path: Path) -> str:
+    try:
+        return path.read_text()
+    except UnicodeDecodeError as e:
+        raise InputError(path, f"byte {e.start}", "UTF-8 text (a StarPU bus file)") from None
+
+
 def read_bus_matrix(path: Path) -> tuple[list[str], list[list[float]]]:
     """(memory node names, matrix) of a StarPU bandwidth or latency file: a
-    `# to NUMA 0\tto CUDA 0\t...` header, then one row per node padded with nan."""
-    lines = path.read_text().splitlines()
+    `# to NUMA 0\tto CUDA 0\t...` header, then a square matrix padded with nan (StarPU reads
+    every row: perfmodel_bus.c load_bus_bandwidth_file_content). Every value is nan (StarPU's "not
+    measured" and padding) or a finite number >= 0; every row as long as the matrix is tall."""
+    lines = _text(path).splitlines()
     if not lines or not lines[0].startswith("#"):
         raise InputError(path, "header", "StarPU's `# to <kind> <id>` header line")
     names = [t.strip().removeprefix("to ").strip() for t in lines[0][1:].split("\t") if t.strip()]
     rows = []
-    for line in lines[1:]:
+    for k, line in enumerate(lines[1:], start=2):
         if line.startswith("#") or not line.strip():
             continue
-        rows.append([float(v) for v in line.split()][: len(names)])
-        if len(rows) == len(names):
-            break
-    if len(rows) != len(names):
-        raise InputError(path, "matrix", f"{len(names)} rows, one per memory node of the header")
-    return names, rows
+        try:
+            row = [float(v) for v in line.split()]
+        except ValueError:
+            raise InputError(path, f"line {k}", "tab-separated numbers (MB/s or us) or nan") from None
+        if len(row) < len(names) or (rows and len(row) != len(rows[0])) or any(math.isinf(v) or v < 0 for v in row):
+            raise InputError(path, f"line {k}", f"{len(rows[0]) if rows else 'as many'} values as the other rows "
+                                                f"(at least {len(names)}), each nan or finite and >= 0")
+        rows.append(row)
+    if len(rows) < len(names) or len(rows) != len(rows[0]):
+        raise InputError(path, "matrix", f"a square matrix of at least {len(names)} rows, one per memory node")
+    return names, [row[: len(names)] for row in rows[: len(names)]]
+
+
+def check_bus_files(sampling_dir: str | Path, host: str) -> dict[str, int]:
+    """Everything StarPU-SimGrid reads from sampling/bus for `host`, checked before it does (it
+    aborts on a damaged file); returns the `.config` device counts."""
+    bus = Path(sampling_dir) / "bus"
+    devices = read_bus_config(sampling_dir, host)
+    for suffix in ("bandwidth", "latency"):
+        if (bus / f"{host}.{suffix}").is_file():
+            read_bus_matrix(bus / f"{host}.{suffix}")
+    affinity = bus / f"{host}.affinity"
+    if affinity.is_file():
+        for k, line in enumerate(_text(affinity).splitlines(), start=1):
+            if line.strip() and not line.startswith("#") and not all(t.isdigit() for t in line.split()):
+                raise InputError(affinity, f"line {k}", "non-negative integers (a GPU and its NUMA nodes by preference)")
+    platform = bus / f"{host}.platform.v4.xml"
+    if platform.is_file():  # the hosts StarPU-SimGrid looks up (src/core/simgrid.c)
+        check_simgrid_platform(platform, {"MAIN", "RAM", *(f"CPU{i}" for i in range(devices["cpus"])),
+                                          *(f"CUDA{i}" for i in range(devices["cuda"]))})
+    return devices
 
 
 def read_bus_config(sampling_dir: str | Path, host: str) -> dict[str, int]:
@@ -208,11 +244,13 @@ def read_bus_config(sampling_dir: str | Path, host: str) -> dict[str, int]:
     if not path.is_file():
         raise InputError(path, "file", "a StarPU bus config file (sampling/bus/<host>.config)")
     values: dict[str, int] = {}
-    for line in path.read_text().splitlines():
+    for k, line in enumerate(_text(path).splitlines(), start=1):
         if "#" not in line or not line.split("#", 1)[0].strip():
             continue
         value, label = line.split("#", 1)
         label = label.strip().lower()
+        if not value.strip().isdigit() or int(value) > 4096:
+            raise InputError(path, f"line {k}", "'<count> # <device kind>', a count from 0 to 4096")
         if label.startswith("number of cpus"):
             values["cpus"] = int(value)
         elif label.startswith("number of cuda"):

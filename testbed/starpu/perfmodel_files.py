@@ -149,15 +149,16 @@ def _history_entry(f: list[str], path: str | Path, where: str) -> HistoryEntry:
         raise InputError(path, where, "'hash size flops mean dev sum sum2 n' with an 8-digit hexadecimal hash")
     try:
         size, flops, mean, dev, n = int(f[1]), float(f[2]), float(f[3]), float(f[4]), int(f[7])
+        sums = float(f[5]), float(f[6])  # StarPU reads them too (scan_history_entry) and aborts on garbage
     except ValueError:
         raise InputError(path, where, f"numbers, got {' '.join(f)!r}") from None
     # StarPU writes an entry without samples (n = 0, mean 0) while it calibrates, when every
     # sample so far was left out as an outlier (perfmodel_history.c): valid, but no timing.
     no_samples = n == 0 and mean == 0 and dev == 0
     if size <= 0 or n < 0 or not (math.isfinite(dev) and dev >= 0) or not (
-            no_samples or (math.isfinite(mean) and mean > 0)):
-        raise InputError(path, where, f"size > 0, finite mean > 0 (0 with n = 0), finite dev >= 0, n >= 0, "
-                                      f"got {' '.join(f)!r}")
+            no_samples or (math.isfinite(mean) and mean > 0)) or not all(math.isfinite(x) and x >= 0 for x in sums):
+        raise InputError(path, where, f"size > 0, finite mean > 0 (0 with n = 0), finite dev, sum, sum2 >= 0, "
+                                      f"n >= 0, got {' '.join(f)!r}")
     return HistoryEntry(int(f[0], 16), size, flops, mean, dev, n)
 
 
@@ -172,6 +173,15 @@ def read_model(path: str | Path) -> list[ArchModel]:
         raise InputError(path, "model", "a StarPU history-based performance model (format 45), complete") from None
     except ValueError as exc:
         raise InputError(path, "model", f"a StarPU performance model (format 45): {exc}") from None
+
+
+def _numbers(line: str, count: int, what: str) -> None:
+    """A line of `count` numbers (nan allowed: StarPU writes it for an unset regression)."""
+    fields = line.split()
+    if len(fields) != count:
+        raise ValueError(f"{what}: {count} numbers, got {line.strip()!r}")
+    for x in fields:
+        float(x)  # ValueError names the field
 
 
 def _parse_model(lines: list[str], path: str | Path) -> list[ArchModel]:
@@ -191,17 +201,15 @@ def _parse_model(lines: list[str], path: str | Path) -> list[ArchModel]:
         comb = ArchModel(DEVICE_NAMES.get(devs[0][0], str(devs[0][0])), devs[0][1], ncores=devs[0][2])
         for impl in range(nimpl):
             nentries = int(nxt())
-            nxt()  # linear regression line
-            nxt()  # a b c
+            _numbers(nxt(), 9, "linear regression line")  # sumlnx .. maxx (scan_reg_model)
+            _numbers(nxt(), 3, "non-linear regression line a b c")
             nmult = int(nxt().split()[0])
             if nmult:
                 nxt()
             for e in range(nentries):
-                f = nxt().split()
-                if impl == 0:
-                    entry = _history_entry(f, path, f"history entry {e + 1} of combination {len(combs) + 1}")
-                    if entry.nsample > 0:  # an entry without samples carries no timing
-                        comb.entries.append(entry)
+                entry = _history_entry(nxt().split(), path, f"history entry {e + 1} of combination {len(combs) + 1}")
+                if impl == 0 and entry.nsample > 0:  # an entry without samples carries no timing
+                    comb.entries.append(entry)
         combs.append(comb)
     return combs
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from testbed.common.errors import InputError
 from testbed.run.engines import RunSpec
 from testbed.run.workload import size_problem
+from testbed.starpu.variables import check_env
 
 
 def check_sizes(spec: RunSpec) -> int:
@@ -18,6 +19,16 @@ def check_sizes(spec: RunSpec) -> int:
     if problem:
         raise InputError(None, "--n/--b", problem)
     return spec.n // spec.b
+
+
+def check_run(spec: RunSpec) -> int:
+    """What apps/lu and the real StarPU would abort on, refused first: the sizes (returns NT) and
+    every StarPU variable of the run, common and per machine (testbed/starpu/variables.py)."""
+    nt = check_sizes(spec)
+    check_env(spec.env)
+    for machine, env in spec.env_per_machine.items():
+        check_env(env, f"env_per_machine.{machine}")
+    return nt
 
 
 def distribution_args(spec: RunSpec, ranks: int, workdir: Path, speeds: list[float] | None) -> list[str]:

@@ -23,7 +23,7 @@ from pathlib import Path
 from testbed.common.commands import mpi_singleton_env
 from testbed.common.paths import LU_REAL, binary
 from testbed.run.engines import RunSpec
-from testbed.run.engines.lu_app import check_sizes, distribution_args, kernel_args, parse_output, result_fields, run_env
+from testbed.run.engines.lu_app import check_run, distribution_args, kernel_args, parse_output, result_fields, run_env
 
 
 def cluster_ranks(cluster: str) -> tuple[list[str], list[float]]:
@@ -94,7 +94,7 @@ def mpirun_prefix(ranks: int) -> list[str]:
 
 
 def run(spec: RunSpec) -> dict:
-    check_sizes(spec)
+    check_run(spec)
     lu = binary(LU_REAL, "apps/lu (real build)")
     machines, speeds = cluster_ranks(spec.cluster)
     ranks = len(machines)

@@ -29,10 +29,11 @@ from pathlib import Path
 
 from testbed.common.errors import InputError
 from testbed.common.paths import LU_SIMGRID, STARPU_SIMGRID, binary
+from testbed.common.simgrid_xml import check_simgrid_platform
 from testbed.run.distribution import node_gemm_speed
 from testbed.run.engines import RunSpec, platform_dir_for
-from testbed.run.engines.lu_app import check_sizes, distribution_args, kernel_args, parse_output, result_fields, run_env
-from testbed.starpu.bus_files import BUS_SUFFIXES, read_bus_config
+from testbed.run.engines.lu_app import check_run, distribution_args, kernel_args, parse_output, result_fields, run_env
+from testbed.starpu.bus_files import BUS_SUFFIXES, check_bus_files
 from testbed.starpu.lu_codelets import SYMBOL_SETS
 from testbed.starpu.perfmodel_files import history_means
 from testbed.starpu.sampling import detect_symbols
@@ -42,9 +43,15 @@ def read_hostfile(starpu_dir: Path) -> list[str]:
     hostfile = starpu_dir / "hostfile"
     if not hostfile.is_file():
         raise InputError(hostfile, "file", "the hostfile written by `testbed platform` (one rank per line)")
-    hosts = [ln.strip() for ln in hostfile.read_text().splitlines() if ln.strip()]
+    try:
+        hosts = [ln.strip() for ln in hostfile.read_text().splitlines() if ln.strip()]
+    except UnicodeDecodeError as e:
+        raise InputError(hostfile, f"byte {e.start}", "UTF-8 text, one host per line") from None
     if not hosts:
         raise InputError(hostfile, "lines", "at least one host")
+    for k, host in enumerate(hosts, start=1):
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", host):
+            raise InputError(hostfile, f"entry {k}", f"a host name (letters, digits, '.', '_', '-'), got {host!r}")
     return hosts
 
 
@@ -61,8 +68,9 @@ def machine_of(starpu_dir: Path, host: str) -> str:
 
 def check_models(sampling: Path, machine: str, symbols: str, b: int, use_cuda: bool,
                  getrf_on_gpu: bool = False) -> None:
-    """Every worker that may run a task has a history entry for b x b tiles."""
-    devices = read_bus_config(sampling, machine)
+    """The bus files are sound and every worker that may run a task has a history entry for b x b
+    tiles (StarPU-SimGrid aborts on a damaged bus file: the files are checked before it runs)."""
+    devices = check_bus_files(sampling, machine)
     for kind, (sym, nbuffers, cuda) in SYMBOL_SETS[symbols].items():
         cuda = cuda or (kind == "getrf" and getrf_on_gpu)
         model = sampling / "codelets" / "45" / f"{sym}.{machine}"
@@ -135,7 +143,7 @@ def run(spec: RunSpec) -> dict:
         raise InputError(None, "--trace/--transfers", "the numasim or real engine (StarPU-SimGrid is built without "
                          "FxT: SMPI links the app as a shared object and needs a PIC libfxt.a, which Debian "
                          "does not ship; envs/setup.sh)")
-    check_sizes(spec)
+    check_run(spec)
     lu = binary(LU_SIMGRID, "apps/lu (SimGrid build)")
     smpirun = STARPU_SIMGRID / "bin" / "starpu_smpirun"
     if not smpirun.exists():
@@ -148,6 +156,7 @@ def run(spec: RunSpec) -> dict:
             raise InputError(cluster_xml, "file", "the SMPI cluster platform written by `testbed platform`")
         hosts = read_hostfile(starpu_dir)
         machines = {h: machine_of(starpu_dir, h) for h in dict.fromkeys(hosts)}
+        check_simgrid_platform(cluster_xml, set(hosts))  # SMPI aborts on a damaged one
         first = starpu_dir / machines[hosts[0]] / "sampling"
         symbols = spec.symbols or detect_symbols(first, machines[hosts[0]])
         if symbols not in SYMBOL_SETS:
