@@ -38,7 +38,8 @@ def test_cpuid_syntax_is_starpus() -> None:
     assert cudaid_list("V", "1 0") == [1, 0]
     assert rank_value("STARPU_MPI_THREAD_CPUID", "7", 1) == "7"
     for var, bad in [("STARPU_WORKERS_CPUID", "a b"), ("STARPU_WORKERS_CPUID", ""),
-                     ("STARPU_WORKERS_CUDAID", "0-1"), ("STARPU_MAIN_THREAD_CPUID", "-1")]:
+                     ("STARPU_WORKERS_CPUID", "3-x"), ("STARPU_WORKERS_CUDAID", "0-1"),
+                     ("STARPU_MAIN_THREAD_CPUID", "-1")]:
         with pytest.raises(InputError) as e:
             rank_value(var, bad, 8)
         assert e.value.key == var

@@ -160,10 +160,12 @@ def cpuid_list(var: str, text: str, nhwpus: int) -> list[int]:
         ids.append(val % nhwpus)
         if text.startswith("-", pos):
             pos += 1
-            end = _NUMBER.match(text, pos) if pos < len(text) and text[pos] not in " ," else None
-            if end is not None:
+            if pos < len(text) and text[pos] not in " ,":
+                end = _NUMBER.match(text, pos)
+                if end is None:
+                    break  # not a range: the rest is reported below
                 last, pos = int(end.group(1)), end.end()
-            else:
+            else:  # `a-`: up to the last PU
                 last, pos = nhwpus - 1, pos + (1 if pos < len(text) else 0)
             ids += [v % nhwpus for v in range(val + 1, last + 1)]
         if text.startswith(",", pos):
