@@ -6,10 +6,12 @@ Before, factors B, C, D on a mixed cluster were refused (`env_per_machine.VAR`).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from testbed.cli import main
 from testbed.common.errors import InputError
 from testbed.common.paths import LU_SIMGRID
 from testbed.run.engines import RunSpec
@@ -111,3 +113,15 @@ def test_bad_rank_settings_file_is_an_input_error(tmp_path: Path, monkeypatch: p
     with pytest.raises(InputError) as e:
         simgrid(tmp_path, {"D": 1})
     assert "rank 2: STARPU_WORKERS_CPUID" in e.value.key and "non-negative ids" in e.value.expected
+
+
+@needs_simgrid
+def test_simulate_records_each_machine_types_variables(capsys: pytest.CaptureFixture[str]) -> None:
+    """`testbed simulate` prints the per-machine part of the environment with the result."""
+    assert main(["simulate", "--engine", "starpu-simgrid", "--cluster", CLUSTER, "--n", "1920", "--b", "192",
+                 "--factors", "C=1,D=1"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["env_per_machine"] == resolve_run_env(CLUSTER, {"C": 1, "D": 1}).per_machine
+    assert out["env_per_machine"]["chetemi"]["STARPU_MAIN_THREAD_CPUID"] != \
+        out["env_per_machine"]["chifflet"]["STARPU_MAIN_THREAD_CPUID"]
+    assert len(out["workers_by_rank"]) == 3
