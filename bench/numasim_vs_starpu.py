@@ -1,9 +1,10 @@
-#!/usr/bin/env python3
 """numasim vs StarPU-SimGrid: makespan agreement and speed on configurations both express.
 
-Both engines simulate the same machine, from the same files:
+Both sides are the engines the experiments use (testbed/run/engines: `starpu-simgrid` and
+`numasim`, called with a RunSpec on an explicit platform directory), so the table validates the
+engines themselves. Both simulate the same machine, from the same files:
 
-* StarPU-SimGrid: build/lu-simgrid/lu under `starpu_smpirun -hostfile-platform`, with the
+* starpu-simgrid: build/lu-simgrid/lu under `starpu_smpirun -hostfile-platform`, with the
   machine's StarPU sampling directory (bus platform + codelet models); StarPU's defaults
   otherwise (dmdas, one RAM node, model means, STARPU_SIMGRID_* costs at their defaults).
 * numasim: the platform converted from the same bus platform(s) by
@@ -11,6 +12,11 @@ Both engines simulate the same machine, from the same files:
   configuration starpu_smpirun runs StarPU under (`--cfg=network/model:SMPI
   --cfg=surf/precision:1e-9`, /usr/bin/smpirun; starpu_smpirun drops the bus files'
   network/* settings).
+
+The platform directories: a shipped machine is laid out as `testbed platform --from-starpu`
+does (testbed/platform/platform_from_starpu.py); a cluster is `testbed platform`'s output for
+starpu-simgrid, and the same starpu/ directory with numasim.xml converted from its bus
+platforms for numasim.
 
 Cases: StarPU's shipped LU models (tools/perfmodels/sampling, starpu_dlu_lu_model_*, b=960,
 the tile size their history entries were recorded with) for sirocco, mirage, attila,
@@ -33,7 +39,6 @@ import os
 import platform
 import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -43,17 +48,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from testbed.platform.starpu_bus_platform import NodeSource, build_platform, nodes_of_starpu_dir, write_platform  # noqa: E402
-from testbed.starpu.lu_codelets import numasim_symbols  # noqa: E402
+from testbed.common.errors import InputError  # noqa: E402
+from testbed.platform.starpu_bus_platform import build_platform, nodes_of_starpu_dir, write_platform  # noqa: E402
+from testbed.run.engines import ENGINES, RunSpec  # noqa: E402
 
 SHIPPED = ROOT / ".deps" / "src" / "starpu-1.4.10" / "tools" / "perfmodels" / "sampling"
 SMPIRUN = ROOT / ".deps" / "starpu-simgrid" / "bin" / "starpu_smpirun"
 LU_SIMGRID = ROOT / "build" / "lu-simgrid" / "lu"
 NUMASIM = ROOT / "build" / "simulator" / "numasim"
-#: SimGrid configuration of /usr/bin/smpirun (SIMOPTS), under which StarPU-SimGrid-MPI runs.
-SMPI_CFG = ["--cfg=network/model:SMPI", "--cfg=surf/precision:1e-9"]
+#: SimGrid configuration of /usr/bin/smpirun (SIMOPTS), under which StarPU-SimGrid-MPI runs
+#: (given to the numasim engine as RunSpec.simgrid_cfg, i.e. --cfg=KEY:VALUE).
+SMPI_CFG = ["network/model:SMPI", "surf/precision:1e-9"]
 B = 960  # tile size of the shipped LU models' history entries (size column 1x, 2x, 3x 960*960*8)
-STARPU_LU_SYMBOLS = numasim_symbols("starpu-lu")
 SHIPPED_HOSTS = ("sirocco", "mirage", "attila", "idgraf")
 CLUSTERS = ("chifflet-1", "hetero-3")
 
@@ -82,17 +88,22 @@ class Case:
         return 100.0 * (self.numasim.makespan_s - self.starpu.makespan_s) / self.starpu.makespan_s
 
 
-def timed(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> tuple[str, float, float]:
-    """Runs cmd; returns stdout, wall time and the children's user+sys CPU time."""
+def engine_run(spec: RunSpec) -> tuple[dict, float, float]:
+    """Runs spec through the engine the experiments use (testbed/run/engines: `numasim` or
+    `starpu-simgrid`); returns its result, the wall time and the children's user+sys CPU time."""
+    import importlib
+
+    engine = importlib.import_module(ENGINES[spec.engine])
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
-    proc = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
+    try:
+        res = engine.run(spec)
+    except InputError as e:  # an engine refusing the case: recorded as the case's error
+        raise RuntimeError(f"{spec.engine}: {e.message()}") from None
     wall = time.monotonic() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd[:3])} ... failed ({proc.returncode}): {proc.stderr[-2000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return proc.stdout, wall, cpu
+    return res, wall, cpu
 
 
 def first_error_line(text: str) -> str:
@@ -105,19 +116,15 @@ def first_error_line(text: str) -> str:
     return (lines[0] if lines else text)[-200:]
 
 
-def last_json(out: str) -> dict:
-    for line in reversed(out.splitlines()):
-        if line.startswith("{"):
-            return json.loads(line)
-    raise RuntimeError(f"no JSON line in output: {out[-500:]}")
-
-
 #: StarPU-SimGrid results, one file per case, reused while their inputs are unchanged (a 60x60
 #: run takes minutes): see starpu_key.
 STARPU_CACHE = ROOT / "bench" / "results" / "starpu_cache"
 #: Set by main(): False with --no-cache; True with --starpu-only (fill the cache, no numasim).
 USE_CACHE = True
 STARPU_ONLY = False
+#: What the starpu-simgrid engine runs besides the platform directory: its code and binaries.
+STARPU_ENGINE_FILES = (ROOT / "testbed" / "run" / "engines" / "starpu_simgrid.py",
+                       ROOT / "testbed" / "run" / "engines" / "lu_app.py")
 
 
 def _digest(h: "hashlib._Hash", path: Path) -> None:
@@ -128,20 +135,28 @@ def _digest(h: "hashlib._Hash", path: Path) -> None:
         h.update(f.read_bytes())
 
 
-def starpu_key(sampling: Path, hostname: str, cluster_xml: Path, hostfile: Path, nt: int, symbols: str) -> str:
-    """Hash of everything a StarPU-SimGrid run depends on: the LU binary (StarPU is linked in
-    statically), starpu_smpirun, the sampling directory (bus platforms and models), the SMPI
-    platform and hostfile, and the arguments."""
+def starpu_key(spec: RunSpec) -> str:
+    """Hash of everything a starpu-simgrid engine run depends on: the LU binary (StarPU is linked
+    in statically), starpu_smpirun, the engine's code, the platform directory's starpu/ inputs
+    (bus platforms, models, SMPI platform, hostfile) and the run's settings."""
+    from testbed.common.paths import binary
+
     h = hashlib.sha256()
-    for f in (LU_SIMGRID, SMPIRUN, sampling, cluster_xml, hostfile):
+    lu = binary(LU_SIMGRID, "apps/lu (SimGrid build)")  # the one the engine runs (TESTBED_LU overrides)
+    for f in (lu, SMPIRUN, *STARPU_ENGINE_FILES, Path(spec.platform_dir) / "starpu"):
         _digest(h, f)
-    h.update(f"{hostname} {nt} {B} {symbols} dmdas".encode())
+    settings = {"n": spec.n, "b": spec.b, "env": spec.env, "env_per_machine": spec.env_per_machine,
+                "seed": spec.seed, "symbols": spec.symbols, "distribution": spec.distribution,
+                "getrf_on_gpu": spec.getrf_on_gpu, "dag": spec.dag}
+    h.update(json.dumps(settings, sort_keys=True).encode())
     return h.hexdigest()
 
 
-def run_starpu(sampling: Path, hostname: str, cluster_xml: Path, hostfile: Path, nt: int, symbols: str,
-               work: Path, case: str) -> Run:
-    key = starpu_key(sampling, hostname, cluster_xml, hostfile, nt, symbols)
+def run_starpu(pdir: Path, nt: int, symbols: str, work: Path, case: str) -> Run:
+    """The starpu-simgrid engine on platform directory pdir: StarPU's defaults, dmdas."""
+    spec = RunSpec(engine="starpu-simgrid", cluster=case, n=nt * B, b=B, env={"STARPU_SCHED": "dmdas"},
+                   symbols=symbols, platform_dir=pdir, workdir=work)
+    key = starpu_key(spec)
     cache = STARPU_CACHE / f"{case}-{nt}.json"
     if USE_CACHE and cache.exists():
         rec = json.loads(cache.read_text())
@@ -149,13 +164,7 @@ def run_starpu(sampling: Path, hostname: str, cluster_xml: Path, hostfile: Path,
             run = Run(**rec["run"])
             run.extra["cached"] = rec.get("date")
             return run
-    env = dict(os.environ)
-    env.update({"STARPU_PERF_MODEL_DIR": str(sampling), "STARPU_HOSTNAME": hostname,
-                "STARPU_HOME": str(work / "home"), "STARPU_SCHED": "dmdas", "STARPU_SILENT": "1"})
-    cmd = [str(SMPIRUN), "-platform", str(cluster_xml), "-hostfile", str(hostfile), "-hostfile-platform",
-           str(LU_SIMGRID), "--n", str(nt * B), "--b", str(B), "--symbols", symbols]
-    out, wall, cpu = timed(cmd, env, work)
-    res = last_json(out)
+    res, wall, cpu = engine_run(spec)
     run = Run(res["makespan_s"], wall, cpu, res["tasks"])
     if not USE_CACHE:
         return run
@@ -165,6 +174,17 @@ def run_starpu(sampling: Path, hostname: str, cluster_xml: Path, hostfile: Path,
         json.dump({"key": key, "date": datetime.datetime.now().isoformat(timespec="seconds"),
                    "loadavg": os.getloadavg(), "run": asdict(run)}, fh, indent=1)
     return run
+
+
+def run_numasim(pdir: Path, nt: int, symbols: str | None, work: Path, env: dict[str, str] | None = None) -> Run:
+    """The numasim engine on platform directory pdir: model means (variability off), seed 1,
+    dmdas, under the SimGrid network configuration of starpu_smpirun (SMPI_CFG)."""
+    spec = RunSpec(engine="numasim", cluster=pdir.name, n=nt * B, b=B, env={"STARPU_SCHED": "dmdas", **(env or {})},
+                   seed=1, variability=False, symbols=symbols, simgrid_cfg=SMPI_CFG, platform_dir=pdir,
+                   workdir=work)
+    res, wall, cpu = engine_run(spec)
+    return Run(res["makespan_s"], wall, cpu, res["tasks"],
+               {"workers_by_type": res.get("workers_by_type"), "transfers": res.get("transfers")})
 
 
 def starpu_max_cuda_devices() -> int | None:
@@ -207,77 +227,59 @@ def repaired_sampling(host: str, work: Path) -> Path:
     return out
 
 
-def run_numasim(platform_xml: Path, perfmodels: dict[str, str], nt: int, symbols: dict[str, str] | None,
-                work: Path, distribution: dict | None = None, env: dict[str, str] | None = None) -> Run:
-    desc = {"platform": str(platform_xml), "perfmodels": perfmodels,
-            "workload": {"kind": "lu", "n": nt * B, "b": B, "distribution": distribution or {"kind": "block-cyclic"}},
-            "env": {"STARPU_SCHED": "dmdas", **(env or {})}, "seed": 1, "variability": False}
-    if symbols:
-        desc["symbols"] = symbols
-    run_file = work / f"numasim-{platform_xml.stem}-{nt}.json"
-    run_file.write_text(json.dumps(desc, indent=1))
-    out, wall, cpu = timed([str(NUMASIM), str(run_file), *SMPI_CFG])
-    res = json.loads(out)
-    return Run(res["makespan_s"], wall, cpu, res["tasks"],
-               {"workers_by_type": res.get("workers_by_type"), "transfers": res.get("transfers")})
-
-
 def shipped_case(host: str, nt: int, work: Path) -> Case:
+    """A shipped StarPU machine as `testbed platform --from-starpu` lays it out
+    (testbed/platform/platform_from_starpu.py): numasim.xml converted from the host's bus
+    platform, its bus files and models under starpu/<host>/sampling, one SMPI host."""
+    from testbed.platform.platform_from_starpu import write_platform_dir
+
     d = work / host
     d.mkdir(exist_ok=True)
-    cluster_xml, hostfile, xml = d / "cluster.xml", d / "hostfile", d / "numasim.xml"
-    if not xml.exists():
-        # One SMPI host named like the machine: its bus platform is sampling/bus/<host>.platform.v4.xml.
-        cluster_xml.write_text("<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM "
-                               "'http://simgrid.gforge.inria.fr/simgrid/simgrid.dtd'>\n<platform version=\"4\">\n"
-                               f" <AS id=\"{host}-cluster\" routing=\"Full\">\n  <host id=\"{host}\" speed=\"1Gf\"/>\n"
-                               " </AS>\n</platform>\n")
-        hostfile.write_text(host + "\n")
-        write_platform(build_platform([NodeSource(host, host, SHIPPED / "bus" / f"{host}.platform.v4.xml")],
-                                      name=host), xml)
+    pdir = d / "platform"
+    if not pdir.exists():
+        write_platform_dir(repaired_sampling(host, d), host, pdir)
     case = Case(host, nt)
-    sampling = repaired_sampling(host, d)
-    case.starpu = run_starpu(sampling, host, cluster_xml, hostfile, nt, "starpu-lu", d, host)
+    case.starpu = run_starpu(pdir, nt, "starpu-lu", d, host)
     if STARPU_ONLY:
         return case
     # As many GPUs as StarPU-SimGrid enables (idgraf has 8; the build may enable fewer).
     env = {}
-    ngpus = xml.read_text().count('<prop id="kind" value="gpu"')
+    ngpus = (pdir / "numasim.xml").read_text().count('<prop id="kind" value="gpu"')
     maxdev = starpu_max_cuda_devices()
     if maxdev is not None and ngpus > maxdev:
         env["STARPU_NCUDA"] = str(maxdev)
         case.extra_note = f"STARPU_NCUDA={maxdev} (StarPU-SimGrid built with STARPU_MAXCUDADEVS={maxdev})"
-    case.numasim = run_numasim(xml, {host: str(sampling)}, nt, STARPU_LU_SYMBOLS, d, env=env)
+    case.numasim = run_numasim(pdir, nt, "starpu-lu", d, env=env)
     return case
+
+
+def bus_platform_dir(pdir: Path, out: Path, name: str) -> None:
+    """A platform directory like pdir (`testbed platform` output) whose numasim.xml is converted
+    from the StarPU bus platforms of its starpu/ directory (testbed/platform/starpu_bus_platform.py):
+    the links StarPU-SimGrid simulates, one RAM node; starpu/ is pdir's."""
+    out.mkdir(parents=True)
+    (out / "starpu").symlink_to((pdir / "starpu").resolve())
+    write_platform(build_platform(nodes_of_starpu_dir(pdir / "starpu"), pdir / "starpu" / "cluster.xml", name),
+                   out / "numasim.xml")
 
 
 def cluster_case(cluster: str, nt: int, work: Path) -> Case:
     from testbed.describe.machines import load_cluster
     from testbed.platform.platform_cmd import generate
-    from testbed.run.engines.starpu_simgrid import merged_sampling, read_hostfile
 
     d = work / cluster
-    pdir = d / "platform"
-    starpu_dir = pdir / "starpu"
-    xml = d / "numasim-bus.xml"
-    if not xml.exists():
+    pdir, bus_pdir = d / "platform", d / "platform-bus"
+    if not bus_pdir.exists():
         d.mkdir(exist_ok=True)
         generate(load_cluster(cluster), pdir, (B,))
-        hosts = read_hostfile(starpu_dir)
-        merged_sampling(starpu_dir, hosts, "chameleon", d / "sampling")
-        write_platform(build_platform(nodes_of_starpu_dir(starpu_dir), starpu_dir / "cluster.xml", cluster), xml)
-    hosts = read_hostfile(starpu_dir)
-    machines = sorted({n.machine for n in nodes_of_starpu_dir(starpu_dir)})
+        bus_platform_dir(pdir, bus_pdir, cluster)
     case = Case(cluster, nt)
-    case.starpu = run_starpu(d / "sampling", hosts[0], starpu_dir / "cluster.xml", starpu_dir / "hostfile", nt,
-                             "chameleon", d, cluster)
+    case.starpu = run_starpu(pdir, nt, "chameleon", d, cluster)
     if STARPU_ONLY:
         return case
-    perfmodels = {m: str(starpu_dir / m / "sampling") for m in machines}
-    case.numasim = run_numasim(xml, perfmodels, nt, None, d)
+    case.numasim = run_numasim(bus_pdir, nt, None, d)
     # For information: numasim on the NUMA-detailed platform of `testbed platform` (one RAM node).
-    case.numasim.extra["numa_platform_makespan_s"] = run_numasim(pdir / "numasim.xml", perfmodels, nt, None,
-                                                                 d).makespan_s
+    case.numasim.extra["numa_platform_makespan_s"] = run_numasim(pdir, nt, None, d).makespan_s
     return case
 
 

@@ -84,11 +84,32 @@ def test_generate_writes_all_outputs(tmp_path: Path) -> None:
     assert [n["name"] for n in summary["nodes"]] == ["chetemi-1", "chetemi-2", "chifflet-1"]
     for rel in ["numasim.xml", "hwloc/chifflet.xml", "hwloc/chetemi.xml", "starpu/cluster.xml", "starpu/hostfile",
                 "starpu/chifflet/sampling/bus/chifflet.platform.v4.xml",
-                "starpu/chetemi/sampling/codelets/45/dgemm.chetemi",
-                "starpu/sampling/bus/chifflet-1.bandwidth", "starpu/sampling/codelets/45/dtrsm.chetemi-2"]:
+                "starpu/chetemi/sampling/codelets/45/dgemm.chetemi"]:
         assert (out / rel).is_file(), rel
     assert (out / "starpu/hostfile").read_text().split() == ["chetemi-1", "chetemi-2", "chifflet-1"]
     assert not list(tmp_path.glob(".plat*")), "temporary directories left behind"
+
+
+def test_platform_writes_one_sampling_directory_per_machine_type(tmp_path: Path) -> None:
+    """Issue 11: `testbed platform` also wrote starpu/sampling/, a copy of the files per node and
+    machine name (23 on g5k-lille-21) that no engine read. Only the machine types' directories
+    remain, and the starpu-simgrid engine (which links its own per-host directory) runs on them."""
+    from testbed.common.paths import LU_SIMGRID
+    from testbed.run.engines import RunSpec
+
+    out = tmp_path / "plat"
+    generate(load_cluster("hetero-3"), out, (960,))
+    found = sorted(p.relative_to(out).as_posix() for p in out.rglob("sampling"))
+    assert found == ["starpu/chetemi/sampling", "starpu/chifflet/sampling"]
+    models = sorted(p.name for p in out.rglob("dgemm.*"))
+    assert models == ["dgemm.chetemi", "dgemm.chifflet"]
+    if not LU_SIMGRID.exists():
+        pytest.skip("build/lu-simgrid/lu not built (make build)")
+    from testbed.run.engines import starpu_simgrid
+
+    res = starpu_simgrid.run(RunSpec(engine="starpu-simgrid", cluster="hetero-3", n=1920, b=960,
+                                     platform_dir=out, workdir=tmp_path))
+    assert res["hosts"] == ["chetemi-1", "chetemi-2", "chifflet-1"] and res["tasks"] == 5
 
 
 # --------------------------------------------------------------------------- bad input

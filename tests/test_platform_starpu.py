@@ -117,7 +117,10 @@ def test_starpu_simgrid_uses_generated_models(tmp_path: Path, starpu_dir: Path, 
 
 
 def test_smpirun_platform_assembles_and_loads(starpu_dir: Path) -> None:
-    """Assemble the platform as tools/starpu_smpirun does with -hostfile-platform; SimGrid loads it."""
+    """Assemble the platform as tools/starpu_smpirun does with -hostfile-platform (from each node's
+    machine type's bus platform, as the starpu-simgrid engine links them); SimGrid loads it."""
+    from testbed.run.engines.starpu_simgrid import machine_of
+
     xslt = STARPU_SIMGRID / "share/starpu/starpu_smpi.xslt"
     if not xslt.exists() or not shutil.which("xsltproc") or not PLATFORM_INFO.exists():
         pytest.skip("needs StarPU-SimGrid, xsltproc and build/simulator/platform_info")
@@ -127,7 +130,8 @@ def test_smpirun_platform_assembles_and_loads(starpu_dir: Path) -> None:
     parts += [ln for ln in (starpu_dir / "cluster.xml").read_text().splitlines()[2:] if "platform" not in ln]
     for i, h in enumerate(hosts):
         node = subprocess.run(["xsltproc", "--novalid", "--stringparam", "ASname", f"StarPU-MPI{i}", str(xslt),
-                               str(starpu_dir / "sampling/bus" / f"{h}.platform.v4.xml")],
+                               str(starpu_dir / machine_of(starpu_dir, h) / "sampling/bus" /
+                                   f"{machine_of(starpu_dir, h)}.platform.v4.xml")],
                               check=True, capture_output=True, text=True).stdout.splitlines()
         parts += [ln for ln in node if "network/" not in ln][3:-1]
     parts += ["</AS>", "</platform>"]

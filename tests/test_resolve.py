@@ -1,8 +1,8 @@
 """One resolution of a run's environment (testbed/run/resolve.py) reaches every engine whole (issue 11,
 defects D1, D2, D4): the user's variables come last on every machine type, a campaign's factor_env
 replaces the factor rules, and each engine gives a rank its machine type's variables (numasim per
-node zone, real per mpirun app context, starpu-simgrid one process environment or a clear refusal),
-and runs.csv records the per-machine part."""
+node zone, real per mpirun app context, starpu-simgrid its one process environment plus a per-rank
+settings file, or a clear refusal), and runs.csv records the per-machine part."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from testbed.run.campaign import spec_for
 from testbed.run.engines import RunSpec, platform_dir_for
 from testbed.run.engines.numasim import run_description
 from testbed.run.engines.real import launch, rank_groups
-from testbed.run.engines.starpu_simgrid import one_process_env
+from testbed.run.engines.starpu_simgrid import rank_envs
 from testbed.run.resolve import resolve_run_env
 from testbed.run.simulate import add_arguments, spec_from_args
 
@@ -81,18 +81,27 @@ def test_real_engine_gives_each_rank_its_machine_environment(tmp_path: Path) -> 
     assert got["0"] != got["2"]
 
 
-def test_starpu_simgrid_takes_what_one_process_can_hold() -> None:
-    """D2: StarPU-SimGrid ranks share one process environment (StarPU reads getenv): device-only
-    variables of some machine types are given to all, conflicting values are refused by name."""
+def test_starpu_simgrid_splits_process_and_rank_variables(tmp_path: Path) -> None:
+    """D2: StarPU-SimGrid ranks share one process environment (StarPU reads getenv): what is equal
+    everywhere (or device-only) goes there, what differs goes to the ranks' settings file
+    (tests/test_starpu_simgrid_env.py runs it), and other conflicting variables are refused by name."""
     env = resolve_run_env(CLUSTER, {})
     spec = RunSpec(engine="starpu-simgrid", cluster=CLUSTER, n=1920, b=960, env=env.common,
                    env_per_machine=env.per_machine)
-    assert one_process_env(spec, ["chetemi", "chifflet"])["STARPU_WORKERS_CUDAID"] == "0 1"
+    starpu_dir = platform_dir_for(spec, tmp_path) / "starpu"
+    ranks = ["chetemi", "chetemi", "chifflet"]
+    common, own = rank_envs(spec, starpu_dir, ranks)
+    assert common["STARPU_WORKERS_CUDAID"] == "0 1" and own == [{}, {}, {}]
     env = resolve_run_env(CLUSTER, {"D": 1})
     spec.env, spec.env_per_machine = env.common, env.per_machine
+    common, own = rank_envs(spec, starpu_dir, ranks)
+    assert "STARPU_MAIN_THREAD_CPUID" not in common
+    assert [o["STARPU_MAIN_THREAD_CPUID"] for o in own] == [env.of_machine(m)["STARPU_MAIN_THREAD_CPUID"]
+                                                           for m in ranks]
+    spec.env_per_machine = {"chetemi": {"STARPU_SCHED_BETA": "2"}, "chifflet": {"STARPU_SCHED_BETA": "3"}}
     with pytest.raises(InputError) as e:
-        one_process_env(spec, ["chetemi", "chifflet"])
-    assert e.value.key.startswith("env_per_machine.STARPU_") and "numasim or real" in e.value.message()
+        rank_envs(spec, starpu_dir, ranks)
+    assert e.value.key == "env_per_machine.STARPU_SCHED_BETA" and "numasim or real" in e.value.message()
 
 
 def test_runs_table_records_the_per_machine_environment(tmp_path: Path) -> None:

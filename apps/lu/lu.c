@@ -5,7 +5,11 @@
  *
  * usage: lu --n N --b B [--dist FILE | --p P --q Q] [--seed S] [--check]
  *           [--symbols chameleon|starpu-lu] [--no-folded] [--getrf-gpu]
- *           [--dag chameleon|starpu-lu-example]
+ *           [--dag chameleon|starpu-lu-example] [--report-workers]
+ *
+ * --report-workers adds "workers_by_rank": each rank's CPU worker bind ids and CUDA workers'
+ * devices and bind ids, as its StarPU set them up. In the SimGrid build the file named by
+ * LU_RANK_ENV gives each rank its own StarPU settings (lu_rank_env.h).
  *
  * gemm and trsm run on CPUs and, in a CUDA build (or in simulation), on GPUs; getrf_nopiv
  * runs on CPUs only unless --getrf-gpu (cuSOLVER; Chameleon's GPU getrf_nopiv kernels and
@@ -22,6 +26,7 @@
 
 #include "lu_codelets.h"
 #include "lu_distribution.h"
+#include "lu_rank_env.h"
 
 #ifndef STARPU_SIMGRID
 #include <cblas.h>
@@ -37,6 +42,7 @@ struct options {
 	int folded;
 	int getrf_gpu;
 	int example_dag; /* --dag starpu-lu-example */
+	int report_workers;
 };
 
 /* Tasks executed by this rank, per kind, then (last slot) those run by CUDA workers. */
@@ -71,7 +77,8 @@ static int parse_options(int argc, char **argv, struct options *o, int rank)
 		{"q", required_argument, 0, 'q'},      {"seed", required_argument, 0, 's'},
 		{"check", no_argument, 0, 'c'},        {"symbols", required_argument, 0, 'y'},
 		{"no-folded", no_argument, 0, 'f'},    {"getrf-gpu", no_argument, 0, 'g'},
-		{"dag", required_argument, 0, 'D'},    {0, 0, 0, 0},
+		{"dag", required_argument, 0, 'D'},    {"report-workers", no_argument, 0, 'w'},
+		{0, 0, 0, 0},
 	};
 	*o = (struct options){.seed = 1, .symbols = "chameleon", .folded = 1};
 	int c;
@@ -88,6 +95,7 @@ static int parse_options(int argc, char **argv, struct options *o, int rank)
 		case 'y': o->symbols = optarg; break;
 		case 'f': o->folded = 0; break;
 		case 'g': o->getrf_gpu = 1; break;
+		case 'w': o->report_workers = 1; break;
 		case 'D':
 			if (strcmp(optarg, "chameleon") && strcmp(optarg, "starpu-lu-example"))
 				return usage_error(rank, "--dag", "chameleon or starpu-lu-example");
@@ -97,7 +105,7 @@ static int parse_options(int argc, char **argv, struct options *o, int rank)
 			return usage_error(rank, "arguments",
 			                   "lu --n N --b B [--dist FILE|--p P --q Q] [--seed S] [--check] "
 			                   "[--symbols chameleon|starpu-lu] [--no-folded] [--getrf-gpu] "
-			                   "[--dag chameleon|starpu-lu-example]");
+			                   "[--dag chameleon|starpu-lu-example] [--report-workers]");
 		}
 	}
 	if (o->n <= 0 || o->b <= 0 || o->n % o->b != 0) {
@@ -296,6 +304,72 @@ static void sum_counts_on_root(int rank, int size, unsigned long total[NCOUNTS])
 	starpu_data_unregister(h);
 }
 
+/* Per rank: CPU worker count, CUDA worker count, then LU_MAXREPORT slots each of CPU bind ids,
+ * CUDA device ids and CUDA bind ids. */
+#define LU_MAXREPORT 64
+#define REPORT_INTS (2 + 3 * LU_MAXREPORT)
+
+static void fill_worker_report(int v[REPORT_INTS])
+{
+	memset(v, 0, sizeof(int) * REPORT_INTS);
+	for (unsigned w = 0; w < starpu_worker_get_count(); w++) {
+		enum starpu_worker_archtype t = starpu_worker_get_type((int)w);
+		if (t == STARPU_CPU_WORKER && v[0] < LU_MAXREPORT)
+			v[2 + v[0]++] = starpu_worker_get_bindid((int)w);
+		else if (t == STARPU_CUDA_WORKER && v[1] < LU_MAXREPORT) {
+			v[2 + LU_MAXREPORT + v[1]] = starpu_worker_get_devid((int)w);
+			v[2 + 2 * LU_MAXREPORT + v[1]++] = starpu_worker_get_bindid((int)w);
+		}
+	}
+}
+
+/* Every rank's worker report, in rank order, on rank 0 (NULL elsewhere). */
+static int *gather_worker_reports(int rank, int size)
+{
+	int mine[REPORT_INTS], remote[REPORT_INTS];
+	int *all = rank == 0 ? malloc(sizeof(int) * REPORT_INTS * (size_t)size) : NULL;
+	fill_worker_report(mine);
+	if (rank == 0)
+		memcpy(all, mine, sizeof mine);
+	starpu_data_handle_t h;
+	starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)(rank == 0 ? remote : mine), REPORT_INTS,
+	                            sizeof(int));
+	for (int r = 1; r < size; r++) {
+		if (rank == r)
+			starpu_mpi_send(h, 0, 0x7ffe0000 + r, MPI_COMM_WORLD);
+		else if (rank == 0) {
+			MPI_Status st;
+			starpu_mpi_recv(h, r, 0x7ffe0000 + r, MPI_COMM_WORLD, &st);
+			starpu_data_acquire(h, STARPU_R);
+			memcpy(all + (size_t)r * REPORT_INTS, remote, sizeof remote);
+			starpu_data_release(h);
+		}
+	}
+	starpu_data_unregister(h);
+	return all;
+}
+
+static void print_ints(const char *key, const int *v, int n, const char *sep)
+{
+	printf("\"%s\": [", key);
+	for (int i = 0; i < n; i++)
+		printf("%s%d", i ? ", " : "", v[i]);
+	printf("]%s", sep);
+}
+
+static void print_worker_reports(const int *all, int size)
+{
+	printf(", \"workers_by_rank\": [");
+	for (int r = 0; r < size; r++) {
+		const int *v = all + (size_t)r * REPORT_INTS;
+		printf("%s{", r ? ", " : "");
+		print_ints("cpu_bindids", v + 2, v[0], ", ");
+		print_ints("cuda_devids", v + 2 + LU_MAXREPORT, v[1], ", ");
+		print_ints("cuda_bindids", v + 2 + 2 * LU_MAXREPORT, v[1], "}");
+	}
+	printf("]");
+}
+
 /* Rank of this process before StarPU-MPI is initialized (errors are printed by
  * rank 0 only): the launcher's variables, or 0 for a single process. */
 #ifndef STARPU_SIMGRID
@@ -309,11 +383,26 @@ static int launcher_rank(void)
 }
 #endif
 
-static void start_starpu(int *argc, char ***argv, int *rank, int *size)
+/* Starts StarPU-MPI; returns 0, or 2 when the rank settings file is bad (StarPU is started all
+ * the same: under SMPI it must be shut down around any exit). */
+static int start_starpu(int *argc, char ***argv, int *rank, int *size)
 {
 	setenv("STARPU_SILENT", "1", 0); /* stdout carries only the JSON line */
 	struct starpu_conf conf;
 	starpu_conf_init(&conf);
+	int status = 0;
+#ifdef STARPU_SIMGRID
+	/* This rank's own StarPU settings. StarPU-MPI knows the rank already: under SimGrid its
+	 * progression is initialized before main, and starpu_mpi_world_rank makes no MPI call
+	 * (mpi/src/starpu_mpi_init.c starpu_mpi_comm_rank). */
+	char err[1024];
+	int me = starpu_mpi_world_rank();
+	if ((status = lu_rank_env_apply(&conf, me, starpu_mpi_world_size(), err, sizeof err))) {
+		if (me == 0)
+			fprintf(stderr, "%s\n", err);
+		starpu_conf_init(&conf);
+	}
+#endif
 	int ret = starpu_mpi_init_conf(argc, argv, 1, MPI_COMM_WORLD, &conf);
 	if (ret == -ENODEV) {
 		fprintf(stderr, "error: StarPU: workers: expected at least one CPU worker\n");
@@ -323,6 +412,7 @@ static void start_starpu(int *argc, char ***argv, int *rank, int *size)
 	lu_cuda_init();
 	starpu_mpi_comm_rank(MPI_COMM_WORLD, rank);
 	starpu_mpi_comm_size(MPI_COMM_WORLD, size);
+	return status;
 }
 
 int main(int argc, char **argv)
@@ -332,8 +422,8 @@ int main(int argc, char **argv)
 #ifdef STARPU_SIMGRID
 	/* SMPI runs main inside the simulation: StarPU-MPI must be up (and shut
 	 * down) around any early exit. */
-	start_starpu(&argc, &argv, &rank, &size);
-	if ((status = parse_options(argc, argv, &o, rank))) {
+	status = start_starpu(&argc, &argv, &rank, &size);
+	if (status || (status = parse_options(argc, argv, &o, rank))) {
 		starpu_mpi_shutdown();
 		return status;
 	}
@@ -441,6 +531,7 @@ int main(int argc, char **argv)
 	free(ptrs);
 	unsigned long total[NCOUNTS];
 	sum_counts_on_root(rank, size, total);
+	int *reports = o.report_workers ? gather_worker_reports(rank, size) : NULL;
 	if (rank == 0) {
 		double n = (double)o.n;
 		unsigned long ntasks = total[LU_GETRF] + total[LU_TRSM_ROW] + total[LU_TRSM_COL] + total[LU_GEMM];
@@ -461,9 +552,12 @@ int main(int argc, char **argv)
 			printf(", \"p\": %d, \"q\": %d", o.p, o.q);
 		if (o.check)
 			printf(", \"residual\": %.6e", res);
+		if (reports)
+			print_worker_reports(reports, size);
 		printf("}\n");
 		fflush(stdout);
 	}
+	free(reports);
 	lu_distribution_free(&dist);
 	lu_cuda_shutdown();
 	starpu_mpi_shutdown();

@@ -3,8 +3,7 @@
     testbed platform --cluster NAME --out DIR
         DIR/numasim.xml                       SimGrid v4.1 platform for numasim
         DIR/hwloc/<machine>.xml               hwloc topology per machine type
-        DIR/starpu/<machine>/sampling/        StarPU-SimGrid bus files + codelet models
-        DIR/starpu/sampling/                  the same for every node name (starpu_smpirun)
+        DIR/starpu/<machine>/sampling/        StarPU-SimGrid bus files + codelet models (one per machine type)
         DIR/starpu/cluster.xml, hostfile      for starpu_smpirun -platform/-hostfile
         DIR/summary.json                      nodes (name, machine, rank) and counts
         DIR/.testbed-output                   marker: a rerun replaces DIR; a DIR holding

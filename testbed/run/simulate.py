@@ -45,9 +45,13 @@ def check_spec(spec: RunSpec) -> None:
 
 
 def header(spec: RunSpec) -> dict:
-    """The fields every engine's output starts with."""
-    return {"engine": spec.engine, "cluster": spec.cluster, "n": spec.n, "b": spec.b,
-            "factors": spec.factors, "env": spec.env, "seed": spec.seed}
+    """The fields every engine's output starts with; `env_per_machine` (what differs between the
+    machine types, testbed/run/resolve.py) when there is any."""
+    out = {"engine": spec.engine, "cluster": spec.cluster, "n": spec.n, "b": spec.b,
+           "factors": spec.factors, "env": spec.env, "seed": spec.seed}
+    if any(spec.env_per_machine.values()):
+        out["env_per_machine"] = spec.env_per_machine
+    return out
 
 
 def simulate(spec: RunSpec) -> dict:

@@ -152,14 +152,14 @@ def cluster_xml_text(cluster: Cluster) -> str:
 
 
 def write_starpu_dir(cluster: Cluster, out: Path, tile_sizes: tuple[int, ...] = DEFAULT_TILE_SIZES) -> None:
-    """<out>/<machine>/sampling per machine type, <out>/sampling for all nodes, cluster.xml, hostfile."""
+    """<out>/<machine>/sampling per machine type, cluster.xml, hostfile.
+
+    Only one sampling directory per machine type: the starpu-simgrid engine links the files
+    under each hostfile name itself (testbed/run/engines/starpu_simgrid.py merged_sampling), and
+    numasim reads them per machine type. (A copy of every file per node name, <out>/sampling,
+    was written until issue 11 and read by nothing.)"""
     for name, machine in cluster.machines.items():
         write_sampling_dir(machine, out / name / "sampling", tile_sizes)
-    combined = out / "sampling"
-    for name in cluster.machines:
-        copy_as_host(out / name / "sampling", name, combined, name)
-    for node in cluster.nodes:
-        copy_as_host(out / node.machine.name / "sampling", node.machine.name, combined, node.name)
     (out / "cluster.xml").write_text(cluster_xml_text(cluster))
     (out / "hostfile").write_text("".join(f"{node.name}\n" for node in cluster.nodes))
 

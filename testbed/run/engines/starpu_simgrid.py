@@ -14,6 +14,17 @@ h of machine type M, ``bus/h.*`` -> M's bus files and ``codelets/45/<sym>.h``
 -> M's models. An entry is a machine type if ``starpu/<entry>/sampling``
 exists, else a node name ``<machine>-<i>``.
 
+Per-machine StarPU variables (spec.env_per_machine: factors B, C, D on a mixed
+cluster) reach each rank although SMPI runs all ranks in one process: what
+differs between machine types goes into a rank settings file that apps/lu
+applies through its rank's starpu_conf (PER_RANK_VARIABLES says how, variable
+by variable). StarPU-SimGrid does not simulate thread binding
+(src/core/topology.c _starpu_bind_thread_on_cpu binds nothing under
+STARPU_SIMGRID): STARPU_MAIN_THREAD_CPUID and STARPU_MPI_THREAD_CPUID only
+change the bind ids StarPU reports, and the worker count where
+STARPU_MPI_THREAD_CPUID stops the MPI core reservation. The result's
+`workers_by_rank` lists each rank's CPU worker bind ids and CUDA devices.
+
 Before running, every model the run needs is checked for a history entry of
 the run's tile size (StarPU-SimGrid would otherwise stop with "does not have a
 perfmodel"); the symbol set is the one the sampling directory holds
@@ -114,24 +125,141 @@ def merged_sampling(starpu_dir: Path, hosts: list[str], symbols: str, out: Path)
 #: the devices found, 0 on a CPU-only node, src/core/topology.c _starpu_init_machine_config).
 DEVICE_ONLY_VARIABLES = ("STARPU_WORKERS_CUDAID",)
 
+#: Variables that may differ between machine types (factors B, C, D on a mixed cluster). SMPI runs
+#: every rank in the one starpu_smpirun process and StarPU reads its variables with getenv
+#: (src/common/utils.c starpu_getenv); setenv per rank is unsafe (ranks interleave at every
+#: simcall). So the engine writes each rank's values into a file that apps/lu (SimGrid build,
+#: LU_RANK_ENV) reads before starpu_mpi_init_conf:
+#:
+#: * STARPU_WORKERS_CPUID, STARPU_WORKERS_CUDAID: the rank's starpu_conf workers_bindid /
+#:   workers_cuda_gpuid, which StarPU uses when the variable is unset (src/core/topology.c
+#:   _starpu_initialize_workers_bindid, _starpu_initialize_workers_deviceid). The engine expands
+#:   StarPU's syntax first (cpuid_list, cudaid_list), so each rank gets the ids the variable gives.
+#: * STARPU_MPI_THREAD_CPUID: its one effect on the simulation, no core reserved for the MPI
+#:   thread (mpi/src/starpu_mpi_init.c starpu_mpi_init_conf; an explicit STARPU_RESERVE_NCPU
+#:   overrides it, src/core/workers.c _starpu_conf_check_environment), through the rank's
+#:   starpu_conf reserve_ncpus.
+#: * STARPU_MAIN_THREAD_CPUID and the thread placement of the MPI thread: recorded only.
+#:   StarPU-SimGrid does not simulate thread binding (src/core/topology.c _starpu_bind_thread_on_cpu
+#:   binds nothing under STARPU_SIMGRID; mpi/src/mpi/starpu_mpi_mpi.c binds the MPI thread only
+#:   outside it); the core they reserve only changes which bind ids StarPU reports for the other
+#:   threads, which no simulated cost reads.
+#:
+#: Any other variable with different values on two machine types is refused.
+PER_RANK_VARIABLES = ("STARPU_WORKERS_CPUID", "STARPU_WORKERS_CUDAID", "STARPU_MPI_THREAD_CPUID",
+                      "STARPU_MAIN_THREAD_CPUID")
+#: The environment variable naming the rank settings file (read by apps/lu, lu_rank_env.c).
+RANK_ENV_VARIABLE = "LU_RANK_ENV"
 
-def one_process_env(spec: RunSpec, machines: list[str]) -> dict[str, str]:
-    """The environment of the one starpu_smpirun process: SMPI runs every rank in it, and StarPU
-    reads its variables with getenv (src/common/utils.c starpu_getenv), so ranks cannot differ.
-    spec.env plus the per-machine variables that are not in conflict; a variable with different
-    values on two machine types of the run (factors B, C, D on a mixed cluster) is refused."""
-    per = {m: spec.env_per_machine.get(m, {}) for m in dict.fromkeys(machines)}
+_NUMBER = re.compile(r"\s*([+-]?\d+)")
+
+
+def cpuid_list(var: str, text: str, nhwpus: int) -> list[int]:
+    """The logical PU ids StarPU takes from STARPU_WORKERS_CPUID on a node of `nhwpus` PUs
+    (src/core/topology.c _starpu_initialize_workers_bindid): ids separated by spaces or commas,
+    `a-b` and `a-` (to the last PU) ranges, each id modulo nhwpus (StarPU-SimGrid counts the
+    CPU hosts of the node's bus platform; hyperthreaded PU ids wrap around)."""
+    ids: list[int] = []
+    pos = 0
+    while (m := _NUMBER.match(text, pos)) is not None:
+        val, pos = int(m.group(1)), m.end()
+        if val < 0:
+            break
+        ids.append(val % nhwpus)
+        if text.startswith("-", pos):
+            pos += 1
+            if pos < len(text) and text[pos] not in " ,":
+                end = _NUMBER.match(text, pos)
+                if end is None:
+                    break  # not a range: the rest is reported below
+                last, pos = int(end.group(1)), end.end()
+            else:  # `a-`: up to the last PU
+                last, pos = nhwpus - 1, pos + (1 if pos < len(text) else 0)
+            ids += [v % nhwpus for v in range(val + 1, last + 1)]
+        if text.startswith(",", pos):
+            pos += 1
+    if not ids or text[pos:].strip():
+        raise InputError(None, var, f"StarPU's id list (non-negative ids, `a-b` or `a-` ranges), got {text!r}")
+    return ids
+
+
+def cudaid_list(var: str, text: str) -> list[int]:
+    """The CUDA device ids StarPU takes from STARPU_WORKERS_CUDAID (src/core/topology.c
+    _starpu_initialize_workers_deviceid: integers separated by spaces, no ranges)."""
+    ids: list[int] = []
+    pos = 0
+    while (m := _NUMBER.match(text, pos)) is not None and int(m.group(1)) >= 0:
+        ids.append(int(m.group(1)))
+        pos = m.end()
+    if not ids or text[pos:].strip():
+        raise InputError(None, var, f"CUDA device ids separated by spaces, got {text!r}")
+    return ids
+
+
+def rank_value(var: str, text: str, nhwpus: int) -> str:
+    """A per-rank value as apps/lu reads it: explicit ids, or one non-negative integer."""
+    if var == "STARPU_WORKERS_CPUID":
+        return " ".join(map(str, cpuid_list(var, text, nhwpus)))
+    if var == "STARPU_WORKERS_CUDAID":
+        return " ".join(map(str, cudaid_list(var, text)))
+    if not re.fullmatch(r"\s*\+?\d+", text):  # src/common/utils.c starpu_getenv_number
+        raise InputError(None, var, f"a non-negative integer, got {text!r}")
+    return str(int(text))
+
+
+def cpu_count(starpu_dir: Path, machine: str) -> int:
+    """CPU hosts of the machine's StarPU bus platform: StarPU-SimGrid's PU count (nhwpus,
+    src/core/topology.c _starpu_init_topology under STARPU_SIMGRID)."""
+    import xml.etree.ElementTree as ET
+
+    bus = starpu_dir / machine / "sampling" / "bus" / f"{machine}.platform.v4.xml"
+    return sum(1 for h in ET.parse(bus).getroot().iter("host") if h.get("id", "").startswith("CPU"))
+
+
+def rank_envs(spec: RunSpec, starpu_dir: Path, ranks: list[str]) -> tuple[dict[str, str], list[dict[str, str]]]:
+    """(the starpu_smpirun process environment, each rank's own variables) for ranks on machine
+    types `ranks`: spec.env plus the per-machine variables equal on every machine type go to the
+    process; those that differ go to the ranks (PER_RANK_VARIABLES), others are refused."""
+    per = {m: spec.env_per_machine.get(m, {}) for m in dict.fromkeys(ranks)}
     env = dict(spec.env)
+    own: list[dict[str, str]] = [{} for _ in ranks]
     for var in sorted({k for e in per.values() for k in e}):
         values = {m: e[var] for m, e in per.items() if var in e}
         if len(set(values.values())) == 1 and (len(values) == len(per) or var in DEVICE_ONLY_VARIABLES):
             env[var] = next(iter(values.values()))
             continue
-        shown = ", ".join(f"{m}: {values.get(m, '(unset)')!r}" for m in per)
-        raise InputError(None, f"env_per_machine.{var}",
-                         f"one value on every machine type for the starpu-simgrid engine (its ranks share one "
-                         f"process environment); got {shown}. Use the numasim or real engine for per-machine "
-                         "settings (factors B, C, D on a mixed cluster)")
+        if var not in PER_RANK_VARIABLES:
+            shown = ", ".join(f"{m}: {values.get(m, '(unset)')!r}" for m in per)
+            raise InputError(None, f"env_per_machine.{var}",
+                             f"one value on every machine type for the starpu-simgrid engine (its ranks share one "
+                             f"process environment; per rank it gives only {', '.join(PER_RANK_VARIABLES)}); "
+                             f"got {shown}. Use the numasim or real engine for this setting")
+        counts = {m: cpu_count(starpu_dir, m) for m in values} if var == "STARPU_WORKERS_CPUID" else {}
+        for r, m in enumerate(ranks):
+            if m in values:
+                own[r][var] = rank_value(var, values[m], counts.get(m, 1))
+    return env, own
+
+
+def write_rank_env(path: Path, own: list[dict[str, str]]) -> Path:
+    """The rank settings file apps/lu reads (apps/lu/lu_rank_env.c): one line per rank,
+    `<rank>` then tab-separated `VAR=VALUE` fields."""
+    lines = ["# rank, then its StarPU variables (testbed starpu-simgrid engine, per machine type)"]
+    lines += ["\t".join([str(r), *(f"{k}={v}" for k, v in sorted(e.items()))]) for r, e in enumerate(own)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def process_env(spec: RunSpec, starpu_dir: Path, ranks: list[str], workdir: Path) -> dict[str, str]:
+    """The environment of the starpu_smpirun process, with LU_RANK_ENV when ranks differ."""
+    common, own = rank_envs(spec, starpu_dir, ranks)
+    env = run_env(spec, common)
+    given = {k for e in own for k in e}
+    for var in given:  # never from the caller's environment: StarPU would prefer it on every rank
+        env.pop(var, None)
+    env.pop(RANK_ENV_VARIABLE, None)
+    if given:
+        env[RANK_ENV_VARIABLE] = str(write_rank_env(workdir / "rank-env.txt", own))
     return env
 
 
@@ -172,10 +300,11 @@ def run(spec: RunSpec) -> dict:
             gemm = SYMBOL_SETS[symbols]["gemm"][0]
             speeds = [node_gemm_speed(starpu_dir / machines[h] / "sampling", machines[h], spec.b, gemm)
                       for h in hosts]
-        args = ["--n", str(spec.n), "--b", str(spec.b), "--seed", str(spec.seed), *kernel_args(spec, symbols)]
+        args = ["--n", str(spec.n), "--b", str(spec.b), "--seed", str(spec.seed), "--report-workers",
+                *kernel_args(spec, symbols)]
         args += distribution_args(spec, len(hosts), workdir, speeds)
 
-        env = run_env(spec, one_process_env(spec, [machines[h] for h in hosts]))
+        env = process_env(spec, starpu_dir, [machines[h] for h in hosts], workdir)
         env.update({"STARPU_PERF_MODEL_DIR": str(merged), "STARPU_HOSTNAME": hosts[0],
                     "STARPU_HOME": str(workdir / "home")})
         env.pop("STARPU_CALIBRATE", None)  # simulation cannot calibrate
@@ -194,5 +323,7 @@ def run(spec: RunSpec) -> dict:
     result = result_fields(out)
     result["tasks_by_kind"].pop("plrnt", None)  # generation is not simulated
     result["hosts"] = hosts
+    # Each rank's workers as its StarPU set them up (CPU bind ids, CUDA devices), in rank order.
+    result["workers_by_rank"] = out.get("workers_by_rank")
     return result
 
