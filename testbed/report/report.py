@@ -348,6 +348,11 @@ TRACE_CAPTIONS = {
                            "outlier rule). Top: the all-default configuration; bottom: the best one.",
     "space-time": "tasks per worker over time, coloured by kind (StarVZ's application-workers panel): idle gaps "
                   "and the critical path's pace, default above and best below.",
+    "utilisation": "utilisation over time of the same two runs (default above, best below): per node, the "
+                   "fraction of its CPU workers and of its GPUs busy in each time bin (heatmap, yellow = all "
+                   "busy, dark = idle; only workers that ran a task are counted), and below it the bytes per "
+                   "second in flight on each link class (network, inter-socket, PCIe, memory bus; a transfer "
+                   "counts once per class it crosses, its bytes spread over its duration).",
 }
 
 
