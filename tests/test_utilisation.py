@@ -44,7 +44,7 @@ def test_link_classes_of_numasim_link_names():
     assert link_class("n1.pcie0") == link_class("n1.pcie0_DOWN") == link_class("n1.xdma_d2h0") == "PCIe (GPU)"
     assert link_class("n1.qpi_UP") == "inter-socket"
     assert link_class("n1.membus1") == "memory bus"
-    assert link_class("n1.core3") == "other (core)"
+    assert link_class("n1.core3") == "core links" and link_class("n1.bus7") == "other (bus)"
 
 
 @pytest.fixture(scope="module")

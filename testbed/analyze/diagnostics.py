@@ -131,6 +131,7 @@ def plot_halfnormal(half: pd.DataFrame, path: Path, label_top: int = 6) -> Path:
     """Daniel's plot: |effect| against half-normal quantiles, the `label_top` largest named, and
     the line |effect| = PSE × quantile that inert effects follow (Lenth)."""
     plt = _pyplot()
+    label_top = min(label_top, max(1, len(half) // 2))  # the larger half at most: small ones crowd the origin
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
     ax.scatter(half["halfnormal_quantile"], half["abs_effect_s"], s=16, color="tab:blue", edgecolors="none")
     if len(half):

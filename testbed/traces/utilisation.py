@@ -12,7 +12,8 @@ metric; times in seconds from the run's start), `plot_utilisation` draws it:
   crosses the memory bus, the inter-socket link and PCIe).
 
 Link classes come from numasim's link names (testbed/platform/platform_xml.py): `<node>.membusK`,
-`<node>.qpi[K]`, `<node>.pcieK` and `<node>.xdma_*`, `<node>.nicpcieK`, `<node>.eth`,
+`<node>.qpi[K]`, `<node>.pcieK` and `<node>.xdma_*`, `<node>.nicpcieK`, `<node>.eth`, `<node>.coreK`
+(a core's own bandwidth cap, crossed by what the core sends or receives, MPI messages included),
 `<cluster>.switch`, split-duplex ones with a direction suffix (`_UP`, `_DOWN`); the real engine's
 MPI messages cross `mpi`.
 """
@@ -34,6 +35,7 @@ LINK_CLASSES = [
     ("inter-socket", r"qpi\d*|upi\d*"),
     ("PCIe (GPU)", r"pcie\d*|xdma.*"),
     ("memory bus", r"membus\d*"),
+    ("core links", r"core\d*"),
 ]
 
 
@@ -158,8 +160,9 @@ def plot_utilisation(tables: dict[str, pd.DataFrame], path: Path) -> Path:
         heat.set_title(f"{label}: busy fraction of each node's CPU workers and GPUs", fontsize=9)
         rate = t[t["metric"] == "bytes_per_s"]
         for cls, g in rate.groupby("resource", sort=False):
-            links.step(g["time_s"] + g["bin_s"], g["value"] / 1e9, where="pre", label=cls, linewidth=1,
-                       color=colours[cls])
+            k = classes.index(cls)  # the first classes (network first) drawn on top of the others
+            links.step(g["time_s"] + g["bin_s"], g["value"] / 1e9, where="pre", label=cls, color=colours[cls],
+                       linewidth=1.6 if k == 0 else 1.0, zorder=3 + len(classes) - k)
         links.set_ylabel("transfers (GB/s)")
         links.set_title(f"{label}: bytes in flight per link class", fontsize=9)
         links.grid(alpha=0.3)
