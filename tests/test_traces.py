@@ -302,6 +302,10 @@ def test_trace_pair_bad_best_is_one_line(tmp_path: Path) -> None:
                           "--out", str(tmp_path / "traces")], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
     assert "best.levels" in out.stderr and not (tmp_path / "traces").exists()
+    out = subprocess.run([sys.executable, "-m", "testbed", "trace-pair", "--design", str(design), "--best", str(best),
+                          "--out", str(tmp_path / "traces"), "--bins", "0"], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert "--bins" in out.stderr and "[1, 100000]" in out.stderr and not (tmp_path / "traces").exists()
 
 
 def test_trace_pair_reruns_default_and_best_from_the_design(tmp_path: Path) -> None:
