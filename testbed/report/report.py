@@ -361,7 +361,7 @@ def trace_section(name: str, traces: Path, report_dir: Path) -> Section:
     table = (traces / "compare.md").read_text()
     intro = ("One run of the all-default configuration and one of the best configuration (design rows, their "
              "seeds), rerun with a task trace (`testbed trace-pair`): kernel durations per kind, worker type and "
-             "NUMA node, idle fraction per node, makespan.")
+             "NUMA node, idle fraction per node, makespan; then the space-time chart and the utilisation over time.")
     md, page = [intro, "", table], [f"<p>{html.escape(intro)}</p><pre>{html.escape(table)}</pre>"]
     for stem, caption in TRACE_CAPTIONS.items():
         fig = traces / f"{stem}.png"
