@@ -171,7 +171,8 @@ def test_cli_tables_then_plots_from_tidy_tables(tmp_path: Path):
     runs.to_csv(tmp_path / "runs.csv", index=False)
     out = tmp_path / "analysis"
     assert main(["analyze", str(tmp_path / "runs.csv"), "--out", str(out), "--stage", "tables"]) == 0
-    for name in ("anova.csv", "summary.csv", "effects.csv", "model.json", "best.json", "anova.md", "anova.html"):
+    for name in ("anova.csv", "summary.csv", "effects.csv", "residuals.csv", "model.json", "best.json", "anova.md",
+                 "anova.html"):
         assert (out / name).exists(), name
     assert not (out / "figures").exists()
     effects = pd.read_csv(out / "effects.csv")
@@ -180,8 +181,8 @@ def test_cli_tables_then_plots_from_tidy_tables(tmp_path: Path):
     assert main(["analyze", str(tmp_path / "runs.csv"), "--out", str(out), "--stage", "plots",
                  "--boxplot", "A", "--boxplot", "A,D"]) == 0
     figures = sorted(p.name for p in (out / "figures").iterdir() if p.name != ".testbed-output")  # the marker
-    assert figures == ["boxplot_A.png", "boxplot_AD.png", "interactions_A.png", "interactions_pairs.png",
-                       "main_effects.png"]
+    assert figures == ["boxplot_A.png", "boxplot_AD.png", "halfnormal_effects.png", "interactions_A.png",
+                       "interactions_pairs.png", "main_effects.png", "residuals_fitted.png", "residuals_qq.png"]
     for name in figures:
         assert (out / "figures" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     facts = json.loads((out / "model.json").read_text())

@@ -39,7 +39,14 @@ def test_report_is_self_contained_and_complete(experiment_dir: Path, tmp_path: P
     md = (out / "report.md").read_text()
     # every image is embedded; nothing refers to a file
     srcs = re.findall(r'src="([^"]*)"', html)
-    assert len(srcs) == 5 and all(s.startswith("data:image/png;base64,") for s in srcs)
+    assert len(srcs) == 8 and all(s.startswith("data:image/png;base64,") for s in srcs)
+    # every figure has a caption saying what it shows, the residual diagnostics included
+    captions = re.findall(r"<img alt=\"([^\"]+)\"[^>]*/><figcaption>([^<]+)</figcaption>", html)
+    assert len(captions) == 8 and all(len(c) > 60 for _, c in captions)
+    by_name = dict(captions)
+    assert "QQ plot" in by_name["residuals_qq"] and "fitted" in by_name["residuals_fitted"]
+    assert "half-normal" in by_name["halfnormal_effects"] and "levels of A, B" in by_name["boxplot_AB"]
+    assert [name for name, _ in captions][0] == "main_effects"
     assert "<link" not in html
     for title in ("syn: platform", "syn: design", "syn: analysis of variance", "syn: best configuration",
                   "syn: comparison with the reference", "syn: figures", "Engine and versions"):

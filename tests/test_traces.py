@@ -11,6 +11,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from testbed import ROOT
@@ -301,6 +302,10 @@ def test_trace_pair_bad_best_is_one_line(tmp_path: Path) -> None:
                           "--out", str(tmp_path / "traces")], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
     assert "best.levels" in out.stderr and not (tmp_path / "traces").exists()
+    out = subprocess.run([sys.executable, "-m", "testbed", "trace-pair", "--design", str(design), "--best", str(best),
+                          "--out", str(tmp_path / "traces"), "--bins", "0"], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert "--bins" in out.stderr and "[1, 100000]" in out.stderr and not (tmp_path / "traces").exists()
 
 
 def test_trace_pair_reruns_default_and_best_from_the_design(tmp_path: Path) -> None:
@@ -319,6 +324,13 @@ def test_trace_pair_reruns_default_and_best_from_the_design(tmp_path: Path) -> N
     assert out.returncode == 0, out.stderr
     assert "default (A- E-" in out.stderr and "best (A+ E-" in out.stderr
     assert {p.name for p in (tmp_path / "traces").iterdir()} == {
-        "compare.md", "compare.json", "durations-by-worker.png", "space-time.png"}
+        "compare.md", "compare.json", "durations-by-worker.png", "space-time.png", "utilisation.csv",
+        "utilisation.png"}
+    usage = pd.read_csv(tmp_path / "traces" / "utilisation.csv")
+    assert set(usage["run"]) == {"all default", "best"} and (usage.groupby("run")["time_s"].nunique() == 100).all()
+    busy = usage[usage["metric"] == "busy_fraction"]
+    assert set(busy["resource"]) == {"cpu", "gpu"} and busy["value"].between(0, 1 + 1e-9).all()
+    assert busy["value"].max() > 0.5  # chifflet-1's workers are busy most of the LU
+    assert set(usage.loc[usage["metric"] == "bytes_per_s", "resource"]) >= {"PCIe (GPU)", "memory bus"}
     doc = json.loads((tmp_path / "traces" / "compare.json").read_text())
     assert doc["a"].startswith("all default (seed ") and doc["b"].startswith("best: A+ E- (seed ")

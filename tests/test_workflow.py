@@ -115,7 +115,8 @@ def test_interrupted_campaign_resumes_without_rerunning_finished_batches(tmp_pat
     html = (wf / "results/report/report.html").read_text()
     assert "data:image/png;base64," in html and "tiny: analysis of variance" in html
     assert sorted(p.name for p in (wf / "results/tiny/figures").glob("*.png")) == [
-        "boxplot_E.png", "boxplot_ES.png", "interactions_E.png", "main_effects.png"]
+        "boxplot_E.png", "boxplot_ES.png", "halfnormal_effects.png", "interactions_E.png", "main_effects.png",
+        "residuals_fitted.png", "residuals_qq.png"]
     # the real engine writes no task trace: no traced default-vs-best pair (numasim experiments have one)
     assert not (wf / "results/tiny/traces").exists() and "traces, default vs best" not in html
     again = snakemake(wf, "-n", "--cores", "2", "all")

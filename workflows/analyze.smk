@@ -10,6 +10,7 @@ rule analyze_tables:
         html="results/{experiment}/anova.html",
         summary="results/{experiment}/summary.csv",
         effects="results/{experiment}/effects.csv",
+        residuals="results/{experiment}/residuals.csv",
         model="results/{experiment}/model.json",
         best="results/{experiment}/best.json",
     params:
@@ -28,7 +29,9 @@ rule analyze_tables:
 rule analyze_plots:
     input:
         runs="results/{experiment}/runs.csv",
+        anova="results/{experiment}/anova.csv",
         effects="results/{experiment}/effects.csv",
+        residuals="results/{experiment}/residuals.csv",
         model="results/{experiment}/model.json",
     output:
         report(

@@ -2,8 +2,10 @@
 
 Two steps, as in StarVZ: `tables` reads runs.csv once and writes tidy tables
 (anova.csv, summary.csv per configuration, effects.csv of level means,
-model.json, best.json, anova.md/html); `plots` reads only those tables (and
-runs.csv for boxplots) and draws the figures. The analysis is engine-agnostic.
+residuals.csv, model.json, best.json, anova.md/html); `plots` reads only those tables (and
+runs.csv for boxplots) and draws the figures, the model's residual diagnostics and Daniel's
+half-normal plot of the effects among them (testbed/analyze/diagnostics.py). The analysis is
+engine-agnostic.
 
 Model: makespan_s ~ A*B*...*G with factors coded -1/+1, fitted by OLS; the
 ANOVA is sequential (type I), as R's ``anova(lm(...))``. In a fractional
@@ -23,6 +25,13 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from testbed.analyze.diagnostics import (
+    halfnormal_table,
+    plot_halfnormal,
+    plot_residuals_fitted,
+    plot_residuals_qq,
+    residual_table,
+)
 from testbed.analyze.runs_table import check_one_design, factor_columns, read_runs
 from testbed.common.atomic import atomic_dir, atomic_members, check_output_dir
 from testbed.common.errors import InputError
@@ -30,7 +39,10 @@ from testbed.common.errors import InputError
 RESPONSE = "makespan_s"
 #: Figures of the plots step (a figure directory written before markers existed holds only these).
 FIGURE_NAMES = ("main_effects.png", "interactions_*.png", "boxplot_*.png")
-TABLE_FILES = ["anova.csv", "anova.md", "anova.html", "summary.csv", "effects.csv", "model.json", "best.json"]
+TABLE_FILES = ["anova.csv", "anova.md", "anova.html", "summary.csv", "effects.csv", "residuals.csv", "model.json",
+               "best.json"]
+#: the plots step's inputs among the tables
+PLOT_INPUTS = ("anova.csv", "effects.csv", "residuals.csv", "model.json")
 
 
 # ------------------------------------------------------------------ model
@@ -390,6 +402,7 @@ def write_tables(runs_path: str | Path, out: str | Path, p_max: float = 0.05, mi
     summary = summary_table(runs, factors)
     effects = effects_table(runs, factors)
     best = best_configuration(runs, factors, summary)
+    residuals = residual_table(fit_model(runs, factors)[0], runs)
     # All files written in a scratch dir, then moved in: a failure leaves no partial set,
     # and the other files of `out` (runs.csv, batches/, ...) are never touched.
     with atomic_members(out, TABLE_FILES) as t:
@@ -398,6 +411,7 @@ def write_tables(runs_path: str | Path, out: str | Path, p_max: float = 0.05, mi
         (t / "anova.html").write_text(anova_html(anova, facts))
         summary.to_csv(t / "summary.csv", index=False)
         effects.to_csv(t / "effects.csv", index=False)
+        residuals.to_csv(t / "residuals.csv", index=False)
         (t / "model.json").write_text(json.dumps(facts, indent=1, allow_nan=True) + "\n")
         (t / "best.json").write_text(json.dumps(best, indent=1, allow_nan=True) + "\n")
     return facts
@@ -411,10 +425,12 @@ def write_plots(tables: str | Path, runs_path: str | Path, out: str | Path, boxp
     it holds anything else)."""
     check_output_dir(out, "analyze", option, legacy=FIGURE_NAMES)
     tables = Path(tables)
-    for name in ("effects.csv", "model.json"):
+    for name in PLOT_INPUTS:
         if not (tables / name).exists():
             raise InputError(tables / name, None, "a table written by `testbed analyze --stage tables`")
     effects = pd.read_csv(tables / "effects.csv", keep_default_na=False, na_values=[""])
+    anova = pd.read_csv(tables / "anova.csv")
+    residuals = pd.read_csv(tables / "residuals.csv")
     facts = json.loads((tables / "model.json").read_text())
     runs = read_runs(runs_path)
     factors = facts["factors"]
@@ -435,6 +451,9 @@ def write_plots(tables: str | Path, runs_path: str | Path, out: str | Path, boxp
                                               "Interactions of the other factor pairs"))
         for subset in boxplots:
             written.append(plot_boxplot(runs, subset, tmp / f"boxplot_{''.join(subset)}.png"))
+        written.append(plot_residuals_fitted(residuals, tmp / "residuals_fitted.png"))
+        written.append(plot_residuals_qq(residuals, tmp / "residuals_qq.png"))
+        written.append(plot_halfnormal(halfnormal_table(anova), tmp / "halfnormal_effects.png"))
     return [Path(out) / p.name for p in written]
 
 

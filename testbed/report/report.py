@@ -240,15 +240,55 @@ def _best_section(name: str, best: dict, summary: pd.DataFrame) -> Section:
                    _md_to_html_list("\n".join(lines)) + "<p>Fastest configurations:</p>" + _html_table(top_table))
 
 
+#: the analysis' figures (testbed analyze --stage plots), in report order: file-name pattern ->
+#: caption saying what the figure shows and how to read it
+FIGURE_CAPTIONS = {
+    "main_effects": "Main effects: mean makespan (95% CI) at each factor's low (−1) and high (+1) level, one "
+                    "panel per factor on a shared axis; the steeper the line, the larger the factor's effect.",
+    "interactions_*": "Interactions of {0} with each other factor: mean makespan against the other factor's "
+                      "level, one line per level of {0}; non-parallel lines mean the pair interacts.",
+    "interactions_pairs": "Interactions of the other factor pairs: mean makespan against the second factor's "
+                          "level, one line per level of the first; non-parallel lines mean the pair interacts.",
+    "boxplot_*": "Makespan of every run grouped by the levels of {0} (box: quartiles, whiskers: 1.5 IQR, "
+                 "points: runs beyond them).",
+    "residuals_fitted": "Residuals against fitted makespans of the linear model: they should scatter evenly "
+                        "around 0; a funnel (spread growing with the makespan) or a curve means the model "
+                        "(additive effects, constant variance) misses something, isolated points are outlying runs.",
+    "residuals_qq": "Normal QQ plot: studentized residuals against normal quantiles; points on the line y = x "
+                    "support the normality behind the F tests and CIs, bent tails mean heavy or skewed noise.",
+    "halfnormal_effects": "Daniel's half-normal plot: |effect| (high minus low level mean, s) of every term, "
+                          "sorted, against half-normal quantiles; inert terms follow the dashed line through 0 "
+                          "(Lenth's pseudo standard error), the active ones stand above it, the largest named. "
+                          "Useful without replicates, where the ANOVA has no residual.",
+}
+
+
+def figure_caption(stem: str) -> tuple[int, str]:
+    """(rank in the report, caption) of an analysis figure, from its file name (a name matches
+    itself before a pattern: interactions_pairs is not interactions_* of factor "pairs")."""
+    ranked = list(enumerate(FIGURE_CAPTIONS.items()))
+    for rank, (pattern, caption) in ranked:
+        if stem == pattern:
+            return rank, caption
+    for rank, (pattern, caption) in ranked:
+        prefix = pattern.removesuffix("*")
+        if pattern.endswith("*") and stem.startswith(prefix):
+            letters = stem.removeprefix(prefix)
+            return rank, caption.format(", ".join(letters) if letters.isupper() else letters)
+    return len(FIGURE_CAPTIONS), stem.replace("_", " ")
+
+
 def _figures_section(name: str, exp_dir: Path, report_dir: Path) -> Section | None:
     figures = sorted((exp_dir / "figures").glob("*.png")) if (exp_dir / "figures").is_dir() else []
+    figures.sort(key=lambda f: (figure_caption(f.stem)[0], f.stem))
     md_figs, html_figs = [], []
     for fig in figures:
+        caption = figure_caption(fig.stem)[1]
         rel = os.path.relpath(fig, report_dir)
-        md_figs.append(f"![{fig.stem}]({rel})")
+        md_figs.append(f"![{fig.stem}]({rel})\n\n{caption}")
         data = base64.b64encode(fig.read_bytes()).decode("ascii")
         html_figs.append(f"<figure><img alt=\"{html.escape(fig.stem)}\" src=\"data:image/png;base64,{data}\"/>"
-                         f"<figcaption>{html.escape(fig.stem.replace('_', ' '))}</figcaption></figure>")
+                         f"<figcaption>{html.escape(caption)}</figcaption></figure>")
     if not figures:
         return None
     return Section(f"{name}: figures", "\n\n".join(md_figs) + "\n", "\n".join(html_figs))
@@ -308,6 +348,11 @@ TRACE_CAPTIONS = {
                            "outlier rule). Top: the all-default configuration; bottom: the best one.",
     "space-time": "tasks per worker over time, coloured by kind (StarVZ's application-workers panel): idle gaps "
                   "and the critical path's pace, default above and best below.",
+    "utilisation": "utilisation over time of the same two runs (default above, best below): per node, the "
+                   "fraction of its CPU workers and of its GPUs busy in each time bin (heatmap, yellow = all "
+                   "busy, dark = idle; only workers that ran a task are counted), and below it the bytes per "
+                   "second in flight on each link class (network, inter-socket, PCIe, memory bus; a transfer "
+                   "counts once per class it crosses, its bytes spread over its duration).",
 }
 
 
@@ -316,7 +361,7 @@ def trace_section(name: str, traces: Path, report_dir: Path) -> Section:
     table = (traces / "compare.md").read_text()
     intro = ("One run of the all-default configuration and one of the best configuration (design rows, their "
              "seeds), rerun with a task trace (`testbed trace-pair`): kernel durations per kind, worker type and "
-             "NUMA node, idle fraction per node, makespan.")
+             "NUMA node, idle fraction per node, makespan; then the space-time chart and the utilisation over time.")
     md, page = [intro, "", table], [f"<p>{html.escape(intro)}</p><pre>{html.escape(table)}</pre>"]
     for stem, caption in TRACE_CAPTIONS.items():
         fig = traces / f"{stem}.png"

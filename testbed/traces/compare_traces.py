@@ -26,6 +26,8 @@ from testbed.traces.traces import read_tasks, worker_sort_key
 GROUP = ["Value", "WorkerType", "WorkerNuma"]
 STATS = ["count", "median", "p10", "p90", "mean"]
 OUT_FILES = ["compare.md", "compare.json", "durations-by-worker.png", "space-time.png"]
+#: written beside them when the transfers are traced too (testbed trace-pair)
+UTILISATION_FILES = ["utilisation.csv", "utilisation.png"]
 
 
 def kernel_stats(tasks):
@@ -252,18 +254,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="directory for compare.md, compare.json and the two plots (other files left alone)")
 
 
-def write_comparison(a, b, name_a: str, name_b: str, out: str | Path, labels: tuple[str, str] = ("A", "B")) -> str:
-    """compare.md, compare.json and the two plots of traces `a` and `b` into `out`; returns the table."""
+def write_comparison(a, b, name_a: str, name_b: str, out: str | Path, labels: tuple[str, str] = ("A", "B"),
+                     utilisation: dict | None = None) -> str:
+    """compare.md, compare.json and the two plots of traces `a` and `b` into `out`; returns the table.
+    `utilisation` (label -> testbed.traces.utilisation table) adds utilisation.csv and .png."""
     from testbed.common.atomic import atomic_members
 
     result = compare(a, b)
     text = markdown(result, name_a, name_b)
-    with atomic_members(out, OUT_FILES) as tmp:
+    names = OUT_FILES + (UTILISATION_FILES if utilisation else [])
+    with atomic_members(out, names) as tmp:
         (tmp / "compare.md").write_text(text)
         (tmp / "compare.json").write_text(json.dumps({"a": name_a, "b": name_b, **result}, indent=1) + "\n")
         traces = {labels[0]: a, labels[1]: b}
         plot_durations(traces, tmp / "durations-by-worker.png")
         plot_space_time(traces, tmp / "space-time.png")
+        if utilisation:
+            from testbed.traces.utilisation import plot_utilisation, tidy_runs
+
+            tidy_runs(utilisation).to_csv(tmp / "utilisation.csv", index=False)
+            plot_utilisation(utilisation, tmp / "utilisation.png")
     return text
 
 

@@ -1,6 +1,7 @@
 """`testbed trace-pair`: an experiment's all-default configuration and its best one, each run
 once more with a task trace, side by side (compare-traces' table, per-NUMA kernel boxplots and
-space-time chart) for the report.
+space-time chart) for the report, and the utilisation over time of each run (busy CPU workers and
+GPUs per node, bytes in flight per link class: testbed/traces/utilisation.py).
 
 The two runs are the design's own rows (the first in run order of each configuration, with its
 seed), simulated exactly as `testbed campaign` runs them (campaign.spec_for), plus `--trace`.
@@ -20,7 +21,8 @@ from testbed.common.errors import InputError
 from testbed.run.campaign import read_design, spec_for
 from testbed.run.simulate import simulate
 from testbed.traces.compare_traces import write_comparison
-from testbed.traces.traces import read_tasks
+from testbed.traces.traces import read_tasks, read_transfers
+from testbed.traces.utilisation import utilisation
 
 
 def pick_rows(design, factors: list[str], best: dict[str, int], where: str) -> tuple[dict, dict]:
@@ -44,10 +46,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--design", required=True, help="design table (testbed design)")
     p.add_argument("--best", required=True, help="best.json of the experiment (testbed analyze)")
     p.add_argument("--platform-dir", default=None, help="output of `testbed platform` to reuse")
-    p.add_argument("--out", required=True, help="directory for compare.md/json and the plots")
+    p.add_argument("--out", required=True, help="directory for compare.md/json, utilisation.csv and the plots")
+    p.add_argument("--bins", type=int, default=100, help="time bins of the utilisation table (default 100)")
 
 
 def run(args: argparse.Namespace) -> int:
+    if not 1 <= args.bins <= 100000:
+        raise InputError(None, "--bins", f"a number of time bins in [1, 100000], got {args.bins}")
     design = read_design(args.design)
     factors = factor_columns(list(design.columns))
     try:
@@ -60,15 +65,18 @@ def run(args: argparse.Namespace) -> int:
                                                 f"{default_row['engine']!r}")
     platform_dir = Path(args.platform_dir).resolve() if args.platform_dir else None
     with tempfile.TemporaryDirectory(prefix="testbed-trace-pair-") as scratch:
-        traces = []
+        traces, usage = [], {}
         for name, row in (("default", default_row), ("best", best_row)):
             spec = spec_for(row, factors, platform_dir, Path(scratch))
             spec.trace = Path(scratch) / f"{name}.csv"
+            spec.transfers = Path(scratch) / f"{name}-transfers.csv"
             result = simulate(spec)
             print(f"trace-pair: {name} ({label(row, factors)}, seed {row['seed']}): makespan "
                   f"{result['makespan_s']:.3f} s", file=sys.stderr)
             traces.append(read_tasks(spec.trace))
+            usage["all default" if name == "default" else "best"] = utilisation(
+                traces[-1], read_transfers(spec.transfers), args.bins)
         names = (f"all default (seed {default_row['seed']})",
                  f"best: {label(best_row, factors)} (seed {best_row['seed']})")
-        write_comparison(traces[0], traces[1], *names, args.out, labels=("all default", "best"))
+        write_comparison(traces[0], traces[1], *names, args.out, labels=("all default", "best"), utilisation=usage)
     return 0

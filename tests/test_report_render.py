@@ -1,0 +1,152 @@
+"""The HTML report as a user sees it: rendered by a browser engine (wkhtmltoimage, Debian package
+wkhtmltopdf, installed by envs/setup.sh), the screenshot checked for the figures it must show.
+
+The report is built from the synthetic campaign of test_report.py plus a traced pair of real numasim
+runs (test_traces.run_tiny), so it holds the analysis figures, the residual diagnostics and the trace
+section (space-time chart, utilisation)."""
+
+from __future__ import annotations
+
+import base64
+import io
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+from test_report import experiment_dir  # noqa: F401  (the fixture: a synthetic campaign's analysis)
+from test_traces import run_tiny
+
+from testbed.cli import main
+from testbed.common import paths
+from testbed.traces.compare_traces import write_comparison
+from testbed.traces.traces import read_tasks, read_transfers
+from testbed.traces.utilisation import utilisation
+
+BROWSER = shutil.which("wkhtmltoimage")
+WIDTH = 1200
+pytestmark = [
+    pytest.mark.skipif(BROWSER is None, reason="wkhtmltoimage not installed (Debian package wkhtmltopdf, "
+                                               "listed in envs/setup.sh)"),
+    pytest.mark.skipif(not paths.NUMASIM.exists(), reason="numasim not built (make build)"),
+]
+
+
+class Figures(HTMLParser):
+    """Each <figure>'s image source and caption text, and images outside a figure."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.figures: list[dict] = []
+        self.loose_images = 0
+        self._in_figure = self._in_caption = False
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "figure":
+            self._in_figure = True
+            self.figures.append({"src": None, "alt": "", "caption": ""})
+        elif tag == "img":
+            if not self._in_figure:
+                self.loose_images += 1
+            else:
+                self.figures[-1].update(src=dict(attrs).get("src"), alt=dict(attrs).get("alt", ""))
+        elif tag == "figcaption":
+            self._in_caption = True
+
+    def handle_endtag(self, tag):
+        if tag == "figure":
+            self._in_figure = False
+        elif tag == "figcaption":
+            self._in_caption = False
+
+    def handle_data(self, data):
+        if self._in_caption:
+            self.figures[-1]["caption"] += data
+
+
+def screenshot(html: Path, out: Path) -> np.ndarray:
+    proc = subprocess.run([BROWSER, "--quiet", "--format", "png", "--width", str(WIDTH), str(html), str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return np.asarray(Image.open(out).convert("RGB"), dtype=float) / 255
+
+
+def coloured_fraction(image: np.ndarray) -> float:
+    """Share of the pixels that are clearly coloured (saturation > 0.35): the figures' data; the
+    report's text, tables and rules are black, grey or white."""
+    hi, lo = image.max(axis=2), image.min(axis=2)
+    saturation = np.where(hi > 0, (hi - lo) / np.maximum(hi, 1e-9), 0)
+    return float((saturation > 0.35).mean())
+
+
+@pytest.fixture(scope="module")
+def report(experiment_dir, tmp_path_factory) -> Path:  # noqa: F811
+    """A report of the synthetic campaign, with a trace section from two real numasim runs."""
+    work = tmp_path_factory.mktemp("render")
+    exp = work / "syn"
+    shutil.copytree(experiment_dir, exp)
+    traces, usage = [], {}
+    for seed, label in ((7, "all default"), (8, "best")):
+        tasks, transfers, _ = run_tiny(work, seed)
+        traces.append(read_tasks(tasks))
+        usage[label] = utilisation(traces[-1], read_transfers(transfers), 60)
+    write_comparison(traces[0], traces[1], "seed 7", "seed 8", exp / "traces", ("all default", "best"), usage)
+    out = work / "report"
+    assert main(["report", "--experiment", f"syn={exp}", "--out", str(out), "--title", "Rendered",
+                 "--platforms-dir", str(work / "none")]) == 0
+    return out / "report.html"
+
+
+def test_every_figure_is_a_captioned_png(report: Path):
+    parser = Figures()
+    parser.feed(report.read_text())
+    assert parser.loose_images == 0
+    names = [f["alt"] for f in parser.figures]
+    # analysis (8 with the diagnostics), then the trace section's three
+    assert len(names) == 11 and names[-3:] == ["durations-by-worker", "space-time", "utilisation"]
+    assert {"residuals_fitted", "residuals_qq", "halfnormal_effects"} <= set(names)
+    for fig in parser.figures:
+        assert len(fig["caption"].split()) >= 10, f"{fig['alt']}: caption {fig['caption']!r}"
+        assert fig["src"].startswith("data:image/png;base64,"), fig["alt"]
+        png = base64.b64decode(fig["src"].split(",", 1)[1], validate=True)
+        image = Image.open(io.BytesIO(png))
+        image.verify()  # a whole, decodable PNG
+        assert image.format == "PNG" and image.width >= 300 and image.height >= 200, fig["alt"]
+        assert len(png) > 8000, f"{fig['alt']}: {len(png)} bytes"
+
+
+def test_screenshot_shows_every_figure(report: Path, tmp_path: Path):
+    image = screenshot(report, tmp_path / "report.png")
+    height, width, _ = image.shape
+    assert width == WIDTH
+    # the page is at least as tall as its figures drawn at the width the page gives them
+    parser = Figures()
+    parser.feed(report.read_text())
+    body = min(WIDTH, 70 * 16)  # CSS: body max-width 70em, img max-width 100%
+    drawn = 0.0
+    for fig in parser.figures:
+        w, h = Image.open(io.BytesIO(base64.b64decode(fig["src"].split(",", 1)[1]))).size
+        drawn += h * min(1.0, (body - 32) / w)
+    assert height >= 0.95 * drawn > 3000
+    # not blank: mostly white page, with dark text and coloured figure data
+    assert image.std() > 0.15
+    assert 0.9 > (image.mean(axis=2) > 0.97).mean() > 0.3
+    assert coloured_fraction(image) > 0.01
+    # the coloured pixels are spread down the page, as the figures are, not in one place
+    rows = np.flatnonzero([coloured_fraction(image[i:i + 400]) > 0.002 for i in range(0, height, 400)])
+    assert len(rows) >= 0.4 * (height // 400)
+
+
+def test_screenshot_of_a_report_with_broken_images_fails_the_checks(report: Path, tmp_path: Path):
+    """The checks above catch a report whose images do not decode: a control of the test itself."""
+    text = report.read_text()
+    broken = tmp_path / "broken.html"
+    head, *parts = text.split("data:image/png;base64,")
+    broken.write_text(head + "".join("data:image/png;base64,AAAA\"" + p.split('"', 1)[1] for p in parts))
+    good = screenshot(report, tmp_path / "good.png")
+    bad = screenshot(broken, tmp_path / "bad.png")
+    assert bad.shape[0] < 0.5 * good.shape[0]
+    assert coloured_fraction(bad) < 0.1 * coloured_fraction(good)
