@@ -405,8 +405,10 @@ static int start_starpu(int *argc, char ***argv, int *rank, int *size)
 #endif
 	int ret = starpu_mpi_init_conf(argc, argv, 1, MPI_COMM_WORLD, &conf);
 	if (ret == -ENODEV) {
-		fprintf(stderr, "error: StarPU: workers: expected at least one CPU worker\n");
-		exit(1);
+		/* the settings leave no worker: bad input, not a failure of the run */
+		fprintf(stderr, "error: StarPU: workers: expected at least one CPU worker (STARPU_NCPU and the cores "
+		                "left after STARPU_RESERVE_NCPU, the MPI thread and the CUDA drivers)\n");
+		exit(2);
 	}
 	STARPU_CHECK_RETURN_VALUE(ret, "starpu_mpi_init_conf");
 	lu_cuda_init();
