@@ -380,3 +380,21 @@ TEST(Simulation, StuckRunNamesItsBlockedMessages) {
         << msg;
   }
 }
+
+// dmda weighs every worker of the node: 300 CPU workers, only the 291st has an empty queue, so a
+// getrf (CPU only) goes to it. numasim's dmda used to look at the first 256 workers only.
+TEST(Simulation, DmdaWeighsEveryWorkerOfAWideNode) {
+  sg4::Engine e(&argc_, argv_);
+  Simulation sim(e, config("wide1.xml", 4, {{"STARPU_SCHED", "dmda"}, {"STARPU_SCHED_BETA", "0"}}));
+  auto& ws = const_cast<std::vector<Worker>&>(sim.workers());
+  int cpus = 0, idle = -1;
+  for (auto& w : ws)
+    if (!w.cuda) {
+      w.exp_len = 1.0;
+      if (cpus++ == 290)
+        idle = w.id;
+    }
+  ASSERT_GT(cpus, 290);
+  ws[idle].exp_len = 0;
+  EXPECT_EQ(sim.dmda_choose(0), idle);
+}

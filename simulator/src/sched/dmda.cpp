@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <vector>
 
 XBT_LOG_NEW_DEFAULT_SUBCATEGORY(numasim_dmda, numasim, "numasim dmda, dmdas, dmdasd");
 
@@ -28,6 +29,9 @@ private:
   const bool sorted_decision_; // dmdasd: _dmda_push_task with sorted_decision = 1
   double queued_before(const Worker& w, int32_t prio) const;
   std::set<QueueKey>::iterator pop_ready(Worker& w);
+  // Per-worker scratch of choose(), sized to the node's worker count (kept between calls: no
+  // allocation per decision, and no limit on workers per node).
+  std::vector<double> exp_end_, penalty_;
 };
 
 double Dmda::queued_before(const Worker& w, int32_t prio) const {
@@ -50,8 +54,13 @@ int Dmda::choose(uint32_t task, double* best_fitness) {
   const Task& t = ctx_.dag.tasks[task];
   const double now = sg4::Engine::get_clock();
   const auto& ws = ctx_.topo.rank_workers(t.rank);
-  double exp_end[256], penalty[256];
-  size_t n = std::min<size_t>(ws.size(), 256);
+  const size_t n = ws.size();
+  if (exp_end_.size() < n) {
+    exp_end_.resize(n);
+    penalty_.resize(n);
+  }
+  double* exp_end = exp_end_.data();
+  double* penalty = penalty_.data();
   double best_exp_end = std::numeric_limits<double>::infinity();
   for (size_t i = 0; i < n; i++) {
     const Worker& w = ctx_.topo.workers()[ws[i]];
