@@ -66,7 +66,7 @@ void NumaEffects::init() {
   marked_.assign(data_.nhandles(), 0);
   last_fault_.assign(data_.nhandles(), -1);
   remote_bytes_.assign(dag_.tasks.size(), 0.f);
-  op_pages_.assign(dag_.tasks.size(), 0xFF);
+  op_pages_.assign(dag_.tasks.size(), 0xFFFF);
   last_end_.assign(topo_.workers().size(), 0.0);
   for (size_t r = 0; r < nranks; r++)
     init_rank(static_cast<int>(r));
@@ -410,12 +410,12 @@ double NumaEffects::kernel_traffic(const Worker& w, uint32_t task, double* by_no
   const Task& t = dag_.tasks[task];
   const RankInfo& ri = ranks_[w.rank];
   double passes = ri.p.gemm_block_k > 0 ? std::ceil(cfg_.b / ri.p.gemm_block_k) : 1.0;
-  uint8_t packed = 0;
+  uint16_t packed = 0;
   double remote = 0;
   for (uint8_t i = 0; i < t.nbuf; i++) {
     uint32_t h = data_.handle(w.rank, t.tiles[i]);
     int p = operand_numa(w, h);
-    packed |= static_cast<uint8_t>((p >= 0 && p < 3 ? p : 3) << (2 * i));
+    packed |= static_cast<uint16_t>((p >= 0 && p < kMaxNumaNodes ? p : 15) << (4 * i));
     if (p < 0 || p >= ri.mem->nnuma())
       continue;
     double bytes = (i + 1 == t.nbuf ? 2 * passes : 1.0) * data_.tile_bytes();
@@ -424,7 +424,7 @@ double NumaEffects::kernel_traffic(const Worker& w, uint32_t task, double* by_no
       remote += bytes;
   }
   for (uint8_t i = t.nbuf; i < 4; i++)
-    packed |= static_cast<uint8_t>(3u << (2 * i));
+    packed |= static_cast<uint16_t>(15u << (4 * i));
   op_pages_[task] = packed;
   remote_bytes_[task] = static_cast<float>(remote);
   if (remote > 0) {
@@ -482,8 +482,8 @@ std::string NumaEffects::operand_pages(uint32_t task) const {
     return "gpu";
   std::string s;
   for (uint8_t i = 0; i < t.nbuf; i++) {
-    int v = (op_pages_[task] >> (2 * i)) & 3;
-    s += (i ? " " : "") + (v == 3 ? std::string("?") : std::to_string(v));
+    int v = (op_pages_[task] >> (4 * i)) & 15;
+    s += (i ? " " : "") + (v == 15 ? std::string("?") : std::to_string(v));
   }
   return s;
 }

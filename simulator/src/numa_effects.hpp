@@ -110,8 +110,8 @@ private:
   std::vector<uint8_t> marked_;    // per handle: pages protected by the last balancing scan
   std::vector<int8_t> last_fault_; // per handle: NUMA node of the last hinting fault (two-pass filter)
   std::vector<float> remote_bytes_;
-  std::vector<uint8_t> op_pages_; // per task: 2 bits per operand (0,1,2 = NUMA node, 3 = GPU/other)
-  std::vector<double> last_end_;  // per worker: end of its last task (GPU launch hiding)
+  std::vector<uint16_t> op_pages_;              // per task: 4 bits per operand (NUMA node, 15 = GPU/other)
+  std::vector<double> last_end_;                // per worker: end of its last task (GPU launch hiding)
   std::map<int, sg4::Host*> driver_of_gpu_mem_; // global GPU memory node -> its driver's core host
   std::map<const sg4::Host*, std::pair<int, int>> ram_of_host_; // RAM host -> (rank, NUMA node)
   std::map<std::vector<const sg4::Host*>, int> path_ids_;

@@ -357,3 +357,24 @@ TEST(Factors, EnvPerMachineAppliesToItsMachineType) {
                                     "t.json"),
                InputError);
 }
+
+// Pages on the fourth NUMA node (index 3) are named in the trace's OperandPages column: the main
+// thread bound on NUMA 3 pins the matrix there. (2 bits per operand used to print them as "?".)
+TEST(Factors, OperandPagesNameTheFourthNumaNode) {
+  std::string p = platform_with("quad1.xml", {});
+  auto body = [](Simulation& sim, Summary&) {
+    Facts f;
+    for (uint32_t t = 0; t < sim.dag().tasks.size(); t++) {
+      const std::string pages = sim.numa().operand_pages(t);
+      f["on_3"] += pages.find('3') != std::string::npos;
+      f["unknown"] += pages.find('?') != std::string::npos;
+    }
+    f["main_numa"] = sim.threads(0).main_numa;
+    return f;
+  };
+  Facts d =
+      in_child(p, config(p, 6, {{"STARPU_MAIN_THREAD_BIND", "1"}, {"STARPU_MAIN_THREAD_CPUID", "6"}}), body);
+  EXPECT_EQ(d["main_numa"], 3);
+  EXPECT_GT(d["on_3"], 0);
+  EXPECT_EQ(d["unknown"], 0);
+}

@@ -31,10 +31,10 @@ def node(name, rank, ncpu=4, gpus=((0,0),), nnuma=2):
     for i in range(ncpu): route(f"cpu{i}",f"socket{i//per}",f"core{i}")
     L.append('  </zone>')
     return L
-def platform(names, cluster="c", ncpu=4):
+def platform(names, cluster="c", ncpu=4, nnuma=2):
     L=['<?xml version="1.0"?>','<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">',
        '<platform version="4.1">',f' <zone id="{cluster}" routing="Full">']
-    for r,n in enumerate(names): L+=node(n,r,ncpu)
+    for r,n in enumerate(names): L+=node(n,r,ncpu,nnuma=nnuma)
     for n in names: L.append(f'  <link id="{n}.eth" bandwidth="1.25GBps" latency="50us"/>')
     L.append(f'  <link id="{cluster}.switch" bandwidth="100GBps" latency="1us" sharing_policy="FATPIPE"/>')
     for a in names:
@@ -48,3 +48,5 @@ open(f"{d}/tiny1.xml","w").write(platform(["n1"]))
 open(f"{d}/tiny2.xml","w").write(platform(["n1","n2"]))
 # more workers on one node than any fixed-size scheduler table held (dmda had 256)
 open(f"{d}/wide1.xml","w").write(platform(["n1"], ncpu=300))
+# four NUMA nodes (two cores each): the highest node index numasim tracks per operand
+open(f"{d}/quad1.xml","w").write(platform(["n1"], ncpu=8, nnuma=4))
