@@ -282,26 +282,42 @@ static double residual(const double *a, const double *lu, size_t n)
 
 /* Task counts of all ranks, summed on rank 0 through StarPU-MPI (in SimGrid
  * mode StarPU owns MPI initialization and finalization, so no raw MPI calls). */
-static void sum_counts_on_root(int rank, int size, unsigned long total[NCOUNTS])
+/* Sends every rank's `mine` (n elements of `elem` bytes) to rank 0, which hands each received
+ * copy to `on_receive` in rank order (a StarPU-MPI vector per rank, tags base + r). */
+static void gather_on_root(int rank, int size, void *mine, size_t n, size_t elem, int tag_base,
+                           void (*on_receive)(int r, const void *data, void *ctx), void *ctx)
 {
-	memcpy(total, executed, sizeof executed);
-	unsigned long remote[NCOUNTS];
+	void *remote = rank == 0 ? malloc(n * elem) : NULL;
 	starpu_data_handle_t h;
-	starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)(rank == 0 ? remote : executed), NCOUNTS,
-	                            sizeof(unsigned long));
+	starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)(rank == 0 ? remote : mine), (uint32_t)n, elem);
 	for (int r = 1; r < size; r++) {
 		if (rank == r)
-			starpu_mpi_send(h, 0, 0x7fff0000 + r, MPI_COMM_WORLD);
+			starpu_mpi_send(h, 0, tag_base + r, MPI_COMM_WORLD);
 		else if (rank == 0) {
 			MPI_Status st;
-			starpu_mpi_recv(h, r, 0x7fff0000 + r, MPI_COMM_WORLD, &st);
+			starpu_mpi_recv(h, r, tag_base + r, MPI_COMM_WORLD, &st);
 			starpu_data_acquire(h, STARPU_R);
-			for (int k = 0; k < NCOUNTS; k++)
-				total[k] += remote[k];
+			on_receive(r, remote, ctx);
 			starpu_data_release(h);
 		}
 	}
 	starpu_data_unregister(h);
+	free(remote);
+}
+
+static void add_counts(int r, const void *data, void *ctx)
+{
+	(void)r;
+	const unsigned long *remote = data;
+	unsigned long *total = ctx;
+	for (int k = 0; k < NCOUNTS; k++)
+		total[k] += remote[k];
+}
+
+static void sum_counts_on_root(int rank, int size, unsigned long total[NCOUNTS])
+{
+	memcpy(total, executed, sizeof executed);
+	gather_on_root(rank, size, executed, NCOUNTS, sizeof(unsigned long), 0x7fff0000, add_counts, total);
 }
 
 /* Per rank: CPU worker count, CUDA worker count, then LU_MAXREPORT slots each of CPU bind ids,
@@ -323,29 +339,22 @@ static void fill_worker_report(int v[REPORT_INTS])
 	}
 }
 
+#define REPORT_BYTES (sizeof(int) * REPORT_INTS)
+
+static void store_report(int r, const void *data, void *ctx)
+{
+	memcpy((int *)ctx + (size_t)r * REPORT_INTS, data, REPORT_BYTES);
+}
+
 /* Every rank's worker report, in rank order, on rank 0 (NULL elsewhere). */
 static int *gather_worker_reports(int rank, int size)
 {
-	int mine[REPORT_INTS], remote[REPORT_INTS];
-	int *all = rank == 0 ? malloc(sizeof(int) * REPORT_INTS * (size_t)size) : NULL;
+	int mine[REPORT_INTS];
+	int *all = rank == 0 ? malloc(REPORT_BYTES * (size_t)size) : NULL;
 	fill_worker_report(mine);
 	if (rank == 0)
 		memcpy(all, mine, sizeof mine);
-	starpu_data_handle_t h;
-	starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)(rank == 0 ? remote : mine), REPORT_INTS,
-	                            sizeof(int));
-	for (int r = 1; r < size; r++) {
-		if (rank == r)
-			starpu_mpi_send(h, 0, 0x7ffe0000 + r, MPI_COMM_WORLD);
-		else if (rank == 0) {
-			MPI_Status st;
-			starpu_mpi_recv(h, r, 0x7ffe0000 + r, MPI_COMM_WORLD, &st);
-			starpu_data_acquire(h, STARPU_R);
-			memcpy(all + (size_t)r * REPORT_INTS, remote, sizeof remote);
-			starpu_data_release(h);
-		}
-	}
-	starpu_data_unregister(h);
+	gather_on_root(rank, size, mine, REPORT_INTS, sizeof(int), 0x7ffe0000, store_report, all);
 	return all;
 }
 
