@@ -4,7 +4,14 @@
 # (`snakemake --config scale=study` selects the full study size).
 from snakemake.utils import min_version
 
+from testbed.common.yaml_input import check_yaml_file
+
 min_version("9.0")
+
+# The embedded config through the project's YAML reader before snakemake's own loader reads it:
+# an alias bomb, a duplicate key or a 20-digit integer is one line and exit 2, not minutes of
+# memory growth (a --configfile given on the command line is read by snakemake before this file).
+check_yaml_file("config/config.yaml")
 
 
 configfile: "config/config.yaml"

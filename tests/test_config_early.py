@@ -10,6 +10,7 @@ import copy
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -141,3 +142,19 @@ def test_env_variable_list_matches_numasim(tmp_path):
     for var in sorted(ENV_VARIABLES):
         assert unknown not in refusal(var), var
     assert unknown in refusal("STARPU_NOT_A_VARIABLE")
+
+
+def test_snakemake_refuses_an_alias_bomb_in_the_config_quickly(tmp_path):
+    """Issue 19: a 4 KB alias bomb in config/config.yaml made snakemake's own loader grow for a
+    minute before a MemoryError; the project's reader refuses it first, in one line."""
+    copy = workflow_copy(tmp_path)
+    config = copy / "config" / "config.yaml"
+    bomb = ['a0: &a0 ["x", "x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    bomb += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 9)]
+    config.write_text(config.read_text() + "\nnotes:\n" + "".join(f"  {line}\n" for line in bomb))
+    start = time.monotonic()
+    proc = snakemake(copy, "-n", "--cores", "1", timeout=120)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 2, proc.stderr[-500:]
+    assert len(lines) == 1 and lines[0].startswith("error: config/config.yaml") and "alias bomb" in lines[0]
+    assert time.monotonic() - start < 60

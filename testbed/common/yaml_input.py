@@ -13,6 +13,7 @@ built.
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -162,3 +163,13 @@ def load_yaml(file: str | Path, text: str | None = None) -> Any:
         raise InputError(file, None, f"valid YAML ({' '.join(str(exc).split())})") from None
     except (ValueError, OverflowError) as exc:  # a scalar the constructor cannot build (bad date, ...)
         raise InputError(file, None, f"valid YAML values ({exc})") from None
+
+
+def check_yaml_file(file: str | Path) -> None:
+    """For the Snakefile: `file` read with load_yaml, or its InputError on stderr and exit 2
+    (snakemake passes a SystemExit through untouched)."""
+    try:
+        load_yaml(file)
+    except InputError as exc:
+        print(f"error: {exc.message()}", file=sys.stderr)
+        raise SystemExit(2) from None
