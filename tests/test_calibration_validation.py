@@ -13,7 +13,7 @@ import yaml
 from testbed.calibrate.validation import TOLERANCE, validate, worker_stats
 from testbed.common.paths import CALIBRATION, LU_REAL, NUMASIM
 
-LOCAL = CALIBRATION / "local"
+LOCAL = CALIBRATION / "vm-2c"
 
 pytestmark = pytest.mark.skipif(not NUMASIM.exists() or not (LOCAL / "lu-reference.json").exists(),
                                 reason="numasim not built (make build) or no local bundle")

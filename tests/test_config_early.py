@@ -158,3 +158,13 @@ def test_snakemake_refuses_an_alias_bomb_in_the_config_quickly(tmp_path):
     assert proc.returncode == 2, proc.stderr[-500:]
     assert len(lines) == 1 and lines[0].startswith("error: config/config.yaml") and "alias bomb" in lines[0]
     assert time.monotonic() - start < 60
+
+
+def test_a_fresh_clone_calibrates_its_own_machine(tmp_path):
+    """Issue 19, stale calibration: no committed bundle is named like the default machine, so
+    `snakemake calibrate` on a fresh clone plans a calibration instead of "Nothing to be done"
+    (the committed bundle of the 2-core development VM is calibration/vm-2c)."""
+    assert not (ROOT / "calibration" / "local").exists()
+    proc = snakemake_dry(tmp_path, "calibrate")
+    assert proc.returncode == 0, proc.stderr[-500:]
+    assert "calibration_bundle" in proc.stdout and "Nothing to be done" not in proc.stdout + proc.stderr

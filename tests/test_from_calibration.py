@@ -16,7 +16,7 @@ from testbed.describe.hwloc_xml import write_topology
 from testbed.describe.machines import load_machine
 from testbed.starpu.bus_files import read_bus_matrix as bus_matrix
 
-LOCAL = CALIBRATION / "local"
+LOCAL = CALIBRATION / "vm-2c"
 
 
 def quantities(node, path=""):
@@ -37,14 +37,14 @@ def test_local_bundle_gives_a_valid_machine_citing_it(tmp_path: Path) -> None:
     assert main(["platform", "--from-calibration", str(LOCAL), "--out", str(out)]) == 0
     m = load_machine(out)
     raw = yaml.safe_load(out.read_text())
-    assert raw["kernels"] == "calibration/local" and m.kernels == LOCAL
+    assert raw["kernels"] == "calibration/vm-2c" and m.kernels == LOCAL
     for path, q in quantities(raw):
         text = q.get("source") or q.get("derived")
         if q.get("needs_calibration"):
-            assert "not measured by the bundle calibration/local" in text, path
+            assert "not measured by the bundle calibration/vm-2c" in text, path
             assert path.split(".")[-1].split("[")[0] in raw["notes"] or path in raw["notes"], path
         else:
-            assert "calibration/local/" in text, (path, text)
+            assert "calibration/vm-2c/" in text, (path, text)
     kernels = yaml.safe_load((LOCAL / "kernels.yaml").read_text())
     t = kernels["kernels"]["dgemm"]["cpu"]["time_s"]["value"]
     assert m.core_flops == pytest.approx(2 * kernels["reference_tile"] ** 3 / t)
@@ -60,9 +60,9 @@ def test_local_bundle_gives_a_valid_machine_citing_it(tmp_path: Path) -> None:
 
 
 def test_committed_local_machine_is_the_bundle_rendering() -> None:
-    """platforms/machines/local.yaml is regenerated from calibration/local (not hand-edited)."""
+    """platforms/machines/local.yaml is regenerated from calibration/vm-2c (not hand-edited)."""
     data, missing = machine_from_bundle(LOCAL, "local")
-    assert (MACHINES / "local.yaml").read_text() == render(data, missing, "calibration/local")
+    assert (MACHINES / "local.yaml").read_text() == render(data, missing, "calibration/vm-2c")
 
 
 def _bus_file(path: Path, names: list[str], m: list[list[float]]) -> None:
