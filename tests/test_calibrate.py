@@ -198,7 +198,18 @@ def test_another_machines_bundle_is_not_resumed(tmp_path: Path) -> None:
     mine = tmp_path / "mine"
     mine.mkdir()
     lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    (mine / "host.json").write_text(json.dumps({"host": socket.gethostname(), "lscpu": dict(
-        (k.strip(), v.strip()) for k, _, v in (ln.partition(":") for ln in lscpu.splitlines()) if v)}))
+    here = {"host": socket.gethostname(), "lscpu": dict(
+        (k.strip(), v.strip()) for k, _, v in (ln.partition(":") for ln in lscpu.splitlines()) if v)}
+    (mine / "host.json").write_text(json.dumps(here))
+    check_same_machine(mine, allow_other=False)
+    # Same host name and CPU, other memory or GPUs (a node rebuilt, a GPU added): another machine.
+    memtotal = open("/proc/meminfo").readline()
+    kb = int(memtotal.split()[1])
+    for changed in ({"meminfo_memtotal": f"MemTotal:       {kb * 4} kB"},
+                    {"gpus": "GPU 0: NVIDIA H100 80GB HBM3", "meminfo_memtotal": memtotal}):
+        (mine / "host.json").write_text(json.dumps(here | changed))
+        with pytest.raises(InputError, match="allow-other-machine"):
+            check_same_machine(mine, allow_other=False)
+    (mine / "host.json").write_text(json.dumps(here | {"meminfo_memtotal": memtotal, "gpus": ""}))
     check_same_machine(mine, allow_other=False)
 

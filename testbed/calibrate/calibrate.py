@@ -143,11 +143,10 @@ def step_host(ctx: Context, out: Path, commands: list[str]) -> str:
         "host": socket.gethostname(),
         "machine": ctx.opts.machine,
         "kernel": " ".join(platform.uname()),
-        "lscpu": dict(
-            (k.strip(), v.strip()) for k, _, v in (ln.partition(":") for ln in try_cmd(["lscpu"]).splitlines()) if v
-        ),
+        "lscpu": lscpu_facts(),
         "numa_balancing": _read_text("/proc/sys/kernel/numa_balancing"),
-        "meminfo_memtotal": _read_text("/proc/meminfo").splitlines()[0] if Path("/proc/meminfo").exists() else "",
+        "meminfo_memtotal": memtotal_line(),
+        "gpus": gpu_names(),
         "versions": {
             "starpu": starpu_version(),
             "starpu_prefix": repo_relative(str(STARPU_NATIVE)),
@@ -508,11 +507,28 @@ def check_bundle_dir(out: Path) -> None:
                                        f"it holds {shown} (nothing written; choose another path)")
 
 
+def lscpu_facts() -> dict[str, str]:
+    return dict((k.strip(), v.strip()) for k, _, v in (ln.partition(":") for ln in try_cmd(["lscpu"]).splitlines()) if v)
+
+
+def memtotal_line() -> str:
+    return _read_text("/proc/meminfo").splitlines()[0] if Path("/proc/meminfo").exists() else ""
+
+
+def gpu_names() -> str:
+    """`nvidia-smi -L` without the UUIDs (one line per GPU), empty without an NVIDIA driver."""
+    text = try_cmd(["nvidia-smi", "-L"])
+    return "" if text.startswith("unavailable") else "\n".join(ln.split(" (UUID")[0] for ln in text.splitlines())
+
+
 def machine_identity(host: dict) -> dict[str, str]:
-    """What makes a bundle this machine's: host name, CPU model, CPU count."""
+    """What makes a bundle this machine's: host name, CPU model, CPU count, memory (GiB, from
+    MemTotal) and GPUs. A fact a bundle did not record (older bundles: memory, GPUs) is not compared."""
     lscpu = host.get("lscpu", {}) if isinstance(host.get("lscpu"), dict) else {}
+    kb = re.search(r"(\d+)\s*kB", str(host.get("meminfo_memtotal", "")))
     return {"host": str(host.get("host", "")), "CPU model": str(lscpu.get("Model name", "")),
-            "CPUs": str(lscpu.get("CPU(s)", ""))}
+            "CPUs": str(lscpu.get("CPU(s)", "")), "memory (GiB)": str(round(int(kb.group(1)) / 2**20)) if kb else "",
+            "GPUs": str(host.get("gpus", "") or ("none" if "gpus" in host else ""))}
 
 
 def check_same_machine(out: Path, allow_other: bool) -> None:
@@ -525,8 +541,8 @@ def check_same_machine(out: Path, allow_other: bool) -> None:
         recorded = machine_identity(json.loads(facts.read_text()))
     except (ValueError, UnicodeDecodeError):
         raise InputError(facts, "host", "the JSON host facts written by `testbed calibrate`") from None
-    here = machine_identity({"host": socket.gethostname(), "lscpu": dict(
-        (k.strip(), v.strip()) for k, _, v in (ln.partition(":") for ln in try_cmd(["lscpu"]).splitlines()) if v)})
+    here = machine_identity({"host": socket.gethostname(), "lscpu": lscpu_facts(), "meminfo_memtotal": memtotal_line(),
+                             "gpus": gpu_names()})
     differ = [k for k in recorded if recorded[k] and here[k] and recorded[k] != here[k]]
     if differ:
         k = differ[0]
