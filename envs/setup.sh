@@ -66,6 +66,7 @@ APT_PACKAGES=(
   xsltproc libxml2-utils
   python3-venv python3-dev
   libgtest-dev nlohmann-json3-dev
+  libtcmalloc-minimal4  # numasim links tcmalloc_minimal when present: about 11 % less time, same results
   clang-format
   dpkg-dev
   pajeng
