@@ -56,7 +56,7 @@ def test_local_traffic_shares_the_memory_controller(chifflet: Path) -> None:
     alone = kernel_cell(chifflet, "chifflet-1", "daxpy", d0, nbytes, 0, 0, "alone")
     loaded = kernel_cell(chifflet, "chifflet-1", "daxpy", d0, nbytes, 0, 0, "all")
     share = node.memory_bandwidth_Bps / len(node.cores)  # max-min share of the saturated controller
-    assert loaded / alone >= 0.99 * node.core_bandwidth_Bps / share
+    assert loaded >= 0.99 * nbytes / share  # no kernel ends before the controller delivered its share
     assert loaded / alone > 1.5
 
 
@@ -67,7 +67,7 @@ def test_latency_follows_the_loaded_latency_curve(chifflet: Path) -> None:
     curve = numa("loaded_latency")
     idle = run(chifflet, "chifflet-1", "latency", 0, 0, 0)
     assert idle["utilisation"] == 0 and idle["latency_s"] == pytest.approx(node.memory_latency_s)
-    for k in (2, 4):
+    for k in (1, 2):  # below saturation (3 cores stream faster than the controller)
         r = run(chifflet, "chifflet-1", "latency", 0, 0, k)
         u = k * node.core_bandwidth_Bps / node.memory_bandwidth_Bps
         assert r["utilisation"] == pytest.approx(u, rel=1e-4)

@@ -17,6 +17,9 @@
  *       line of a[i] is read before it is written (a read for ownership), so the memory moves 32
  *       bytes per element, 24 towards the core and 8 back (docs/references/platform-facts.md,
  *       "Write-allocate").
+ *   memory_bench PLATFORM.xml NODE memcpy BYTES T D THREADS
+ *       THREADS cores of T each memcpy BYTES within D's memory, counted as bytes copied; a large
+ *       memcpy uses streaming stores (no read for ownership): BYTES towards the core, BYTES back.
  *   memory_bench PLATFORM.xml NODE latency T D THREADS [COPY_DST]
  *       MLC --loaded_latency: THREADS cores of D stream from D's memory while one core of T
  *       probes the latency of D's memory; with COPY_DST, a copy from D's RAM to that host (a
@@ -56,6 +59,7 @@ namespace {
             << " PLATFORM.xml NODE kernel KERNEL D0_S BYTES T D alone|all REPS\n"
                "       PLATFORM.xml NODE stream BYTES T D THREADS\n"
                "       PLATFORM.xml NODE triad BYTES T D THREADS\n"
+               "       PLATFORM.xml NODE memcpy BYTES T D THREADS\n"
                "       PLATFORM.xml NODE latency T D THREADS [COPY_DST]\n"
                "       PLATFORM.xml NODE copy SRC_HOST DST_HOST BYTES\n";
   std::exit(2);
@@ -191,12 +195,13 @@ int main(int argc, char* argv[]) {
                 << ", \"data_node\": " << d << ", \"load\": \"" << load
                 << "\", \"calls\": " << measured.size() << ", \"median_s\": " << num(median(measured))
                 << "}\n";
-    } else if ((what == "stream" || what == "triad") && argc == 8) {
+    } else if ((what == "stream" || what == "triad" || what == "memcpy") && argc == 8) {
       const double bytes = number(argv[4], "BYTES");
       const int t = numa_arg(argv[5], "T"), d = numa_arg(argv[6], "D");
       const auto cores = thread_cores(node, t, static_cast<int>(number(argv[7], "THREADS", true)));
-      // stream: BYTES read; triad: 24 of every 32 bytes moved go to the core, 8 come back.
-      const double in = bytes, out = what == "triad" ? bytes / 3 : 0;
+      // stream: BYTES read; triad: 24 of every 32 bytes moved go to the core, 8 come back;
+      // memcpy: each copied byte read and written once.
+      const double in = bytes, out = what == "triad" ? bytes / 3 : what == "memcpy" ? bytes : 0;
       double end = 0;
       for (size_t i = 0; i < cores.size(); i++)
         sg4::Actor::create("s" + std::to_string(i), cores[i], [&, core = cores[i]] {
