@@ -1,5 +1,5 @@
 """A real cluster's raw StarPU sampling directory as a machine type's models (`--perfmodel-dir`,
-machine YAML `perfmodels:`) (issue 15).
+machine YAML `perfmodels:`), and models whose footprints are Chameleon's (issue 15).
 
 The "raw directory of a real cluster" is StarPU's own shipped sampling directory
 (tools/perfmodels/sampling in the StarPU source): the calibration of the machine `sirocco`
@@ -22,6 +22,15 @@ from testbed.common import paths
 from testbed.common.errors import InputError
 from testbed.describe.machines import load_cluster, load_machine
 from testbed.run.engines import RunSpec
+from testbed.starpu.perfmodel_files import (
+    ArchModel,
+    chameleon_tile_footprint,
+    matrix_handle_footprint,
+    read_model,
+    square_tiles_footprint,
+    task_footprint,
+    write_model,
+)
 from testbed.starpu.sampling_dir import ModelDir, model_dir, parse_option
 
 SHIPPED = paths.DEPS / "src" / "starpu-1.4.10" / "tools" / "perfmodels" / "sampling"
@@ -209,3 +218,63 @@ def test_simgrid_reads_the_raw_directory_and_its_bus_files(platform: Path, tmp_p
     assert raw["makespan_s"] == existing["makespan_s"]
     # sirocco's bus files were read: its 4 CUDA devices (bus/sirocco.config), chifflet has 2.
     assert raw["cuda_workers"] == 4 and generated["cuda_workers"] == 2
+
+
+# ----------------------------------------------------------------------------- Chameleon footprints
+
+
+def test_chameleon_tile_footprint_is_the_matrix_footprint_under_starpu_1_4() -> None:
+    """Chameleon's tile interface hashes (m, n) (cham_tile_interface.c cti_footprint) like the
+    matrix interface hashes (nx, ny), and StarPU 1.4.10 folds 0 for an interface id given at run
+    time (footprint.c): a Chameleon model's footprints are apps/lu's. Folding the raw id (earlier
+    StarPU sources) gives other footprints."""
+    for b in (320, 960):
+        assert chameleon_tile_footprint(b, b) == matrix_handle_footprint(b, b)
+        assert chameleon_tile_footprint(b, b, fold_raw_id=True) != matrix_handle_footprint(b, b)
+    assert task_footprint([chameleon_tile_footprint(B, B)] * 3) == square_tiles_footprint(B, 3)
+
+
+def chameleon_models(platform: Path, root: Path, fold_raw_id: bool) -> Path:
+    """The generated chifflet models, rewritten with Chameleon's footprints, under host name
+    `chameleon-host` in a raw sampling directory without bus files."""
+    codelets = root / "codelets" / "45"
+    codelets.mkdir(parents=True)
+    for sym, nbuf in (("dgetrf_nopiv", 1), ("dtrsm", 2), ("dgemm", 3), ("dplrnt", 1)):
+        combs = read_model(platform / "starpu" / "chifflet" / "sampling" / "codelets" / "45" / f"{sym}.chifflet")
+        fp = task_footprint([chameleon_tile_footprint(B, B, fold_raw_id=fold_raw_id)] * nbuf)
+        for c in combs:
+            for e in c.entries:
+                e.footprint = fp
+        write_model(codelets / f"{sym}.chameleon-host", [ArchModel(c.device, c.devid, c.entries) for c in combs])
+    return root
+
+
+@needs_numasim
+def test_numasim_falls_back_on_the_size(platform: Path, tmp_path: Path) -> None:
+    from testbed.run.engines import numasim
+
+    generated = numasim.run(spec("numasim", platform, tmp_path))
+    for fold in (False, True):
+        dirs = parse_option([f"chifflet={chameleon_models(platform, tmp_path / str(fold), fold)}"])
+        assert numasim.run(spec("numasim", platform, tmp_path, perfmodel_dirs=dirs))["makespan_s"] == \
+            generated["makespan_s"]
+
+
+@needs_simgrid
+def test_simgrid_refuses_a_foreign_footprint_as_starpu_would_stop(platform: Path, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from testbed.run.engines import starpu_simgrid
+
+    own = parse_option([f"chifflet={chameleon_models(platform, tmp_path / 'own', False)}"])
+    starpu_simgrid.check_models(own["chifflet"], ModelDir(platform / "starpu" / "chifflet" / "sampling", "chifflet"),
+                                "chameleon", B, True)
+    foreign = parse_option([f"chifflet={chameleon_models(platform, tmp_path / 'foreign', True)}"])
+    with pytest.raises(InputError) as err:
+        starpu_simgrid.run(spec("starpu-simgrid", platform, tmp_path, perfmodel_dirs=foreign))
+    assert err.value.file.endswith("dgetrf_nopiv.chameleon-host")
+    assert f"entry of footprint {square_tiles_footprint(B, 1):08x}" in err.value.key
+    assert "footprint only" in str(err.value) and "numasim engine falls back on the size" in str(err.value)
+    # Without the check, StarPU-SimGrid itself stops: it takes the missing entry as 0.
+    monkeypatch.setattr(starpu_simgrid, "check_entry", lambda *a: None)
+    with pytest.raises(InputError, match="found none and cannot calibrate"):
+        starpu_simgrid.run(spec("starpu-simgrid", platform, tmp_path, perfmodel_dirs=foreign))

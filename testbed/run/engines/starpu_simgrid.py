@@ -47,7 +47,7 @@ from testbed.run.engines import RunSpec, model_dirs, platform_dir_for
 from testbed.run.engines.lu_app import check_run, distribution_args, kernel_args, parse_output, result_fields, run_env
 from testbed.starpu.bus_files import BUS_SUFFIXES, check_bus_files
 from testbed.starpu.lu_codelets import SYMBOL_SETS
-from testbed.starpu.perfmodel_files import history_means
+from testbed.starpu.perfmodel_files import HistoryEntry, read_model, square_tiles_footprint
 from testbed.starpu.sampling import detect_symbols
 from testbed.starpu.sampling_dir import ModelDir
 
@@ -90,24 +90,45 @@ def bus_dir(starpu_dir: Path, machine: str, models: ModelDir) -> ModelDir:
 def check_models(models: ModelDir, bus: ModelDir, symbols: str, b: int, use_cuda: bool,
                  getrf_on_gpu: bool = False) -> None:
     """The bus files are sound and every worker that may run a task has a history entry for b x b
-    tiles (StarPU-SimGrid aborts on a damaged bus file: the files are checked before it runs;
-    models read by the strict reader, testbed/starpu/perfmodel_files.py read_model)."""
+    tiles under the footprint StarPU gives apps/lu's task (StarPU-SimGrid aborts on a damaged bus
+    file or a missing entry: the files are checked before it runs; models read by the strict
+    reader, testbed/starpu/perfmodel_files.py read_model)."""
     devices = check_bus_files(bus.dir, bus.host)
     for kind, (sym, nbuffers, cuda) in SYMBOL_SETS[symbols].items():
         cuda = cuda or (kind == "getrf" and getrf_on_gpu)
         model = models.model(sym)
         if not model.is_file():
             raise InputError(model, "file", f"the perf model of {sym} for host {models.host}")
-        size = nbuffers * b * b * 8
-        means = history_means(model)
-        archs = [a for a in means if a.startswith("cpu")][:1]
+        entries = {f"{c.device}{c.devid}_impl0": c.entries for c in read_model(model)}
+        archs = [a for a in entries if a.startswith("cpu")][:1]
         if cuda and use_cuda:
             archs += [f"cuda{j}_impl0" for j in range(devices["cuda"])]
         for arch in archs or ["cpu0_impl0"]:
-            if size not in means.get(arch, {}):
-                raise InputError(model, f"{arch} entry of size {size}",
-                                 f"a calibrated duration for b={b} tiles ({nbuffers} x {b}x{b} doubles); "
-                                 f"sizes present: {sorted(means.get(arch, {})) or 'none'}")
+            check_entry(model, arch, entries.get(arch, []), nbuffers, b)
+
+
+def check_entry(model: Path, arch: str, entries: list[HistoryEntry], nbuffers: int, b: int) -> None:
+    """An entry of the task's size and footprint. StarPU looks a history entry up by footprint
+    only (src/core/perfmodel/perfmodel_history.c __starpu_history_based_job_expected_perf: no
+    fallback on the size for a STARPU_HISTORY_BASED model, which apps/lu's are); under SimGrid a
+    missing one is taken as 0 ("not calibrated at all ... Assuming it can not work there") and
+    the run stops when a task is given to that worker (src/core/simgrid.c
+    _starpu_simgrid_submit_job: "does not have a perfmodel"). apps/lu's tasks have the footprint
+    of their b x b matrix-interface tiles (perfmodel_files.square_tiles_footprint)."""
+    size = nbuffers * b * b * 8
+    of_size = sorted({e.footprint for e in entries if e.size == size})
+    if not of_size:
+        raise InputError(model, f"{arch} entry of size {size}",
+                         f"a calibrated duration for b={b} tiles ({nbuffers} x {b}x{b} doubles); "
+                         f"sizes present: {sorted({e.size for e in entries}) or 'none'}")
+    footprint = square_tiles_footprint(b, nbuffers)
+    if footprint not in {e.footprint for e in entries}:
+        raise InputError(model, f"{arch} entry of footprint {footprint:08x}",
+                         f"the footprint StarPU gives apps/lu's task ({nbuffers} {b}x{b} matrix-interface tiles); "
+                         f"the entries of size {size} have footprint {', '.join(f'{f:08x}' for f in of_size)} "
+                         "(written with another data interface or footprint function). StarPU 1.4.10 finds history "
+                         "entries by footprint only and StarPU-SimGrid stops on a missing one "
+                         "(perfmodel_history.c, simgrid.c); the numasim engine falls back on the size")
 
 
 def merged_sampling(starpu_dir: Path, hosts: list[str], symbols: str, out: Path,
