@@ -115,3 +115,24 @@ def test_missing_platform_file_is_bad_input_not_an_environment_fault(tmp_path):
     one_line_error(numasim(tmp_path, json.dumps(good() | {"platform": str(tmp_path / "nosuch.xml")})),
                    "platform", "readable SimGrid platform file")
     one_line_error(numasim(tmp_path, json.dumps(good() | {"platform": str(tmp_path)})), "platform")
+
+
+def test_perfmodels_directory_and_host(tmp_path):
+    """`perfmodels` as {"dir", "host"}: a raw sampling directory whose files carry another host
+    name (docs/interfaces.md §3.1); the same files give the same run as the plain form."""
+    raw = tmp_path / "raw" / "codelets" / "45"
+    raw.mkdir(parents=True)
+    for f in (DATA / "tiny_sampling" / "codelets" / "45").glob("*.tiny"):
+        (raw / f"{f.stem}.real-node-3").write_bytes(f.read_bytes())
+    d = good()
+    d["perfmodels"] = {"tiny": {"dir": str(tmp_path / "raw"), "host": "real-node-3"}}
+    by_host, plain = numasim(tmp_path, json.dumps(d)), numasim(tmp_path, json.dumps(good()))
+    assert by_host.returncode == 0, by_host.stderr
+    assert json.loads(by_host.stdout)["makespan_s"] == json.loads(plain.stdout)["makespan_s"]
+    d["perfmodels"]["tiny"]["host"] = "tiny"  # files of that host are not there
+    missing = numasim(tmp_path, json.dumps(d))
+    assert missing.returncode == 2 and b"raw/codelets/45/" in missing.stderr and b"on host 'tiny'" in missing.stderr
+    d["perfmodels"]["tiny"] = {"dir": str(tmp_path / "raw"), "hostname": "real-node-3"}
+    one_line_error(numasim(tmp_path, json.dumps(d)), "perfmodels.tiny.hostname")
+    d["perfmodels"]["tiny"] = {"dir": str(tmp_path / "raw"), "host": "a/b"}
+    one_line_error(numasim(tmp_path, json.dumps(d)), "perfmodels.tiny.host", "no '/'")

@@ -284,9 +284,20 @@ void read_models(const Json& j, RunConfig& c) {
   if (!pm || pm->type != Json::Type::Object || pm->object.empty())
     throw InputError(file, "perfmodels", "an object {machine type: StarPU sampling directory}");
   for (const auto& [m, dir] : pm->object) {
+    // A directory whose files are named by the machine type, or {"dir", "host"}: a real machine's
+    // raw sampling directory whose files carry its host name (testbed/starpu/sampling_dir.py).
+    if (dir.type == Json::Type::Object) {
+      known_keys(dir, file, "perfmodels." + m + ".", {"dir", "host"});
+      c.perfmodels[m] = str_at(file, dir, "dir", "perfmodels." + m + ".");
+      c.perfmodel_hosts[m] = str_at(file, dir, "host", "perfmodels." + m + ".");
+      if (c.perfmodel_hosts[m].empty() || c.perfmodel_hosts[m].find('/') != std::string::npos)
+        throw InputError(file, "perfmodels." + m + ".host", "a host name (no '/')");
+      continue;
+    }
     if (dir.type != Json::Type::String)
-      throw InputError(file, "perfmodels." + m, "a directory path");
+      throw InputError(file, "perfmodels." + m, "a directory path or {\"dir\", \"host\"}");
     c.perfmodels[m] = dir.string;
+    c.perfmodel_hosts[m] = m;
   }
   // Chameleon's codelet symbols by default; "trsm_row"/"trsm_col" override "trsm" (StarPU's LU
   // example has two models: trsm_ll solves the row panel A(k,n), trsm_ru the column panel A(m,k),

@@ -48,7 +48,8 @@ constexpr int kMaxTileSize = 65536;
 struct RunConfig {
   std::string file; // the run description (for error messages)
   std::string platform;
-  std::map<std::string, std::string> perfmodels; // machine type -> sampling dir
+  std::map<std::string, std::string> perfmodels;      // machine type -> sampling dir
+  std::map<std::string, std::string> perfmodel_hosts; // machine type -> host name of its files
   std::string symbols[kNumKinds];
   bool kind_on_cuda[kNumKinds] = {false, true, true, true}; // Chameleon: dgetrf_nopiv is CPU-only
   // Task graph: submission order and priorities of Chameleon's pzgetrf_nopiv ("chameleon") or of

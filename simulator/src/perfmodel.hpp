@@ -44,7 +44,10 @@ struct PerfModel {
 
   const ArchModel* arch(int devtype, int devid, int ncores) const;
   // Entry for implementation 0 matching the footprint, else the unique entry of that
-  // size (models written with another interface footprint). nullptr if none.
+  // size (models written with another interface footprint). nullptr if none. The size fallback
+  // is numasim's own: StarPU finds a history entry by footprint only
+  // (perfmodel_history.c __starpu_history_based_job_expected_perf) and StarPU-SimGrid stops on a
+  // missing one, so the starpu-simgrid engine refuses such models (docs/interfaces.md §3.1).
   const HistoryEntry* lookup(int devtype, int devid, int ncores, uint32_t footprint, uint64_t size) const;
 };
 

@@ -275,7 +275,10 @@ void Topology::load_models() {
       auto key = std::make_pair(machine, cfg_.symbols[k]);
       auto it = cache.find(key);
       if (it == cache.end())
-        it = cache.emplace(key, PerfModel::load(cfg_.perfmodels.at(machine), cfg_.symbols[k], machine)).first;
+        it = cache
+                 .emplace(key, PerfModel::load(cfg_.perfmodels.at(machine), cfg_.symbols[k],
+                                               cfg_.perfmodel_hosts.at(machine)))
+                 .first;
       const PerfModel& m = it->second;
       uint32_t fp = matrix_task_footprint(nbuf[k], cfg_.b, cfg_.b);
       uint64_t size = static_cast<uint64_t>(nbuf[k]) * cfg_.b * cfg_.b * sizeof(double);

@@ -24,6 +24,7 @@ from testbed import ROOT
 from testbed.common.errors import InputError
 from testbed.common.paths import CLUSTERS, MACHINES
 from testbed.common.yaml_input import load_yaml
+from testbed.starpu.sampling_dir import ModelDir, from_machine_yaml
 
 SCHEMAS = Path(__file__).resolve().parent / "schemas"
 
@@ -101,6 +102,9 @@ class Machine:
     # NIC DMA reading (tx) and writing (rx) a buffer on another socket than the NIC's (None: only
     # the inter-socket link's own figures apply).
     nic_remote_dma: tuple[float, float] | None = None
+    # A real machine's raw StarPU sampling directory read instead of the generated models
+    # (`perfmodels:`, testbed/starpu/sampling_dir.py); None: the models generated from `kernels:`.
+    perfmodels: ModelDir | None = None
 
     @property
     def cores(self) -> list[int]:
@@ -451,6 +455,7 @@ def parse_machine(data: Any, file: Path) -> Machine:
                          float(_v(data["gpu_remote_dma"]["d2h_bandwidth_Bps"]))) if "gpu_remote_dma" in data else None),
         nic_remote_dma=((float(_v(data["nic_remote_dma"]["tx_bandwidth_Bps"])),
                          float(_v(data["nic_remote_dma"]["rx_bandwidth_Bps"]))) if "nic_remote_dma" in data else None),
+        perfmodels=from_machine_yaml(data, file, ROOT),
         raw=data,
     )
 

@@ -56,6 +56,8 @@ def generate(cluster: Cluster, out: Path, tile_sizes: tuple[int, ...] = DEFAULT_
             "nodes": [{"name": n.name, "machine": n.machine.name, "rank": n.rank} for n in cluster.nodes],
             "machines": {name: str(m.path) for name, m in cluster.machines.items()},
             "tile_sizes": list(tile_sizes),
+            # Machine types whose runs read a real machine's raw StarPU models (`perfmodels:`).
+            "perfmodels": {name: m.perfmodels.as_json() for name, m in cluster.machines.items() if m.perfmodels},
             **expected_counts(cluster),
         }
         (tmp / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")

@@ -26,7 +26,8 @@ from pathlib import Path
 
 #: Command-line fields that determine the run description and the printed header.
 KEY_FIELDS = ("engine", "cluster", "n", "b", "factors", "env", "sched", "seed", "no_variability",
-              "distribution", "platform_dir", "symbols", "dag", "starpu_defaults", "getrf_gpu")
+              "distribution", "platform_dir", "symbols", "dag", "starpu_defaults", "getrf_gpu",
+              "perfmodel_dir")
 
 
 def _root() -> Path:

@@ -6,6 +6,7 @@ import argparse
 import importlib
 import json
 import time
+from pathlib import Path
 
 from testbed.common.errors import InputError
 from testbed.run.engines import ENGINES, RunSpec
@@ -80,6 +81,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--distribution", default="block-cyclic",
                    help="block-cyclic | heterogeneous | FILE (owner rank per tile)")
     p.add_argument("--platform-dir", default=None, help="output of `testbed platform` to reuse")
+    p.add_argument("--perfmodel-dir", action="append", default=[], metavar="MACHINE=DIR[:HOSTNAME]",
+                   help="numasim, starpu-simgrid: read machine type MACHINE's codelet models (and, starpu-simgrid, "
+                        "its bus files when there) from DIR, a real machine's raw StarPU sampling directory "
+                        "(~/.starpu/sampling: codelets/45/<symbol>.<host>, bus/<host>.*), files of host HOSTNAME "
+                        "(default: the one host name DIR holds) instead of the generated models; repeatable; "
+                        "overrides the machine YAML's `perfmodels:`")
     p.add_argument("--trace", default=None,
                    help="per-task trace CSV (real, starpu-simgrid: from StarPU's FxT trace, testbed/traces/fxt_trace.py)")
     p.add_argument("--transfers", default=None,
@@ -154,7 +161,19 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
         trace=Path(args.trace) if args.trace else None,
         transfers=Path(args.transfers) if args.transfers else None,
         platform_dir=platform_dir,
+        perfmodel_dirs=perfmodel_dirs(args),
     )
+
+
+def perfmodel_dirs(args: argparse.Namespace) -> dict:
+    """`--perfmodel-dir` (testbed/starpu/sampling_dir.py); only the simulating engines read it."""
+    from testbed.starpu.sampling_dir import parse_option
+
+    items = getattr(args, "perfmodel_dir", None) or []
+    if items and args.engine not in ("numasim", "starpu-simgrid"):
+        raise InputError(None, "--perfmodel-dir", "the numasim or starpu-simgrid engine (the real engine runs "
+                         "the machines themselves)")
+    return parse_option(items)
 
 
 def resolve_cached(args: argparse.Namespace):
@@ -181,6 +200,9 @@ def resolve_cached(args: argparse.Namespace):
     pdir = checked_platform(platform_dir_for(spec, None))
     desc = run_description(spec, pdir)
     deps += [FACTORS_FILE, pdir / "numasim.xml", pdir / "summary.json"]
+    # A raw directory's models (--perfmodel-dir, machine YAML perfmodels:) are read in place.
+    deps += [Path(m["dir"]) / "codelets" / "45" / f"{s}.{m['host']}" for m in desc["perfmodels"].values()
+             if isinstance(m, dict) for s in desc["symbols"].values()]
     return run_cache.store(args, desc, header(spec), deps), header(spec)
 
 

@@ -51,6 +51,30 @@ def matrix_handle_footprint(nx: int, ny: int) -> int:
     return crc32c_be(crc32c_be(nx, ny), MATRIX_INTERFACE_ID)
 
 
+#: STARPU_MAX_INTERFACE_ID (include/starpu_data_interfaces.h): the first id StarPU gives an
+#: interface registered at run time (src/datawizard/interfaces/data_interface.c
+#: starpu_data_interface_get_next_id), as Chameleon's tile interface is.
+MAX_INTERFACE_ID = 11
+
+
+def data_footprint(interface_footprint: int, interface_id: int, fold_raw_id: bool = False) -> int:
+    """A handle's footprint from its interface's footprint function (src/datawizard/footprint.c
+    _starpu_compute_data_footprint, StarPU 1.4.10): the interface id is folded in, 0 for an id
+    given at run time (>= STARPU_MAX_INTERFACE_ID). `fold_raw_id`: the id as it is, as the
+    footprint.c of earlier StarPU sources (copyright 2008-2020) folds it."""
+    return crc32c_be(interface_footprint, interface_id if fold_raw_id or interface_id < MAX_INTERFACE_ID else 0)
+
+
+def chameleon_tile_footprint(m: int, n: int, interface_id: int = MAX_INTERFACE_ID, fold_raw_id: bool = False) -> int:
+    """Footprint of a handle of Chameleon's tile interface for an m x n tile: Chameleon's
+    runtime/starpu/interface/cham_tile_interface.c cti_footprint hashes (m, n) with
+    starpu_hash_crc32c_be, and its interface id is assigned at run time
+    (starpu_cham_tile_interface_init: starpu_data_interface_get_next_id); then StarPU folds the
+    id in (data_footprint). Under StarPU 1.4.10 this equals the matrix interface's footprint of an
+    m x n matrix (nx = m, ny = n): Chameleon's models and apps/lu's share their footprints."""
+    return data_footprint(crc32c_be(m, n), interface_id, fold_raw_id)
+
+
 def task_footprint(handle_footprints: list[int]) -> int:
     """Footprint of a task without custom footprint/size_base: fold of its handles' footprints."""
     fp = 0

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from testbed.starpu.sampling_dir import ModelDir
+
 ENGINES = {
     "numasim": "testbed.run.engines.numasim",
     "starpu-simgrid": "testbed.run.engines.starpu_simgrid",
@@ -40,6 +42,9 @@ class RunSpec:
     trace: Path | None = None
     transfers: Path | None = None
     platform_dir: Path | None = None  # output of `testbed platform`; generated if None
+    # Machine type -> a real machine's raw StarPU sampling directory read instead of the generated
+    # models (`--perfmodel-dir`, testbed/starpu/sampling_dir.py); machine YAML `perfmodels:` otherwise.
+    perfmodel_dirs: dict[str, ModelDir] = field(default_factory=dict)
     workdir: Path | None = None  # scratch directory for the engine
 
 
@@ -60,4 +65,28 @@ def platform_dir_for(spec: RunSpec, workdir: Path) -> Path:
         return platform_cache.cached_platform(spec.cluster, sizes)
     out = Path(workdir) / "platform"
     generate(load_cluster(spec.cluster), out, sizes)
+    return out
+
+
+def model_dirs(spec: RunSpec, pdir: Path, machines: list[str]) -> dict[str, ModelDir]:
+    """Where each machine type's StarPU files are: `--perfmodel-dir` (spec.perfmodel_dirs), else
+    the machine YAML's `perfmodels:` (recorded in the platform's summary.json by `testbed platform`),
+    else the models `testbed platform` generated (`<pdir>/starpu/<machine>/sampling`, files named
+    by the machine type)."""
+    from testbed.common.errors import InputError
+    from testbed.platform.platform_from_starpu import summary_of
+
+    unknown = sorted(set(spec.perfmodel_dirs) - set(machines))
+    if unknown:
+        raise InputError(None, f"--perfmodel-dir {unknown[0]}",
+                         f"a machine type of the cluster ({', '.join(sorted(set(machines)))})")
+    recorded = summary_of(pdir).get("perfmodels", {})
+    out: dict[str, ModelDir] = {}
+    for m in dict.fromkeys(machines):
+        if m in spec.perfmodel_dirs:
+            out[m] = spec.perfmodel_dirs[m]
+        elif m in recorded:
+            out[m] = ModelDir(Path(recorded[m]["dir"]), recorded[m]["host"])
+        else:
+            out[m] = ModelDir(pdir / "starpu" / m / "sampling", m)
     return out

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from testbed.common import paths
 from testbed.common.errors import InputError
-from testbed.run.engines import RunSpec, platform_dir_for
+from testbed.run.engines import RunSpec, model_dirs, platform_dir_for
+from testbed.starpu.sampling_dir import ModelDir
 
 #: Variables numasim interprets or knows to be inert (simulator/src/config.cpp parse_starpu_env;
 #: tests/test_config_early.py checks both lists agree). Any other name stops numasim (exit 2), so
@@ -57,23 +58,29 @@ def machine_types(platform_xml: Path) -> list[str]:
     return sorted(set(machines_by_rank(platform_xml)))
 
 
-def heterogeneous_distribution(spec: RunSpec, pdir: Path, workdir: Path) -> dict:
-    """Writes the speed-balanced tile distribution (testbed/run/distribution.py) for this cluster."""
+def heterogeneous_distribution(spec: RunSpec, pdir: Path, workdir: Path,
+                               dirs: dict[str, ModelDir] | None = None) -> dict:
+    """Writes the speed-balanced tile distribution (testbed/run/distribution.py) for this cluster,
+    from each machine type's models (`dirs`: model_dirs; default the generated ones)."""
     from testbed.run import distribution as dist
 
-    owners, comment = _heterogeneous(_stamp(pdir / "numasim.xml"), spec.n // spec.b, spec.b)
+    xml = pdir / "numasim.xml"
+    dirs = dirs or model_dirs(spec, pdir, machine_types(xml))
+    where = tuple(sorted((m, str(d.dir), d.host) for m, d in dirs.items()))
+    owners, comment = _heterogeneous(_stamp(xml), where, spec.n // spec.b, spec.b)
     path = dist.write_distribution(workdir / "distribution.txt", owners, comment)
     return {"kind": "file", "path": str(path)}
 
 
 @functools.lru_cache(maxsize=16)
-def _heterogeneous(xml_stamp: tuple, nt: int, b: int):
-    """(owners, comment) of the speed-balanced distribution, once per platform version and size
-    (a campaign batch runs the same size 30 times; computing it took ~0.3 s per run)."""
+def _heterogeneous(xml_stamp: tuple, where: tuple, nt: int, b: int):
+    """(owners, comment) of the speed-balanced distribution, once per platform version, model
+    directories (`where`: (machine, directory, host) triples) and size (a campaign batch runs the
+    same size 30 times; computing it took ~0.3 s per run)."""
     from testbed.run import distribution as dist
 
-    pdir = Path(xml_stamp[0]).parent
-    speeds = [dist.node_gemm_speed(pdir / "starpu" / m / "sampling", m, b) for m in _machines_by_rank(xml_stamp)]
+    dirs = {m: (d, host) for m, d, host in where}
+    speeds = [dist.node_gemm_speed(*dirs[m], b) for m in _machines_by_rank(xml_stamp)]
     comment = f"heterogeneous, NT={nt}, node speeds (flop/s): {' '.join(f'{s:.4g}' for s in speeds)}"
     return dist.heterogeneous(nt, speeds), comment
 
@@ -84,6 +91,23 @@ def checked_platform(pdir: Path) -> Path:
     return pdir
 
 
+def check_raw_models(dirs: dict[str, ModelDir], symbols: str) -> None:
+    """A raw directory's models (host name other than the machine type) are read by the strict
+    reader (testbed/starpu/perfmodel_files.py read_model) before numasim runs: a missing or damaged
+    file names the file and how it was given; numasim names a missing size or architecture."""
+    from testbed.starpu.lu_codelets import SYMBOL_SETS
+    from testbed.starpu.perfmodel_files import read_model
+
+    for machine, d in dirs.items():
+        if d.host == machine:
+            continue
+        for sym, _, _ in SYMBOL_SETS[symbols].values():
+            if not d.model(sym).is_file():
+                raise InputError(d.model(sym), "file", f"the perf model of {sym} on host {d.host!r}, read for machine "
+                                 f"type {machine!r} (--perfmodel-dir / machine YAML perfmodels:; --symbols)")
+            read_model(d.model(sym))
+
+
 def run_description(spec: RunSpec, pdir: Path, workdir: Path | None = None) -> dict:
     """The run description (docs/interfaces.md §4); `workdir` holds generated inputs."""
     from testbed.starpu.lu_codelets import SYMBOL_SETS, numasim_symbols
@@ -91,16 +115,20 @@ def run_description(spec: RunSpec, pdir: Path, workdir: Path | None = None) -> d
 
     xml = pdir / "numasim.xml"
     machines = machine_types(xml)
-    perfmodels = {m: str(pdir / "starpu" / m / "sampling") for m in machines}
+    dirs = model_dirs(spec, pdir, machines)
+    # A raw directory's files carry its host name: numasim is told which (docs/interfaces.md §4).
+    perfmodels = {m: str(d.dir) if d.host == m else d.as_json() for m, d in dirs.items()}
     # The symbol set as the apps/lu engines choose it: given, else the one the models hold.
-    symbols = spec.symbols or detect_symbols(Path(perfmodels[machines[0]]), machines[0], default="chameleon")
+    first = dirs[machines[0]]
+    symbols = spec.symbols or detect_symbols(first.dir, first.host, default="chameleon")
     if symbols not in SYMBOL_SETS:
         raise InputError(None, "symbols", f"one of {', '.join(SYMBOL_SETS)}, got {symbols!r}")
+    check_raw_models(dirs, symbols)
     dist = dict(spec.distribution)
     if dist.get("kind") == "heterogeneous":
         if workdir is None:
             raise InputError(None, "distribution", "a work directory for the generated heterogeneous distribution")
-        dist = heterogeneous_distribution(spec, pdir, workdir)
+        dist = heterogeneous_distribution(spec, pdir, workdir, dirs)
     if dist.get("kind") == "file":
         dist["path"] = str(Path(dist["path"]).resolve())
     desc: dict = {

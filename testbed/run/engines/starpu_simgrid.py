@@ -36,18 +36,20 @@ from __future__ import annotations
 import re
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from testbed.common.errors import InputError
 from testbed.common.paths import LU_SIMGRID, STARPU_SIMGRID, binary
 from testbed.common.simgrid_xml import check_simgrid_platform
 from testbed.run.distribution import node_gemm_speed
-from testbed.run.engines import RunSpec, platform_dir_for
+from testbed.run.engines import RunSpec, model_dirs, platform_dir_for
 from testbed.run.engines.lu_app import check_run, distribution_args, kernel_args, parse_output, result_fields, run_env
 from testbed.starpu.bus_files import BUS_SUFFIXES, check_bus_files
 from testbed.starpu.lu_codelets import SYMBOL_SETS
-from testbed.starpu.perfmodel_files import history_means
+from testbed.starpu.perfmodel_files import HistoryEntry, read_model, square_tiles_footprint
 from testbed.starpu.sampling import detect_symbols
+from testbed.starpu.sampling_dir import ModelDir
 
 
 def read_hostfile(starpu_dir: Path) -> list[str]:
@@ -77,46 +79,78 @@ def machine_of(starpu_dir: Path, host: str) -> str:
                      "generate it with `testbed platform`)")
 
 
-def check_models(sampling: Path, machine: str, symbols: str, b: int, use_cuda: bool,
+def bus_dir(starpu_dir: Path, machine: str, models: ModelDir) -> ModelDir:
+    """Where a machine type's bus files are: beside its models when that directory has them (a
+    real machine's raw sampling directory), else the ones `testbed platform` generated."""
+    if models.bus_platform.is_file():
+        return models
+    return ModelDir(starpu_dir / machine / "sampling", machine)
+
+
+def check_models(models: ModelDir, bus: ModelDir, symbols: str, b: int, use_cuda: bool,
                  getrf_on_gpu: bool = False) -> None:
     """The bus files are sound and every worker that may run a task has a history entry for b x b
-    tiles (StarPU-SimGrid aborts on a damaged bus file: the files are checked before it runs)."""
-    devices = check_bus_files(sampling, machine)
+    tiles under the footprint StarPU gives apps/lu's task (StarPU-SimGrid aborts on a damaged bus
+    file or a missing entry: the files are checked before it runs; models read by the strict
+    reader, testbed/starpu/perfmodel_files.py read_model)."""
+    devices = check_bus_files(bus.dir, bus.host)
     for kind, (sym, nbuffers, cuda) in SYMBOL_SETS[symbols].items():
         cuda = cuda or (kind == "getrf" and getrf_on_gpu)
-        model = sampling / "codelets" / "45" / f"{sym}.{machine}"
+        model = models.model(sym)
         if not model.is_file():
-            raise InputError(model, "file", f"the perf model of {sym} for machine {machine}")
-        size = nbuffers * b * b * 8
-        means = history_means(model)
-        archs = [a for a in means if a.startswith("cpu")][:1]
+            raise InputError(model, "file", f"the perf model of {sym} for host {models.host}")
+        entries = {f"{c.device}{c.devid}_impl0": c.entries for c in read_model(model)}
+        archs = [a for a in entries if a.startswith("cpu")][:1]
         if cuda and use_cuda:
             archs += [f"cuda{j}_impl0" for j in range(devices["cuda"])]
         for arch in archs or ["cpu0_impl0"]:
-            if size not in means.get(arch, {}):
-                raise InputError(model, f"{arch} entry of size {size}",
-                                 f"a calibrated duration for b={b} tiles ({nbuffers} x {b}x{b} doubles); "
-                                 f"sizes present: {sorted(means.get(arch, {})) or 'none'}")
+            check_entry(model, arch, entries.get(arch, []), nbuffers, b)
 
 
-def merged_sampling(starpu_dir: Path, hosts: list[str], symbols: str, out: Path) -> dict[str, str]:
-    """Links every hostfile entry's bus files and models into `out`; returns host -> machine."""
+def check_entry(model: Path, arch: str, entries: list[HistoryEntry], nbuffers: int, b: int) -> None:
+    """An entry of the task's size and footprint. StarPU looks a history entry up by footprint
+    only (src/core/perfmodel/perfmodel_history.c __starpu_history_based_job_expected_perf: no
+    fallback on the size for a STARPU_HISTORY_BASED model, which apps/lu's are); under SimGrid a
+    missing one is taken as 0 ("not calibrated at all ... Assuming it can not work there") and
+    the run stops when a task is given to that worker (src/core/simgrid.c
+    _starpu_simgrid_submit_job: "does not have a perfmodel"). apps/lu's tasks have the footprint
+    of their b x b matrix-interface tiles (perfmodel_files.square_tiles_footprint)."""
+    size = nbuffers * b * b * 8
+    of_size = sorted({e.footprint for e in entries if e.size == size})
+    if not of_size:
+        raise InputError(model, f"{arch} entry of size {size}",
+                         f"a calibrated duration for b={b} tiles ({nbuffers} x {b}x{b} doubles); "
+                         f"sizes present: {sorted({e.size for e in entries}) or 'none'}")
+    footprint = square_tiles_footprint(b, nbuffers)
+    if footprint not in {e.footprint for e in entries}:
+        raise InputError(model, f"{arch} entry of footprint {footprint:08x}",
+                         f"the footprint StarPU gives apps/lu's task ({nbuffers} {b}x{b} matrix-interface tiles); "
+                         f"the entries of size {size} have footprint {', '.join(f'{f:08x}' for f in of_size)} "
+                         "(written with another data interface or footprint function). StarPU 1.4.10 finds history "
+                         "entries by footprint only and StarPU-SimGrid stops on a missing one "
+                         "(perfmodel_history.c, simgrid.c); the numasim engine falls back on the size")
+
+
+def merged_sampling(starpu_dir: Path, hosts: list[str], symbols: str, out: Path,
+                    dirs: dict[str, ModelDir] | None = None) -> dict[str, str]:
+    """Links every hostfile entry's bus files and models into `out`, from its machine type's
+    directories (`dirs`: model_dirs; default the generated ones); returns host -> machine."""
     machines: dict[str, str] = {}
     (out / "bus").mkdir(parents=True)
     (out / "codelets" / "45").mkdir(parents=True)
     for host in dict.fromkeys(hosts):
         machine = machine_of(starpu_dir, host)
         machines[host] = machine
-        sampling = (starpu_dir / machine / "sampling").resolve()
+        models = (dirs or {}).get(machine) or ModelDir(starpu_dir / machine / "sampling", machine)
+        bus = bus_dir(starpu_dir, machine, models)
         for suffix in BUS_SUFFIXES:
-            src = sampling / "bus" / f"{machine}.{suffix}"
+            src = bus.dir.resolve() / "bus" / f"{bus.host}.{suffix}"
             if src.exists():
                 (out / "bus" / f"{host}.{suffix}").symlink_to(src)
-        if not (sampling / "bus" / f"{machine}.platform.v4.xml").exists():
-            raise InputError(sampling / "bus" / f"{machine}.platform.v4.xml", "file",
-                             "the StarPU-SimGrid platform of the machine (bus calibration output)")
+        if not bus.bus_platform.exists():
+            raise InputError(bus.bus_platform, "file", "the StarPU-SimGrid platform of the machine (bus calibration output)")
         for sym, _, _ in SYMBOL_SETS[symbols].values():
-            (out / "codelets" / "45" / f"{sym}.{host}").symlink_to(sampling / "codelets" / "45" / f"{sym}.{machine}")
+            (out / "codelets" / "45" / f"{sym}.{host}").symlink_to(models.model(sym).resolve())
     return machines
 
 
@@ -207,19 +241,21 @@ def rank_value(var: str, text: str, nhwpus: int) -> str:
     return str(int(text))
 
 
-def cpu_count(starpu_dir: Path, machine: str) -> int:
+def cpu_count(bus: ModelDir) -> int:
     """CPU hosts of the machine's StarPU bus platform: StarPU-SimGrid's PU count (nhwpus,
     src/core/topology.c _starpu_init_topology under STARPU_SIMGRID)."""
     import xml.etree.ElementTree as ET
 
-    bus = starpu_dir / machine / "sampling" / "bus" / f"{machine}.platform.v4.xml"
-    return sum(1 for h in ET.parse(bus).getroot().iter("host") if h.get("id", "").startswith("CPU"))
+    return sum(1 for h in ET.parse(bus.bus_platform).getroot().iter("host") if h.get("id", "").startswith("CPU"))
 
 
-def rank_envs(spec: RunSpec, starpu_dir: Path, ranks: list[str]) -> tuple[dict[str, str], list[dict[str, str]]]:
+def rank_envs(spec: RunSpec, starpu_dir: Path, ranks: list[str],
+              bus: dict[str, ModelDir] | None = None) -> tuple[dict[str, str], list[dict[str, str]]]:
     """(the starpu_smpirun process environment, each rank's own variables) for ranks on machine
-    types `ranks`: spec.env plus the per-machine variables equal on every machine type go to the
-    process; those that differ go to the ranks (PER_RANK_VARIABLES), others are refused."""
+    types `ranks` (bus files: `bus`, default the generated ones): spec.env plus the per-machine
+    variables equal on every machine type go to the process; those that differ go to the ranks
+    (PER_RANK_VARIABLES), others are refused."""
+    bus = bus or {m: ModelDir(starpu_dir / m / "sampling", m) for m in ranks}
     per = {m: spec.env_per_machine.get(m, {}) for m in dict.fromkeys(ranks)}
     env = dict(spec.env)
     own: list[dict[str, str]] = [{} for _ in ranks]
@@ -234,7 +270,7 @@ def rank_envs(spec: RunSpec, starpu_dir: Path, ranks: list[str]) -> tuple[dict[s
                              f"one value on every machine type for the starpu-simgrid engine (its ranks share one "
                              f"process environment; per rank it gives only {', '.join(PER_RANK_VARIABLES)}); "
                              f"got {shown}. Use the numasim or real engine for this setting")
-        counts = {m: cpu_count(starpu_dir, m) for m in values} if var == "STARPU_WORKERS_CPUID" else {}
+        counts = {m: cpu_count(bus[m]) for m in values} if var == "STARPU_WORKERS_CPUID" else {}
         for r, m in enumerate(ranks):
             if m in values:
                 own[r][var] = rank_value(var, values[m], counts.get(m, 1))
@@ -250,9 +286,10 @@ def write_rank_env(path: Path, own: list[dict[str, str]]) -> Path:
     return path
 
 
-def process_env(spec: RunSpec, starpu_dir: Path, ranks: list[str], workdir: Path) -> dict[str, str]:
+def process_env(spec: RunSpec, starpu_dir: Path, ranks: list[str], workdir: Path,
+                bus: dict[str, ModelDir] | None = None) -> dict[str, str]:
     """The environment of the starpu_smpirun process, with LU_RANK_ENV when ranks differ."""
-    common, own = rank_envs(spec, starpu_dir, ranks)
+    common, own = rank_envs(spec, starpu_dir, ranks, bus)
     env = run_env(spec, common)
     given = {k for e in own for k in e}
     for var in given:  # never from the caller's environment: StarPU would prefer it on every rank
@@ -264,6 +301,41 @@ def process_env(spec: RunSpec, starpu_dir: Path, ranks: list[str], workdir: Path
 
 
 _UNCALIBRATED = re.compile(r"Codelet (\S+) does not have a perfmodel")
+
+
+@dataclass
+class Inputs:
+    """A run's checked inputs: hostfile entries, their machine types, each machine type's model
+    and bus directories (model_dirs, bus_dir), the symbol set, the merged sampling directory."""
+
+    hosts: list[str]
+    machines: dict[str, str]
+    models: dict[str, ModelDir]
+    bus: dict[str, ModelDir]
+    symbols: str
+    merged: Path
+
+
+def prepare(spec: RunSpec, starpu_dir: Path, workdir: Path) -> Inputs:
+    """Reads and checks the platform's StarPU inputs and links the merged sampling directory."""
+    cluster_xml = starpu_dir / "cluster.xml"
+    if not cluster_xml.is_file():
+        raise InputError(cluster_xml, "file", "the SMPI cluster platform written by `testbed platform`")
+    hosts = read_hostfile(starpu_dir)
+    machines = {h: machine_of(starpu_dir, h) for h in dict.fromkeys(hosts)}
+    check_simgrid_platform(cluster_xml, set(hosts))  # SMPI aborts on a damaged one
+    models = model_dirs(spec, starpu_dir.parent, list(machines.values()))
+    bus = {m: bus_dir(starpu_dir, m, d) for m, d in models.items()}
+    first = models[machines[hosts[0]]]
+    symbols = spec.symbols or detect_symbols(first.dir, first.host)
+    if symbols not in SYMBOL_SETS:
+        raise InputError(None, "symbols", f"one of {', '.join(SYMBOL_SETS)}, got {symbols!r}")
+    use_cuda = spec.env.get("STARPU_NCUDA", "") != "0"
+    for machine, d in models.items():
+        check_models(d, bus[machine], symbols, spec.b, use_cuda, spec.getrf_on_gpu)
+    merged = workdir / "sampling"
+    merged_sampling(starpu_dir, hosts, symbols, merged, models)
+    return Inputs(hosts, machines, models, bus, symbols, merged)
 
 
 def run(spec: RunSpec) -> dict:
@@ -279,43 +351,28 @@ def run(spec: RunSpec) -> dict:
     with tempfile.TemporaryDirectory(prefix="lu-simgrid-", dir=spec.workdir) as tmp:
         workdir = Path(tmp)
         starpu_dir = platform_dir_for(spec, workdir) / "starpu"
-        cluster_xml = starpu_dir / "cluster.xml"
-        if not cluster_xml.is_file():
-            raise InputError(cluster_xml, "file", "the SMPI cluster platform written by `testbed platform`")
-        hosts = read_hostfile(starpu_dir)
-        machines = {h: machine_of(starpu_dir, h) for h in dict.fromkeys(hosts)}
-        check_simgrid_platform(cluster_xml, set(hosts))  # SMPI aborts on a damaged one
-        first = starpu_dir / machines[hosts[0]] / "sampling"
-        symbols = spec.symbols or detect_symbols(first, machines[hosts[0]])
-        if symbols not in SYMBOL_SETS:
-            raise InputError(None, "symbols", f"one of {', '.join(SYMBOL_SETS)}, got {symbols!r}")
-        use_cuda = spec.env.get("STARPU_NCUDA", "") != "0"
-        for machine in dict.fromkeys(machines.values()):
-            check_models(starpu_dir / machine / "sampling", machine, symbols, spec.b, use_cuda, spec.getrf_on_gpu)
-        merged = workdir / "sampling"
-        merged_sampling(starpu_dir, hosts, symbols, merged)
-
+        inp = prepare(spec, starpu_dir, workdir)
+        hosts = inp.hosts
         speeds = None
         if spec.distribution.get("kind") == "heterogeneous":
-            gemm = SYMBOL_SETS[symbols]["gemm"][0]
-            speeds = [node_gemm_speed(starpu_dir / machines[h] / "sampling", machines[h], spec.b, gemm)
+            gemm = SYMBOL_SETS[inp.symbols]["gemm"][0]
+            speeds = [node_gemm_speed(inp.models[inp.machines[h]].dir, inp.models[inp.machines[h]].host, spec.b, gemm)
                       for h in hosts]
         args = ["--n", str(spec.n), "--b", str(spec.b), "--seed", str(spec.seed), "--report-workers",
-                *kernel_args(spec, symbols)]
+                *kernel_args(spec, inp.symbols)]
         args += distribution_args(spec, len(hosts), workdir, speeds)
 
-        env = process_env(spec, starpu_dir, [machines[h] for h in hosts], workdir)
-        env.update({"STARPU_PERF_MODEL_DIR": str(merged), "STARPU_HOSTNAME": hosts[0],
+        env = process_env(spec, starpu_dir, [inp.machines[h] for h in hosts], workdir, inp.bus)
+        env.update({"STARPU_PERF_MODEL_DIR": str(inp.merged), "STARPU_HOSTNAME": hosts[0],
                     "STARPU_HOME": str(workdir / "home")})
         env.pop("STARPU_CALIBRATE", None)  # simulation cannot calibrate
-        cmd = [str(smpirun), "-platform", str(cluster_xml), "-hostfile", str(starpu_dir / "hostfile"),
+        cmd = [str(smpirun), "-platform", str(starpu_dir / "cluster.xml"), "-hostfile", str(starpu_dir / "hostfile"),
                "-hostfile-platform", str(lu), *args]
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=workdir)
         missing = _UNCALIBRATED.search(proc.stderr)
         if missing:
             sym = missing.group(1)
-            files = sorted({str(starpu_dir / m / "sampling" / "codelets" / "45" / f"{sym}.{m}")
-                            for m in machines.values()})
+            files = sorted({str(inp.models[m].model(sym)) for m in inp.machines.values()})
             raise InputError(" or ".join(files), sym,
                              f"a calibrated history entry for b={spec.b} on every worker type (StarPU-SimGrid "
                              "found none and cannot calibrate in simulation)")
@@ -326,4 +383,3 @@ def run(spec: RunSpec) -> dict:
     # Each rank's workers as its StarPU set them up (CPU bind ids, CUDA devices), in rank order.
     result["workers_by_rank"] = out.get("workers_by_rank")
     return result
-
