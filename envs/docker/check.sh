@@ -12,8 +12,10 @@
 #   CHECK_MIRROR=URL      Debian mirror for debootstrap (default http://deb.debian.org/debian)
 #   CHECK_RUN='CMD'       what runs in the image (default: the C++ tests, then tests/test_lu.py,
 #                         tests/test_install_paths.py and tests/test_repository_hygiene.py)
-#   APT_MIRROR, APT_PROXY, PIP_INDEX_URL, PIP_EXTRA_INDEX_URL, PIP_TRUSTED_HOST
-#                         passed to the build as build arguments when set
+#   APT_MIRROR, APT_PROXY, APT_CONF, PIP_INDEX_URL, PIP_EXTRA_INDEX_URL, PIP_TRUSTED_HOST
+#                         passed to the build as build arguments when set; APT_CONF defaults to
+#                         this machine's Acquire::Check-Valid-Until / Check-Date when apt has them
+#                         off (a mirror serving a dated snapshot: sid's Release file has expired)
 # podman runs with the runc runtime and no default ulimits (a containers.conf of its own, in the
 # scratch directory): on machines like the project's, crun's rlimit and cgroup set-up is refused.
 set -euo pipefail
@@ -46,7 +48,7 @@ else
     || die "debootstrap failed, see $WORK/debootstrap.log"
   rm -rf "$WORK/rootfs/var/cache/apt/archives/"*.deb "$WORK/rootfs/var/lib/apt/lists/"*
   say "importing the root file system ($(du -sh "$WORK/rootfs" | cut -f1)) as $BASE_IMAGE"
-  tar -C "$WORK/rootfs" -c . | "${PODMAN[@]}" import --change 'CMD ["/bin/bash"]' - "$BASE_IMAGE" >/dev/null
+  tar -C "$WORK/rootfs" -c . | "${PODMAN[@]}" import --quiet --change 'CMD ["/bin/bash"]' - "$BASE_IMAGE" >/dev/null
   rm -rf "$WORK/rootfs"
 fi
 
@@ -55,7 +57,10 @@ rm -rf "$WORK/context"
 git clone -q "$ROOT" "$WORK/context"
 say "building $IMAGE from commit $(git -C "$WORK/context" rev-parse --short HEAD) (log: $WORK/build.log)"
 ARGS=(--build-arg "BASE=$BASE_IMAGE")
-for v in APT_MIRROR APT_PROXY PIP_INDEX_URL PIP_EXTRA_INDEX_URL PIP_TRUSTED_HOST; do
+if [ -z "${APT_CONF:-}" ]; then
+  APT_CONF="$(apt-config dump 2>/dev/null | grep -E '^Acquire::Check-(Valid-Until|Date) "false";$' || true)"
+fi
+for v in APT_MIRROR APT_PROXY APT_CONF PIP_INDEX_URL PIP_EXTRA_INDEX_URL PIP_TRUSTED_HOST; do
   if [ -n "${!v:-}" ]; then ARGS+=(--build-arg "$v=${!v}"); fi
 done
 "${PODMAN[@]}" build --network host -f envs/docker/Dockerfile "${ARGS[@]}" -t "$IMAGE" "$WORK/context" \

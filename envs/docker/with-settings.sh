@@ -3,12 +3,14 @@
 # (envs/docker/Dockerfile), then removes them: nothing of them stays in the image.
 #   APT_MIRROR   Debian mirror replacing the image's (e.g. http://deb.debian.org/debian)
 #   APT_PROXY    HTTP proxy for apt (Acquire::http::Proxy)
+#   APT_CONF     more apt configuration, apt.conf syntax (e.g. 'Acquire::Check-Valid-Until "false";'
+#                for a mirror that serves a snapshot whose suites' Release files have expired)
 #   PIP_INDEX_URL, PIP_EXTRA_INDEX_URL, PIP_TRUSTED_HOST   pip's own variables, passed through
 set -eu
 # the image's Debian sources: debian:bookworm's deb822 file, or a debootstrap'ed sources.list
 SOURCES="/etc/apt/sources.list.d/debian.sources /etc/apt/sources.list"
 restore() {
-  rm -f /etc/apt/apt.conf.d/99testbed-build-proxy
+  rm -f /etc/apt/apt.conf.d/99testbed-build-proxy /etc/apt/apt.conf.d/99testbed-build-conf
   for f in $SOURCES; do
     if [ -f "$f.testbed-build" ]; then mv "$f.testbed-build" "$f"; fi
   done
@@ -19,6 +21,9 @@ if [ "$(id -u)" = 0 ]; then
   if [ -n "${APT_PROXY:-}" ]; then
     printf 'Acquire::http::Proxy "%s";\n' "$APT_PROXY" >/etc/apt/apt.conf.d/99testbed-build-proxy
   fi
+  if [ -n "${APT_CONF:-}" ]; then
+    printf '%s\n' "$APT_CONF" >/etc/apt/apt.conf.d/99testbed-build-conf
+  fi
   for f in $SOURCES; do
     if [ -n "${APT_MIRROR:-}" ] && [ -f "$f" ]; then
       cp "$f" "$f.testbed-build"
@@ -27,7 +32,7 @@ if [ "$(id -u)" = 0 ]; then
   done
 fi
 # empty build arguments are unset, not empty settings (an empty PIP_INDEX_URL breaks pip)
-for v in PIP_INDEX_URL PIP_EXTRA_INDEX_URL PIP_TRUSTED_HOST APT_MIRROR APT_PROXY; do
+for v in PIP_INDEX_URL PIP_EXTRA_INDEX_URL PIP_TRUSTED_HOST APT_MIRROR APT_PROXY APT_CONF; do
   eval "[ -n \"\${$v:-}\" ] || unset $v"
 done
 export PIP_NO_CACHE_DIR=1 DEBIAN_FRONTEND=noninteractive
