@@ -16,6 +16,7 @@
 #                         passed to the build as build arguments when set; APT_CONF defaults to
 #                         this machine's Acquire::Check-Valid-Until / Check-Date when apt has them
 #                         off (a mirror serving a dated snapshot: sid's Release file has expired)
+#   PIP_CERT=FILE         pip's CA bundle, passed as the build secret pip_cert (not kept in the image)
 # podman runs with the runc runtime and no default ulimits (a containers.conf of its own, in the
 # scratch directory): on machines like the project's, crun's rlimit and cgroup set-up is refused.
 set -euo pipefail
@@ -63,6 +64,8 @@ fi
 for v in APT_MIRROR APT_PROXY APT_CONF PIP_INDEX_URL PIP_EXTRA_INDEX_URL PIP_TRUSTED_HOST; do
   if [ -n "${!v:-}" ]; then ARGS+=(--build-arg "$v=${!v}"); fi
 done
+# pip's CA bundle of this machine (PIP_CERT: a proxy with its own CA) as a build secret
+if [ -n "${PIP_CERT:-}" ] && [ -f "$PIP_CERT" ]; then ARGS+=(--secret "id=pip_cert,src=$PIP_CERT"); fi
 "${PODMAN[@]}" build --network host -f envs/docker/Dockerfile "${ARGS[@]}" -t "$IMAGE" "$WORK/context" \
   > >(while IFS= read -r line; do printf '%6ds %s\n' "$((SECONDS - T0))" "$line"; done >"$WORK/build.log") 2>&1 \
   || die "podman build failed, see $WORK/build.log"

@@ -6,6 +6,7 @@
 #   APT_CONF     more apt configuration, apt.conf syntax (e.g. 'Acquire::Check-Valid-Until "false";'
 #                for a mirror that serves a snapshot whose suites' Release files have expired)
 #   PIP_INDEX_URL, PIP_EXTRA_INDEX_URL, PIP_TRUSTED_HOST   pip's own variables, passed through
+#   /run/secrets/pip_cert   the build secret pip_cert: pip's CA bundle (PIP_CERT) for the step
 set -eu
 # the image's Debian sources: debian:bookworm's deb822 file, or a debootstrap'ed sources.list
 SOURCES="/etc/apt/sources.list.d/debian.sources /etc/apt/sources.list"
@@ -35,5 +36,7 @@ fi
 for v in PIP_INDEX_URL PIP_EXTRA_INDEX_URL PIP_TRUSTED_HOST APT_MIRROR APT_PROXY APT_CONF; do
   eval "[ -n \"\${$v:-}\" ] || unset $v"
 done
+# a CA bundle for pip given as the build secret pip_cert (mounted for the step only)
+if [ -s /run/secrets/pip_cert ]; then export PIP_CERT=/run/secrets/pip_cert; fi
 export PIP_NO_CACHE_DIR=1 DEBIAN_FRONTEND=noninteractive
 "$@"
