@@ -27,6 +27,8 @@ build-simulator:
 	@cmake -S simulator -B $(BUILD)/simulator -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 	@cmake --build $(BUILD)/simulator
 
+# StarPU: STARPU_NATIVE_PREFIX / STARPU_SIMGRID_PREFIX (environment or `make VAR=...`) when
+# given, else .deps/starpu-{native,simgrid} (apps/lu/Makefile; testbed/common/paths.py alike)
 build-lu:
 	@if [ -f apps/lu/Makefile ]; then $(MAKE) --no-print-directory -C apps/lu BUILD=$(BUILD) STARPU_DEPS=$(CURDIR)/.deps; fi
 

@@ -49,11 +49,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from testbed.common.errors import InputError  # noqa: E402
+from testbed.common.paths import STARPU_SIMGRID, STARPU_SMPIRUN  # noqa: E402
 from testbed.platform.starpu_bus_platform import build_platform, nodes_of_starpu_dir, write_platform  # noqa: E402
 from testbed.run.engines import ENGINES, RunSpec  # noqa: E402
 
 SHIPPED = ROOT / ".deps" / "src" / "starpu-1.4.10" / "tools" / "perfmodels" / "sampling"
-SMPIRUN = ROOT / ".deps" / "starpu-simgrid" / "bin" / "starpu_smpirun"
+SMPIRUN = STARPU_SIMGRID / STARPU_SMPIRUN  # STARPU_SIMGRID_PREFIX or .deps (testbed/common/paths.py)
 LU_SIMGRID = ROOT / "build" / "lu-simgrid" / "lu"
 NUMASIM = ROOT / "build" / "simulator" / "numasim"
 #: SimGrid configuration of /usr/bin/smpirun (SIMOPTS), under which StarPU-SimGrid-MPI runs
@@ -190,7 +191,7 @@ def run_numasim(pdir: Path, nt: int, symbols: str | None, work: Path, env: dict[
 def starpu_max_cuda_devices() -> int | None:
     """STARPU_MAXCUDADEVS of the StarPU-SimGrid build (--enable-maxcudadev): StarPU enables at
     most that many GPUs ("N CUDA devices available. Only M enabled")."""
-    for h in (ROOT / ".deps" / "starpu-simgrid" / "include").rglob("starpu_config.h"):
+    for h in (STARPU_SIMGRID / "include").rglob("starpu_config.h"):
         for line in h.read_text().splitlines():
             if line.startswith("#define STARPU_MAXCUDADEVS "):
                 return int(line.split()[2])

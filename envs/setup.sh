@@ -12,6 +12,11 @@
 #   STARPU_SOURCE_TARBALL=FILE    Debian's starpu_<version>.orig.tar.gz (sha256 checked)
 #                                 instead of `apt-get source`
 #   TESTBED_STARPU_BUILDS="simgrid native"   which StarPU builds to make ("none": none)
+#   STARPU_NATIVE_PREFIX=DIR      use this installed native StarPU 1.4 (MPI, FxT for --trace)
+#   STARPU_SIMGRID_PREFIX=DIR     use this installed StarPU-SimGrid 1.4 (MPI, static)
+#                                 instead of building that flavour under .deps/ (checked:
+#                                 lib/pkgconfig/starpu-1.4.pc, bin/starpu_smpirun for SimGrid);
+#                                 the Makefiles and testbed/common/paths.py read the same variables
 #   TESTBED_CUDA=auto|yes|no      native build with CUDA: auto = when nvcc is found
 #   TESTBED_PYTHON=0              skip the Python venv
 #   TESTBED_SLURM=1               also SLURM 22.05 (slurmctld, slurmd, slurm-client, munge,
@@ -47,6 +52,7 @@ mkdir -p "$DEPS"
 
 say() { printf '\033[1m[setup %4ds]\033[0m %s\n' "$SECONDS" "$*"; }
 die() { printf '\033[31m[setup] error:\033[0m %s\n' "$*" >&2; exit 1; }
+bad_setting() { printf '\033[31m[setup] error:\033[0m %s\n' "$*" >&2; exit 2; }  # a wrong setting (variable)
 
 # Root for apt only, and only when something must be installed.
 as_root() {
@@ -101,6 +107,32 @@ if [ "$TESTBED_OAR" = 1 ] && ! id testbed-oar >/dev/null 2>&1; then
   as_root useradd --create-home --shell /bin/bash testbed-oar || die "useradd testbed-oar failed"
 fi
 
+# ---------------------------------------------------------------- StarPU: installed or built
+# A flavour whose prefix variable is given is used as installed (checked here); the others are built.
+check_starpu_prefix() { # flavour, variable, prefix
+  local flavour="$1" var="$2" prefix="$3"
+  [ -d "$prefix" ] || bad_setting "$var=$prefix: no such directory (expected an installed StarPU 1.4, $flavour flavour)"
+  [ -f "$prefix/lib/pkgconfig/starpu-1.4.pc" ] && [ -f "$prefix/lib/pkgconfig/starpumpi-1.4.pc" ] \
+    || bad_setting "$var=$prefix: expected a StarPU 1.4 prefix with MPI (lib/pkgconfig/starpu-1.4.pc and starpumpi-1.4.pc)"
+  if [ "$flavour" = simgrid ]; then
+    [ -x "$prefix/bin/starpu_smpirun" ] \
+      || bad_setting "$var=$prefix: expected a StarPU-SimGrid prefix (bin/starpu_smpirun missing: built without --enable-simgrid?)"
+  elif [ -x "$prefix/bin/starpu_smpirun" ]; then
+    bad_setting "$var=$prefix: expected a native StarPU, this one is a SimGrid build (bin/starpu_smpirun)"
+  fi
+  say "StarPU ($flavour): using $var=$prefix"
+}
+STARPU_TO_BUILD=()
+for b in $TESTBED_STARPU_BUILDS; do
+  case "$b" in
+    simgrid) var=STARPU_SIMGRID_PREFIX ;;
+    native) var=STARPU_NATIVE_PREFIX ;;
+    none) continue ;;
+    *) die "TESTBED_STARPU_BUILDS: expected simgrid and/or native (or none), got $b" ;;
+  esac
+  if [ -n "${!var:-}" ]; then check_starpu_prefix "$b" "$var" "${!var}"; else STARPU_TO_BUILD+=("$b"); fi
+done
+
 # ---------------------------------------------------------------- StarPU sources
 # Debian's source package of the pinned version, fetched with a private apt state (sources
 # list and package lists under .deps/apt, the archive keyring for signatures): the system's
@@ -139,7 +171,11 @@ fetch_debian_source() { # -> 0 when the source is unpacked in $STARPU_SRC
   return 1
 }
 
-if [ ! -f "$DEPS/src/.fetched-$STARPU_VERSION" ] && [ -n "${STARPU_SOURCE_TARBALL:-}" ]; then
+if [ "${#STARPU_TO_BUILD[@]}" = 0 ] && [ ! -f "$DEPS/src/.fetched-$STARPU_VERSION" ] \
+   && [ "$TESTBED_APT" = 0 ] && [ -z "${STARPU_SOURCE_TARBALL:-}" ]; then
+  # Nothing to build: the source only brings StarPU's shipped perf models to some tests.
+  say "StarPU source: not fetched (nothing to build; the tests reading StarPU's shipped perf models skip)"
+elif [ ! -f "$DEPS/src/.fetched-$STARPU_VERSION" ] && [ -n "${STARPU_SOURCE_TARBALL:-}" ]; then
   [ -f "$STARPU_SOURCE_TARBALL" ] || die "STARPU_SOURCE_TARBALL=$STARPU_SOURCE_TARBALL: no such file"
   echo "$STARPU_ORIG_SHA256  $STARPU_SOURCE_TARBALL" | sha256sum -c --quiet - >/dev/null 2>&1 \
     || die "STARPU_SOURCE_TARBALL=$STARPU_SOURCE_TARBALL: expected Debian's starpu_${STARPU_VERSION%%-*}.orig.tar.gz (sha256 $STARPU_ORIG_SHA256)"
@@ -149,8 +185,13 @@ if [ ! -f "$DEPS/src/.fetched-$STARPU_VERSION" ] && [ -n "${STARPU_SOURCE_TARBAL
   touch "$DEPS/src/.fetched-$STARPU_VERSION"
 elif [ ! -f "$DEPS/src/.fetched-$STARPU_VERSION" ]; then
   [ "$TESTBED_APT" != 0 ] || die "TESTBED_APT=0: set STARPU_SOURCE_TARBALL to Debian's starpu_${STARPU_VERSION%%-*}.orig.tar.gz"
-  fetch_debian_source || die "StarPU $STARPU_VERSION: no suite of ($STARPU_SUITES) serves it; download Debian's starpu_${STARPU_VERSION%%-*}.orig.tar.gz (sha256 $STARPU_ORIG_SHA256, e.g. from snapshot.debian.org) and set STARPU_SOURCE_TARBALL"
-  touch "$DEPS/src/.fetched-$STARPU_VERSION"
+  if fetch_debian_source; then
+    touch "$DEPS/src/.fetched-$STARPU_VERSION"
+  elif [ "${#STARPU_TO_BUILD[@]}" = 0 ]; then  # only some tests read it: not fatal
+    say "StarPU source: not fetched (nothing to build; the tests reading StarPU's shipped perf models skip)"
+  else
+    die "StarPU $STARPU_VERSION: no suite of ($STARPU_SUITES) serves it; download Debian's starpu_${STARPU_VERSION%%-*}.orig.tar.gz (sha256 $STARPU_ORIG_SHA256, e.g. from snapshot.debian.org) and set STARPU_SOURCE_TARBALL"
+  fi
 else
   say "StarPU source $STARPU_VERSION: present"
 fi
@@ -165,7 +206,7 @@ COMMON_FLAGS=(--enable-mpi --enable-maxcpus=64 --enable-maxnumanodes=4
 # is part of every build stamp.
 PATCHES=("$ROOT"/envs/patches/*.patch)
 PATCHES_ID="$(cat "${PATCHES[@]}" | sha256sum | cut -c1-12)"
-if [ ! -f "$STARPU_SRC/.patched-$PATCHES_ID" ]; then
+if [ -d "$STARPU_SRC" ] && [ ! -f "$STARPU_SRC/.patched-$PATCHES_ID" ]; then
   for p in "${PATCHES[@]}"; do
     if patch -d "$STARPU_SRC" -p1 -R --dry-run -s -f <"$p" >/dev/null 2>&1; then continue; fi
     patch -d "$STARPU_SRC" -p1 -s -f <"$p" >/dev/null || die "applying $p to $STARPU_SRC failed"
@@ -181,7 +222,8 @@ NATIVE_CUDA_FLAGS=(--disable-cuda)
 case "$TESTBED_CUDA" in
   no) ;;
   yes|auto)
-    if [ -n "$NVCC" ]; then
+    if [[ " ${STARPU_TO_BUILD[*]} " != *" native "* ]]; then :  # no native build here
+    elif [ -n "$NVCC" ]; then
       CUDA_DIR="$(cd "$(dirname "$NVCC")/.." && pwd)"
       NATIVE_CUDA_FLAGS=(--enable-cuda --with-cuda-dir="$CUDA_DIR")
       say "CUDA toolkit found ($NVCC): the native StarPU is built with CUDA"
@@ -218,7 +260,7 @@ build_starpu() { # name, extra configure flags...
   if [ "${TESTBED_KEEP_BUILD_TREES:-0}" != 1 ]; then rm -rf "$build"; fi
   say "StarPU ($name build) installed"
 }
-for b in $TESTBED_STARPU_BUILDS; do
+for b in "${STARPU_TO_BUILD[@]}"; do
   case "$b" in
     simgrid) build_starpu simgrid --enable-simgrid --disable-shared --disable-cuda ;;
     # shellcheck disable=SC2086  # word splitting of the extra flags is intended
@@ -228,8 +270,6 @@ for b in $TESTBED_STARPU_BUILDS; do
     # SMPI links the app as a shared object and needs a PIC libfxt.a for per-rank privatization,
     # which Debian does not ship (StarPU's configure.ac turns FxT off for MPI+SimGrid for that reason).
     native) build_starpu native --with-fxt "${NATIVE_CUDA_FLAGS[@]}" ${STARPU_EXTRA_CONFIGURE_FLAGS:-} ;;
-    none) ;;
-    *) die "TESTBED_STARPU_BUILDS: expected simgrid and/or native (or none), got $b" ;;
   esac
 done
 

@@ -63,6 +63,51 @@ def test_unlock_needs_no_cores(tmp_path: Path):
     assert "Unlocked working directory" in result.stdout + result.stderr
 
 
+@pytest.mark.parametrize("target", ["all", "sensitivity", "calibrate"])
+def test_dag_and_rulegraph_need_no_cores(tmp_path: Path, target: str):
+    """`snakemake --dag` and `--rulegraph` (like --report and --unlock) run without --cores: no rule
+    reads the core count while the workflow is parsed (workflows/calibrate.smk reads it per job)."""
+    wf = workflow_copy(tmp_path)
+    for option in ("--dag", "--rulegraph"):
+        result = snakemake(wf, target, option)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.startswith("digraph"), result.stdout[:200]
+    batch = {"all": "campaign_batch", "sensitivity": "sensitivity_batch", "calibrate": "calibration_bundle"}[target]
+    assert batch in result.stdout
+
+
+def test_campaign_batches_have_benchmark_tables(tmp_path: Path):
+    plan = snakemake(workflow_copy(tmp_path), "-n", "--cores", "2", "all", "--forceall", "--printshellcmds")
+    assert plan.returncode == 0, plan.stderr
+    assert "benchmark: results/lille21/benchmarks/batch-000.tsv" in plan.stdout
+
+
+def test_calibration_options_are_typed(tmp_path: Path):
+    """config/config.schema.yaml types each `calibration:` key: a mistake stops the workflow with one line."""
+    wf = workflow_copy(tmp_path)
+    for given, says in (("{reps: 0}", "calibration.reps: expected"), ("{rep: 3}", "'rep' was unexpected"),
+                        ("{b: [64, x]}", "calibration.b.1: expected")):
+        result = snakemake(wf, "-n", "--cores", "1", "calibrate", "--config", "machine=other", f"calibration={given}")
+        assert result.returncode == 2 and says in result.stderr, (given, result.stderr)
+    ok = snakemake(wf, "-n", "--cores", "1", "-p", "calibrate", "--config", "machine=other",
+                   "calibration={b: [64, 128], reps: 3, unstable: 0.2, paired_runs: 0}")
+    assert ok.returncode == 0, ok.stderr
+    assert "--b 64 --b 128 --reps 3 --unstable 0.2 --paired-runs 0" in ok.stdout
+
+
+def test_conda_env_file_is_independent_of_any_prefix():
+    """workflows/envs/testbed.yaml names no conda prefix or environment name (snakemake places the
+    environment) and reaches the checkout's files by paths relative to itself."""
+    path = ROOT / "workflows" / "envs" / "testbed.yaml"
+    env = yaml.safe_load(path.read_text())
+    assert set(env) == {"channels", "dependencies"}
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    for line in pip:
+        target = line.split()[-1]
+        assert not Path(target).is_absolute() and (path.parent / target).resolve().is_relative_to(ROOT), line
+    assert (path.parent / "../../envs/requirements.txt").is_file() and (path.parent / "../../pyproject.toml").is_file()
+
+
 def test_repository_lint_is_clean():
     result = snakemake(ROOT, "--lint")
     out = result.stdout + result.stderr
@@ -121,3 +166,9 @@ def test_interrupted_campaign_resumes_without_rerunning_finished_batches(tmp_pat
     assert not (wf / "results/tiny/traces").exists() and "traces, default vs best" not in html
     again = snakemake(wf, "-n", "--cores", "2", "all")
     assert "Nothing to be done" in again.stdout + again.stderr
+    # each batch job's benchmark table (one row: seconds, memory, I/O), and the report without --cores
+    bench = (wf / "results/tiny/benchmarks/batch-001.tsv").read_text().splitlines()
+    assert bench[0].startswith("s\th:m:s") and len(bench) == 2
+    report = snakemake(wf, "--report", "results/report.zip")
+    assert report.returncode == 0, report.stderr
+    assert (wf / "results/report.zip").stat().st_size > 0

@@ -25,9 +25,10 @@ if "machine" in config:
     check_same_machine(Path(f"calibration/{CALIBRATION_MACHINE}"), bool(config.get("allow_other_machine", False)))
 #: Outputs beyond summary/provenance: their absence reruns the (resuming) calibration job.
 CALIBRATION_EXTRA = ["validation.json"] + (["network/pingpong.json"] if config.get("hosts") else [])
-#: Threads of the calibration job: every core of a local run (--cores). A batch executor
-#: (profiles/calibrate-*) has no --cores: one, and the profile asks for the whole node.
-CALIBRATION_THREADS = workflow.resource_settings.cores or 1
+# Threads of the calibration job: every core of a local run (--cores). A batch executor
+# (profiles/calibrate-*) has no --cores: one, and the profile asks for the whole node. Read when
+# the job is made, not when the workflow is parsed: --dag, --rulegraph, --report, --unlock and
+# batch executors run without --cores (the rule's threads: below).
 
 
 
@@ -55,7 +56,7 @@ rule calibration_bundle:
     resources:
         runtime=240,
         calibration_node=1,
-    threads: CALIBRATION_THREADS  # --unlock, --report and batch executors need no --cores
+    threads: lambda wildcards: workflow.resource_settings.cores or 1
     conda:
         "envs/testbed.yaml"
     shell:

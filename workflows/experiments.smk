@@ -30,6 +30,9 @@ rule campaign_batch:
         "envs/testbed.yaml"
     log:
         "results/{experiment}/logs/batch-{batch}.log",
+    # wall time, memory and I/O of each batch job (snakemake's benchmark table, one row)
+    benchmark:
+        "results/{experiment}/benchmarks/batch-{batch}.tsv"
     threads: 1
     # one batch job under a batch executor (profiles/slurm): one core, the minutes of its
     # runs (study scale: 30 runs of 4-8 s), memory of one numasim run (90 MB at study scale)

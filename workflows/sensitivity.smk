@@ -64,6 +64,8 @@ rule sensitivity_batch:
         "envs/testbed.yaml"
     log:
         "results/sensitivity/{experiment}/logs/{stage}-batch-{batch}.log",
+    benchmark:
+        "results/sensitivity/{experiment}/benchmarks/{stage}-batch-{batch}.tsv"
     threads: 1
     resources:
         runtime=60,

@@ -37,13 +37,13 @@ def cluster_ranks(cluster: str) -> tuple[list[str], list[float]]:
 
 def write_trace(spec: RunSpec, fxt_dir: Path, workdir: Path) -> None:
     """--trace/--transfers: the ranks' FxT files as numasim's tidy tables (testbed/traces/fxt_trace.py)."""
-    from testbed.common.paths import STARPU_NATIVE
+    from testbed.common.paths import starpu_file
     from testbed.describe.machines import load_cluster
     from testbed.run.factors import layout_of
     from testbed.traces import fxt_trace
 
     nodes = load_cluster(spec.cluster).nodes
-    out = fxt_trace.convert(STARPU_NATIVE / "bin" / "starpu_fxt_tool", fxt_dir, workdir)
+    out = fxt_trace.convert(starpu_file("native", "bin/starpu_fxt_tool", "StarPU's FxT converter"), fxt_dir, workdir)
     fxt_trace.write_tables(out, [n.name for n in nodes], [layout_of(n.machine) for n in nodes], spec.trace,
                            spec.transfers)
 

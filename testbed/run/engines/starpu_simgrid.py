@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from testbed.common.errors import InputError
-from testbed.common.paths import LU_SIMGRID, STARPU_SIMGRID, binary
+from testbed.common.paths import LU_SIMGRID, STARPU_SMPIRUN, binary, starpu_file
 from testbed.common.simgrid_xml import check_simgrid_platform
 from testbed.run.distribution import node_gemm_speed
 from testbed.run.engines import RunSpec, model_dirs, platform_dir_for
@@ -345,9 +345,7 @@ def run(spec: RunSpec) -> dict:
                          "does not ship; envs/setup.sh)")
     check_run(spec)
     lu = binary(LU_SIMGRID, "apps/lu (SimGrid build)")
-    smpirun = STARPU_SIMGRID / "bin" / "starpu_smpirun"
-    if not smpirun.exists():
-        raise FileNotFoundError(f"StarPU-SimGrid not installed: {smpirun} is missing (run envs/setup.sh)")
+    smpirun = starpu_file("simgrid", STARPU_SMPIRUN, "StarPU-SimGrid")
     with tempfile.TemporaryDirectory(prefix="lu-simgrid-", dir=spec.workdir) as tmp:
         workdir = Path(tmp)
         starpu_dir = platform_dir_for(spec, workdir) / "starpu"
