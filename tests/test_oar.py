@@ -170,7 +170,10 @@ def test_campaign_on_oar_survives_oardel_a_killed_batch_and_an_interrupt(cluster
     # the profile's retries=1 resubmits a failed batch once snakemake's status query sees it fail;
     # under load the second failure may only be seen after the interrupt (then the resume reruns it)
     restarted = log.count("Trying to restart job")
-    assert 1 <= restarted <= 2, log[-3000:]
+    # 0 when both failures were seen only after the interrupt: on a quiet machine half of the
+    # batches were written before snakemake's status query saw either (fresh-clone CI, 2026-11-23);
+    # the resume below must then rerun both
+    assert 0 <= restarted <= 2, log[-3000:]
 
     # resume: only the batches snakemake had not seen finish are submitted; the others are kept
     second = subprocess.run([*snakemake, "--profile", "profiles/oar", "all"], cwd=wf, capture_output=True,

@@ -267,7 +267,10 @@ def test_campaign_on_slurm_survives_scancel_a_killed_batch_and_an_interrupt(clus
     # the profile's retries=1 resubmits a failed batch once snakemake's status query sees it fail;
     # under load the second failure may only be seen after the interrupt (then the resume reruns it)
     restarted = log.count("Trying to restart job")
-    assert 1 <= restarted <= 2, log[-3000:]
+    # 0 when both failures were seen only after the interrupt: on a quiet machine half of the
+    # batches were written before snakemake's status query saw either (fresh-clone CI, 2026-11-23);
+    # the resume below must then rerun both
+    assert 0 <= restarted <= 2, log[-3000:]
     submissions = [[b for b, _ in states].count(x) for x in (killed, cancelled)]
     assert all(n in (1, 2) for n in submissions) and sum(submissions) - 2 == restarted, jobs_first
 
