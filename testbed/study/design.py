@@ -348,14 +348,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="design table CSV to write")
 
 
+def spec_object(text: str, expected: str, keys: tuple[str, ...] = ()) -> dict:
+    """The JSON object a command received as --spec (from the Snakefile), holding `keys`;
+    InputError("--spec", ..., `expected`) otherwise."""
+    try:
+        spec = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError("--spec", None, f"a JSON object ({exc})") from None
+    if not isinstance(spec, dict) or any(k not in spec for k in keys):
+        raise InputError("--spec", None, expected)
+    return spec
+
+
 def run(args: argparse.Namespace) -> int:
     if args.spec:
-        try:
-            exp = json.loads(args.spec)
-        except json.JSONDecodeError as exc:
-            raise InputError("--spec", None, f"a JSON object ({exc})") from None
-        if not isinstance(exp, dict):
-            raise InputError("--spec", None, "a JSON object (one resolved experiment)")
+        exp = spec_object(args.spec, "a JSON object (one resolved experiment)")
         where = "--spec"
         check_experiment(exp, where)
     else:

@@ -1034,15 +1034,10 @@ def run_all(plan: dict, out: Path, jobs: int = 1, progress=None) -> dict:
 
 # ------------------------------------------------------------------ CLI
 def plan_from_args(args: argparse.Namespace) -> dict:
-    from testbed.study.design import load_config, resolve_experiment
+    from testbed.study.design import load_config, resolve_experiment, spec_object
 
     if args.spec:
-        try:
-            spec = json.loads(args.spec)
-        except json.JSONDecodeError as exc:
-            raise InputError("--spec", None, f"a JSON object ({exc})") from None
-        if not isinstance(spec, dict) or "experiment" not in spec or "sensitivity" not in spec:
-            raise InputError("--spec", None, "a JSON object {experiment: ..., sensitivity: ...}")
+        spec = spec_object(args.spec, "a JSON object {experiment: ..., sensitivity: ...}", ("experiment", "sensitivity"))
         return make_plan(spec["experiment"], spec["sensitivity"], "--spec")
     if not args.config or not args.experiment:
         raise InputError(None, "--config/--experiment", "a configuration and an experiment name (or --spec)")
