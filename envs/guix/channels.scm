@@ -5,16 +5,19 @@
 ;; this project is developed and tested on, so none of envs/guix/ has been run. envs/setup.sh on
 ;; Debian bookworm (and envs/docker/) is the tested path.
 ;;
-;; guix: release v1.5.0 (2026-01-23), commit 230aa373f315f247852ee07dff34146e9b480aec, with the
-;; official channel introduction (Guix >= 1.5 refuses a channel without one).
-;; guix-hpc: StarPU 1.4 (`starpu`, `starpu-fxt`, `starpu-simgrid`, module (inria storm)). Not
-;; pinned: no commit of it could be checked from here. After a first successful run, pin both
-;; with `guix time-machine -C envs/guix/channels.scm -- describe -f channels > channels.scm`.
+;; Both channels are pinned to one pair of commits that Guix itself resolved together: the
+;; `guix describe -f channels` output published on 2025-09-03 in the public gist
+;; gist.github.com/dominicusin/a94364c9e2c9e742d0c94dc58a706361 (channels fetched from these
+;; same URLs). Nothing reachable from here can check the commits against gitlab.inria.fr or
+;; git.guix.gnu.org, and the pair has not been built here. guix-hpc carries StarPU 1.4
+;; (`starpu-fxt`, `starpu-simgrid`, module (inria storm)) and has no channel introduction; the
+;; guix channel keeps its official introduction. To move both forward together:
+;;   guix pull -C <this file without the commit lines> && guix describe -f channels > channels.scm
 (list (channel
         (name 'guix)
         (url "https://git.guix.gnu.org/guix.git")
         (branch "master")
-        (commit "230aa373f315f247852ee07dff34146e9b480aec")
+        (commit "b377ec079d9ffe8f0f372c43735ad012ea889b6f")
         (introduction
          (make-channel-introduction
           "9edb3f66fd807b096b48283debdcddccfea34bad"
@@ -23,4 +26,5 @@
       (channel
         (name 'guix-hpc)
         (url "https://gitlab.inria.fr/guix-hpc/guix-hpc.git")
-        (branch "master")))
+        (branch "master")
+        (commit "383fd2297febd03401d2b70c29db6eaff8c6384d")))
