@@ -12,7 +12,8 @@ CALIBRATE_OPTIONS = " ".join(
     [f"--b {b}" for b in CALIBRATION.get("b", [192])]
     + [
         f"--{key.replace('_', '-')} {CALIBRATION[key]}"
-        for key in ("reps", "bw_mb", "bw_reps", "lu_nt", "lu_reps", "max_rounds", "unstable", "pingpong_reps", "paired_runs")
+        for key in ("reps", "bw_mb", "bw_reps", "lu_nt", "lu_reps", "max_rounds", "history_max_error", "unstable", "pingpong_reps",
+                    "paired_runs")
         if key in CALIBRATION
     ]
     + ([f"--hosts {config['hosts']}"] if config.get("hosts") else [])

@@ -74,6 +74,8 @@ class Options:
     bw_reps: int = 10
     lu_nt: int = 10
     max_rounds: int = 5
+    # STARPU_HISTORY_MAX_ERROR of the codelet calibration runs (percent; None: StarPU's 50)
+    history_max_error: int | None = None
     lu_reps: int = 3
     unstable: float = 0.10
     lu: Path = LU_REAL
@@ -319,6 +321,11 @@ def step_codelets(scope: str) -> Callable[[Context, Path, list[str]], str]:
         models = work / ".starpu" / "sampling" / "codelets" / "45"
         env = {**starpu_env(ctx, work), **scope_env(ctx, scope, layout), "STARPU_CALIBRATE": "1",
                "STARPU_SCHED": "dmdas"}
+        if ctx.opts.history_max_error is not None:
+            # StarPU flushes a history entry once as many samples deviated from its mean by more than
+            # this percentage as it holds (src/core/perfmodel/perfmodel_history.c): a kernel of a few
+            # tens of us whose times spread over more than 1.5x never keeps 10 samples at StarPU's 50 %.
+            env["STARPU_HISTORY_MAX_ERROR"] = str(ctx.opts.history_max_error)
         # With GPUs, getrf_nopiv gets a CUDA model too; in calibration mode dmda gives tasks to
         # the workers whose model is not calibrated yet, so the CPU entries fill as well
         # (sched_policies/deque_modeling_policy_data_aware.c, "we need to calibrate").
@@ -592,6 +599,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bw-reps", type=int, default=10)
     p.add_argument("--lu-nt", type=int, default=10, help="tiles per dimension of the calibration LU runs")
     p.add_argument("--max-rounds", type=int, default=5, help="LU runs per tile size before giving up")
+    p.add_argument("--history-max-error", type=int, default=None, metavar="PCT",
+                   help="STARPU_HISTORY_MAX_ERROR of the codelet calibration runs (default: StarPU's, 50): raise it "
+                        "where tiny kernels' times spread so much that StarPU keeps flushing their history")
     p.add_argument("--lu-reps", type=int, default=3, help="reference LU runs with the calibrated models")
     p.add_argument("--unstable", type=float, default=0.10, help="relative stddev above which a timing is unstable")
     p.add_argument("--lu", default=str(LU_REAL), help="real build of apps/lu")
@@ -615,6 +625,8 @@ def options_from_args(args: argparse.Namespace) -> Options:
     hosts = [h.strip() for h in args.hosts.split(",")] if args.hosts else None
     if hosts is not None and (len(hosts) != 2 or not all(hosts)):
         raise InputError(None, "--hosts", f"two host names separated by a comma, got {args.hosts!r}")
+    if args.history_max_error is not None and args.history_max_error <= 0:
+        raise InputError(None, "--history-max-error", f"a positive percentage, got {args.history_max_error}")
     if args.paired_runs < 0:
         raise InputError(None, "--paired-runs", f"a non-negative integer, got {args.paired_runs}")
     if args.pingpong_reps <= 0:
@@ -623,7 +635,8 @@ def options_from_args(args: argparse.Namespace) -> Options:
         raise InputError(None, "--unstable", f"a relative standard deviation in (0, 10), got {args.unstable}")
     return Options(machine=args.machine, out=Path(args.out or ROOT / "calibration" / args.machine),
                    tile_sizes=sorted(set(sizes)), reps=args.reps, bw_mb=args.bw_mb, bw_reps=args.bw_reps,
-                   lu_nt=args.lu_nt, max_rounds=args.max_rounds, lu_reps=args.lu_reps, unstable=args.unstable, lu=Path(args.lu),
+                   lu_nt=args.lu_nt, max_rounds=args.max_rounds, history_max_error=args.history_max_error,
+                   lu_reps=args.lu_reps, unstable=args.unstable, lu=Path(args.lu),
                    hosts=hosts, pingpong_reps=args.pingpong_reps, paired_runs=args.paired_runs,
                    allow_other_machine=args.allow_other_machine)
 
