@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -58,6 +59,38 @@ def test_local_traffic_shares_the_memory_controller(chifflet: Path) -> None:
     share = node.memory_bandwidth_Bps / len(node.cores)  # max-min share of the saturated controller
     assert loaded >= 0.99 * nbytes / share  # no kernel ends before the controller delivered its share
     assert loaded / alone > 1.5
+
+
+def test_kernel_traffic_is_a_flow_only_where_it_can_bind(chifflet: Path) -> None:
+    """A BLAS3 kernel's average rate (0.4 GB/s) fits its path and the controller even with every
+    core busy: no flow is simulated (the old model ran each kernel's bytes as a burst at the core
+    link's rate). A memory-bound kernel gets its flow on every call, alone or loaded."""
+    m = load_machine("chifflet")
+    cores = len(m.numa_nodes[0].cores) + len(m.numa_nodes[1].cores)
+    gemm = bytes_per_call("dgemm", B, numa("gemm_block_k"))
+    axpy = bytes_per_call("daxpy", B, None)
+    for load, calls in (("alone", 1), ("all", cores)):
+        out = run(chifflet, "chifflet-1", "kernel", "dgemm", "0.0674", f"{gemm:.9g}", 0, 0, load, 3)
+        assert out["flows"] == 0, load
+        out = run(chifflet, "chifflet-1", "kernel", "daxpy", f"{axpy / 2e10:.9g}", f"{axpy:.9g}", 0, 1, load, 3)
+        assert out["flows"] == 3 * calls, load
+
+
+def test_an_oversubscribed_controller_gives_blas3_kernels_their_flows(chifflet: Path, tmp_path: Path) -> None:
+    """The same dgemm with the controller's bandwidth cut below what the socket's kernels need:
+    each call now has its flow and is stretched to what the controller delivers."""
+    text = chifflet.read_text()
+    cut = tmp_path / "numasim.xml"
+    cut.write_text(re.sub(r'(<link id="chifflet-1\.membus0"[^>]*bandwidth=")[^"]+"', r'\g<1>2e9Bps"', text))
+    assert cut.read_text() != text
+    gemm = bytes_per_call("dgemm", B, numa("gemm_block_k"))
+    alone = run(cut, "chifflet-1", "kernel", "dgemm", "0.0674", f"{gemm:.9g}", 0, 0, "alone", 3)
+    loaded = run(cut, "chifflet-1", "kernel", "dgemm", "0.0674", f"{gemm:.9g}", 0, 0, "all", 3)
+    assert alone["flows"] == 0  # 0.43 GB/s alone fits 2 GB/s
+    assert loaded["flows"] > 0
+    ncores = len(load_machine("chifflet").numa_nodes[0].cores)
+    assert loaded["median_s"] > 1.5 * alone["median_s"]
+    assert loaded["median_s"] <= 1.01 * max(0.0674, ncores * gemm / 2e9)
 
 
 def test_latency_follows_the_loaded_latency_curve(chifflet: Path) -> None:
@@ -223,11 +256,15 @@ def test_remote_pages_spread_durations_only_as_described(tmp_path: Path) -> None
 
 def test_copies_in_a_loaded_lu_are_slower_than_the_idle_calibration(tmp_path: Path) -> None:
     """Item 4: the scheduler's estimates are the idle bus calibration's (one copy alone); inside
-    the LU the same copies share the memory controllers with the kernels' traffic, so part of
-    them take longer: the discrepancy STARPU_SCHED_BETA (E) scales exists by construction."""
+    the LU the same copies share the PCIe, inter-socket and controller links with the other
+    copies (and with the kernels' traffic where a controller saturates), so none is faster and
+    part of them take much longer: the discrepancy STARPU_SCHED_BETA (E) scales exists by
+    construction. (Its size changed with the kernels' traffic model, docs/memory-model.md: the
+    90th percentile of RAM->GPU copies was 4.6x idle while every kernel's bytes ran as a burst.)"""
     out = subprocess.run([sys.executable, str(ROOT / "bench" / "bus_contention.py"), "--nt", "16"], check=True,
                          cwd=ROOT, capture_output=True, text=True, timeout=600).stdout
     rows = {line.split("|")[1].strip(): [float(x) for x in line.split("|")[3:7]]
             for line in out.splitlines() if line.startswith("| RAM->GPU") or line.startswith("| GPU->RAM")}
-    median, _p10, p90, worst = rows["RAM->GPU"]
-    assert median >= 0.99 and p90 > 1.2 and worst > 2, out
+    for direction in ("RAM->GPU", "GPU->RAM"):
+        median, p10, _p90, worst = rows[direction]
+        assert p10 >= 0.99 and median >= 0.99 and worst > 2, out

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <sstream>
 
 XBT_LOG_NEW_DEFAULT_SUBCATEGORY(numasim_memory, numasim, "numasim memory system");
@@ -107,15 +108,26 @@ MemorySystem::MemorySystem(const MachineNode& node, const std::string& file)
   controller_.assign(n, nullptr);
   demand_.assign(n, 0.0);
   idle_latency_.assign(n, std::vector<double>(n, 0.0));
+  path_bw_.assign(n, std::vector<double>(n, 0.0));
+  shared_bw_.assign(n, std::vector<double>(n, 0.0));
+  constexpr double inf = std::numeric_limits<double>::infinity();
   for (int d = 0; d < n; d++)
     for (int t = 0; t < n; t++) {
       std::vector<sg4::Link*> links;
       double lat = 0;
       ram_[d]->route_to(core_on(t), links, &lat);
       idle_latency_[t][d] = lat;
-      for (auto* l : links)
-        if (link_class(l->get_name()) == "membus")
+      double narrowest = inf, shared = inf;
+      for (auto* l : links) {
+        const std::string cls = link_class(l->get_name());
+        if (cls == "membus")
           controller_[d] = l;
+        narrowest = std::min(narrowest, l->get_bandwidth());
+        if (cls == "membus" || cls == "qpi")
+          shared = std::min(shared, l->get_bandwidth());
+      }
+      path_bw_[t][d] = narrowest;
+      shared_bw_[t][d] = shared;
     }
 }
 
@@ -162,12 +174,18 @@ double MemorySystem::stretched(double sigma, int t, const double* bytes_by_node,
   return d0 * (1 + sigma * (weighted / bytes / idle - 1));
 }
 
-size_t MemorySystem::start_traffic(sg4::Host* core, const double* bytes_by_node,
+size_t MemorySystem::start_traffic(sg4::Host* core, int t, const double* bytes_by_node, double d,
                                    std::array<sg4::CommPtr, kMaxNumaNodes>& out) const {
   size_t n = 0;
-  for (int p = 0; p < nnuma(); p++)
-    if (bytes_by_node[p] > 0 && ram_[p] != core)
+  for (int p = 0; p < nnuma(); p++) {
+    if (bytes_by_node[p] <= 0 || ram_[p] == core)
+      continue;
+    // demand_[p] already holds this kernel's rate (begin_kernel) with the other kernels' and the
+    // copies' on that controller: a conservative bound on what the shared links must carry.
+    const bool bound = d <= 0 || bytes_by_node[p] / d > path_bw_[t][p] || demand_[p] > shared_bw_[t][p];
+    if (bound)
       out[n++] = sg4::Comm::sendto_async(ram_[p], core, static_cast<uint64_t>(bytes_by_node[p]));
+  }
   return n;
 }
 

@@ -2,13 +2,19 @@
 // the kernel takes given where its operands live and how loaded the memory controllers are
 // (docs/memory-model.md). Two mechanisms, both from the literature:
 //  - bandwidth (roofline, Williams et al., CACM 2009): every byte a kernel moves, local or
-//    remote, is a SimGrid flow from the RAM of the node holding the pages to the kernel's core,
-//    concurrent with its computation; the kernel ends when both are done. The flow crosses that
-//    node's memory controller (the `membus` link), the inter-socket link when remote, and the
-//    core's link (one core's sustainable bandwidth), where it shares bandwidth with other kernels,
-//    GPU DMA and the NIC's DMA. A saturated controller stretches every kernel that reads through it.
-//    (SimGrid 3.32 ignores Comm::set_rate on host-to-host comms, so a flow is not spread over its
-//    kernel's duration: it runs at what the links give it, and the controller sees bursts.)
+//    remote, loads the memory controller of the node holding the pages at the kernel's average
+//    rate (bytes / duration). When that rate could limit the kernel (more than its path, core link
+//    + controller + inter-socket link, carries alone) or the controller is oversubscribed (the
+//    running kernels' and copies' rates exceed what it, or the inter-socket link for remote pages,
+//    carries), the traffic is a SimGrid flow from the RAM of the node holding the pages to the
+//    kernel's core, concurrent with its computation, sharing the links max-min with other
+//    kernels, GPU DMA and the NIC's DMA; the kernel ends when both are done, so a saturated
+//    controller stretches the kernels that read through it. Below saturation the flow could not
+//    lengthen the kernel, and is not simulated: a kernel's traffic is spread over its duration
+//    in reality, and the flow would run as a burst at the start (SimGrid 3.32 ignores
+//    Comm::set_rate on host-to-host comms), loading the controller at full core speed for a few
+//    ms and slowing copies that a spread load leaves alone (and costing 40 % of numasim's time at
+//    the study's scale).
 //  - latency (the PaStiX NUMA factors, INRIA RR-7498; Intel MLC loaded-latency curves): a kernel
 //    spends a fraction sigma of its local, idle-memory time stalled on memory latency; that part
 //    scales with the latency of the path to its pages, which grows with the controller's
@@ -69,9 +75,11 @@ public:
   // to/from node p (kMaxNumaNodes entries): d0 * (1 + sigma * (rho - 1)), rho the byte-weighted
   // latency of its pages over the idle local latency.
   double stretched(double sigma, int thread_numa, const double* bytes_by_node, double d0) const;
-  // Starts the kernel's traffic from each node to `core` (SimGrid shares the links max-min; the
-  // core's link caps one core's rate); returns the number of flows put in `out`.
-  size_t start_traffic(sg4::Host* core, const double* bytes_by_node,
+  // Starts the traffic of a kernel of duration `d` (after begin_kernel) on `core` (NUMA node
+  // `thread_numa`) from each node whose pages it reads where that traffic could be bandwidth-bound
+  // (see above; SimGrid then shares the links max-min, the core's link capping one core's rate);
+  // returns the number of flows put in `out`.
+  size_t start_traffic(sg4::Host* core, int thread_numa, const double* bytes_by_node, double d,
                        std::array<sg4::CommPtr, kMaxNumaNodes>& out) const;
 
 private:
@@ -80,6 +88,8 @@ private:
   std::vector<sg4::Link*> controller_;
   std::vector<double> demand_;                    // B/s of the running kernels, per controller
   std::vector<std::vector<double>> idle_latency_; // [thread numa][data numa], route latency (s)
+  std::vector<std::vector<double>> path_bw_;      // [thread numa][data numa], narrowest link (B/s)
+  std::vector<std::vector<double>> shared_bw_;    // [thread numa][data numa], controller, + inter-socket
 };
 
 } // namespace numasim

@@ -458,7 +458,8 @@ void NumaEffects::run_on_cpu(const Worker& w, uint32_t task, double duration) {
   const double d = ri.mem->stretched(ri.stall[kind], w.numa, by_node, duration);
   stall_time_ += d - duration;
   std::array<sg4::CommPtr, kMaxNumaNodes> traffic;
-  const size_t nflows = ri.mem->start_traffic(w.host, by_node, traffic);
+  const size_t nflows = ri.mem->start_traffic(w.host, w.numa, by_node, d, traffic);
+  kernel_flows_ += nflows;
   if (d > 0)
     sg4::this_actor::sleep_for(d);
   for (size_t i = 0; i < nflows; i++)
@@ -536,6 +537,7 @@ std::map<std::string, double> NumaEffects::summary() const {
           {"migrated_bytes", migrated_bytes_},
           {"gpu_launch_waits", static_cast<double>(launch_waits_)},
           {"memory_stall_s", stall_time_},
+          {"kernel_flows", static_cast<double>(kernel_flows_)},
           {"kernel_memory_bytes", kernel_bytes_}};
 }
 

@@ -121,7 +121,7 @@ private:
       split_; // [src rank * nranks + dst rank]: NICs, see network_split
   std::vector<uint8_t> split_known_;
   double remote_total_ = 0, migrated_bytes_ = 0, fault_time_ = 0, stall_time_ = 0, kernel_bytes_ = 0;
-  uint64_t migrations_ = 0, faults_ = 0, launch_waits_ = 0, remote_tasks_ = 0;
+  uint64_t migrations_ = 0, faults_ = 0, launch_waits_ = 0, remote_tasks_ = 0, kernel_flows_ = 0;
 
   sg4::Host* ram_host(int rank, uint32_t h, int gmem) const;
   int operand_numa(const Worker& w, uint32_t h) const;

@@ -110,6 +110,8 @@ double median(std::vector<double> v) {
 
 // One call of a kernel on `core` (NUMA node t) with its traffic from node d: the same
 // computation numasim does for a CPU task (numa_effects.cpp run_task).
+size_t kernel_flows = 0; // kernel traffic flows simulated (bandwidth-bound calls), all calls
+
 double kernel_call(MemorySystem& mem, double sigma, sg4::Host* core, int t, int d, double d0, double bytes) {
   double by_node[kMaxNumaNodes] = {0, 0, 0, 0};
   by_node[d] = bytes;
@@ -117,7 +119,8 @@ double kernel_call(MemorySystem& mem, double sigma, sg4::Host* core, int t, int 
   mem.begin_kernel(by_node, d0);
   const double dur = mem.stretched(sigma, t, by_node, d0);
   std::array<sg4::CommPtr, kMaxNumaNodes> traffic;
-  const size_t n = mem.start_traffic(core, by_node, traffic);
+  const size_t n = mem.start_traffic(core, t, by_node, dur, traffic);
+  kernel_flows += n;
   if (dur > 0)
     sg4::this_actor::sleep_for(dur);
   for (size_t i = 0; i < n; i++)
@@ -193,8 +196,8 @@ int main(int argc, char* argv[]) {
       std::cout << "{\"scenario\": \"kernel\", \"kernel\": \"" << kernel
                 << "\", \"stall_fraction\": " << num(sigma) << ", \"thread_node\": " << t
                 << ", \"data_node\": " << d << ", \"load\": \"" << load
-                << "\", \"calls\": " << measured.size() << ", \"median_s\": " << num(median(measured))
-                << "}\n";
+                << "\", \"calls\": " << measured.size() << ", \"flows\": " << kernel_flows
+                << ", \"median_s\": " << num(median(measured)) << "}\n";
     } else if ((what == "stream" || what == "triad" || what == "memcpy") && argc == 8) {
       const double bytes = number(argv[4], "BYTES");
       const int t = numa_arg(argv[5], "T"), d = numa_arg(argv[6], "D");
