@@ -153,6 +153,19 @@ def lu_trace(tmp_path_factory) -> tuple[dict, list[dict]]:
         return json.loads(proc.stdout.strip().splitlines()[-1]), list(csv.DictReader(fh))
 
 
+def test_messages_load_the_controllers_at_their_pipeline_rate() -> None:
+    """A StarPU-MPI message streams through the RAM it leaves and the RAM it reaches at the rate
+    of its narrowest leg (10 GbE), not at each RAM leg's own 12 GB/s (a core's link): counted at
+    the legs' rates, concurrent messages made the study's controllers look oversubscribed and gave
+    BLAS3 kernels bandwidth-bound flows (388 at 20x20 tiles) that no real controller would."""
+    proc = subprocess.run([sys.executable, "-m", "testbed", "simulate", "--engine", "numasim", "--cluster",
+                           "g5k-lille-21", "--n", str(20 * B), "--b", str(B), "--seed", "1"],
+                          check=True, cwd=ROOT, capture_output=True, text=True)
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert summary["mpi_messages"] > 0
+    assert summary["numa"]["kernel_flows"] == 0, summary["numa"]
+
+
 def test_dgemm_on_remote_pages_is_slower_in_the_lu(lu_trace) -> None:
     """Default configuration: pinned tiles on NUMA 0 (the main thread's node); NUMA-1 workers'
     dgemm read them remotely and take longer, as the study's traces saw (study-case.md)."""

@@ -197,13 +197,18 @@ double NumaEffects::control_delay(int rank, const sg4::Host* driver, const sg4::
 }
 
 void NumaEffects::stream_demand(const std::vector<Leg>& legs, double sign) {
+  // The copy streams through every RAM it touches at its pipeline's rate: the narrowest leg's
+  // (a message's RAM -> MPI-core leg alone could run at a core's 12 GB/s, but it only carries
+  // what the 1.25 GB/s Ethernet leg drains).
+  double bw = std::numeric_limits<double>::infinity();
+  for (const auto& l : legs)
+    bw = std::min(bw, route_latbw(l.src, l.dst).second);
+  if (!std::isfinite(bw) || bw <= 0)
+    return;
   for (const auto& l : legs)
     for (const sg4::Host* end : {l.src, l.dst}) {
       auto it = ram_of_host_.find(end);
-      if (it == ram_of_host_.end())
-        continue;
-      const double bw = route_latbw(l.src, l.dst).second;
-      if (std::isfinite(bw) && bw > 0)
+      if (it != ram_of_host_.end())
         ranks_[it->second.first].mem->add_stream(it->second.second, sign * bw);
     }
 }
