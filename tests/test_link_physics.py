@@ -50,7 +50,7 @@ def flows(tool: Path, xml: Path, *pairs: tuple[str, str], cfg: tuple[str, ...] =
 
 # Per link class: a flow and one in the opposite direction through that class's link (the second
 # avoids every other link the first one saturates). On the inter-socket link: a RAM-to-RAM copy
-# (bound by the 34.1 GB/s QPI data rate) against a GPU-to-GPU copy across the sockets.
+# (bound by the 30.3 GB/s inter-socket link) against a GPU-to-GPU copy across the sockets.
 OPPOSITE = {
     "eth": ("hetero-3", ("chetemi-1.nic0", "chifflet-1.nic0"), ("chifflet-1.nic0", "chetemi-1.nic0"), "chetemi-1.eth"),
     "pcie": ("chifflet-1", ("chifflet-1.ram0", "chifflet-1.gpu0"), ("chifflet-1.gpu0", "chifflet-1.ram0"),

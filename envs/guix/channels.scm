@@ -10,8 +10,11 @@
 ;; gist.github.com/dominicusin/a94364c9e2c9e742d0c94dc58a706361 (channels fetched from these
 ;; same URLs). Nothing reachable from here can check the commits against gitlab.inria.fr or
 ;; git.guix.gnu.org, and the pair has not been built here. guix-hpc carries StarPU 1.4
-;; (`starpu-fxt`, `starpu-simgrid`, module (inria storm)) and has no channel introduction; the
-;; guix channel keeps its official introduction. To move both forward together:
+;; (`starpu-fxt`, `starpu-simgrid`, module (inria storm)) and has no channel introduction. An
+;; earlier version of this file said Guix >= 1.5 refuses a channel without one; the published
+;; setup pulled guix-hpc without one, so its Guix accepted it (not checked here). The guix channel
+;; keeps its official introduction. This pair is older (2025-09) than the v1.5.0 release pinned
+;; before; it replaces it because the two commits were resolved together. To move both forward together:
 ;;   guix pull -C <this file without the commit lines> && guix describe -f channels > channels.scm
 (list (channel
         (name 'guix)

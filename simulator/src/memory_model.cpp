@@ -108,8 +108,9 @@ MemorySystem::MemorySystem(const MachineNode& node, const std::string& file)
   controller_.assign(n, nullptr);
   demand_.assign(n, 0.0);
   idle_latency_.assign(n, std::vector<double>(n, 0.0));
+  remote_demand_.assign(n, std::vector<double>(n, 0.0));
   path_bw_.assign(n, std::vector<double>(n, 0.0));
-  shared_bw_.assign(n, std::vector<double>(n, 0.0));
+  qpi_bw_.assign(n, std::vector<double>(n, 0.0));
   constexpr double inf = std::numeric_limits<double>::infinity();
   for (int d = 0; d < n; d++)
     for (int t = 0; t < n; t++) {
@@ -117,17 +118,17 @@ MemorySystem::MemorySystem(const MachineNode& node, const std::string& file)
       double lat = 0;
       ram_[d]->route_to(core_on(t), links, &lat);
       idle_latency_[t][d] = lat;
-      double narrowest = inf, shared = inf;
+      double narrowest = inf, qpi = inf;
       for (auto* l : links) {
         const std::string cls = link_class(l->get_name());
         if (cls == "membus")
           controller_[d] = l;
         narrowest = std::min(narrowest, l->get_bandwidth());
-        if (cls == "membus" || cls == "qpi")
-          shared = std::min(shared, l->get_bandwidth());
+        if (cls == "qpi")
+          qpi = std::min(qpi, l->get_bandwidth());
       }
       path_bw_[t][d] = narrowest;
-      shared_bw_[t][d] = shared;
+      qpi_bw_[t][d] = qpi;
     }
 }
 
@@ -136,16 +137,22 @@ double MemorySystem::utilisation(int numa) const {
   return l && l->get_bandwidth() > 0 ? std::min(1.0, demand_[numa] / l->get_bandwidth()) : 0.0;
 }
 
-void MemorySystem::begin_kernel(const double* bytes_by_node, double d) {
+void MemorySystem::begin_kernel(int t, const double* bytes_by_node, double d) {
   if (d > 0)
-    for (int p = 0; p < nnuma(); p++)
+    for (int p = 0; p < nnuma(); p++) {
       demand_[p] += bytes_by_node[p] / d;
+      if (p != t)
+        remote_demand_[t][p] += bytes_by_node[p] / d;
+    }
 }
 
-void MemorySystem::end_kernel(const double* bytes_by_node, double d) {
+void MemorySystem::end_kernel(int t, const double* bytes_by_node, double d) {
   if (d > 0)
-    for (int p = 0; p < nnuma(); p++)
+    for (int p = 0; p < nnuma(); p++) {
       demand_[p] = std::max(0.0, demand_[p] - bytes_by_node[p] / d);
+      if (p != t)
+        remote_demand_[t][p] = std::max(0.0, remote_demand_[t][p] - bytes_by_node[p] / d);
+    }
 }
 
 void MemorySystem::add_stream(int numa, double rate_Bps) {
@@ -180,9 +187,16 @@ size_t MemorySystem::start_traffic(sg4::Host* core, int t, const double* bytes_b
   for (int p = 0; p < nnuma(); p++) {
     if (bytes_by_node[p] <= 0 || ram_[p] == core)
       continue;
-    // demand_[p] already holds this kernel's rate (begin_kernel) with the other kernels' and the
-    // copies' on that controller: a conservative bound on what the shared links must carry.
-    const bool bound = d <= 0 || bytes_by_node[p] / d > path_bw_[t][p] || demand_[p] > shared_bw_[t][p];
+    // After begin_kernel, demand_[p] holds this kernel's rate with the other kernels' and the
+    // copies' on node p's controller, and remote_demand_[t][p] the rates of the kernels of node t
+    // reading node p (this one included; copies crossing the inter-socket link are not counted
+    // there). A rate within 0.1 % of the path's counts as binding, so that the boundary does not
+    // depend on rounding.
+    const double rate = d > 0 ? bytes_by_node[p] / d : std::numeric_limits<double>::infinity();
+    const sg4::Link* controller = controller_[p];
+    const bool bound = rate >= 0.999 * path_bw_[t][p] ||
+                       (controller && demand_[p] > controller->get_bandwidth()) ||
+                       (p != t && remote_demand_[t][p] > qpi_bw_[t][p]);
     if (bound)
       out[n++] = sg4::Comm::sendto_async(ram_[p], core, static_cast<uint64_t>(bytes_by_node[p]));
   }

@@ -3,18 +3,19 @@
 // (docs/memory-model.md). Two mechanisms, both from the literature:
 //  - bandwidth (roofline, Williams et al., CACM 2009): every byte a kernel moves, local or
 //    remote, loads the memory controller of the node holding the pages at the kernel's average
-//    rate (bytes / duration). When that rate could limit the kernel (more than its path, core link
-//    + controller + inter-socket link, carries alone) or the controller is oversubscribed (the
-//    running kernels' and copies' rates exceed what it, or the inter-socket link for remote pages,
-//    carries), the traffic is a SimGrid flow from the RAM of the node holding the pages to the
-//    kernel's core, concurrent with its computation, sharing the links max-min with other
-//    kernels, GPU DMA and the NIC's DMA; the kernel ends when both are done, so a saturated
-//    controller stretches the kernels that read through it. Below saturation the flow could not
-//    lengthen the kernel, and is not simulated: a kernel's traffic is spread over its duration
-//    in reality, and the flow would run as a burst at the start (SimGrid 3.32 ignores
-//    Comm::set_rate on host-to-host comms), loading the controller at full core speed for a few
-//    ms and slowing copies that a spread load leaves alone (and costing 40 % of numasim's time at
-//    the study's scale).
+//    rate (bytes / duration). When, at the kernel's start, that traffic could limit it (its rate
+//    above what its path, core link + controller + inter-socket link, carries alone; or the
+//    controller oversubscribed by the running kernels' and copies' rates; or, for remote pages,
+//    the inter-socket link by the remote kernels' rates), it is a SimGrid flow from the RAM of
+//    the node holding the pages to the kernel's core, concurrent with the computation, sharing the
+//    links max-min with other flows, GPU DMA and the NIC's DMA; the kernel ends when both are
+//    done. The decision is made once, at the start: a kernel that started below saturation keeps
+//    no flow and is not stretched by a later saturation. Otherwise no flow could lengthen the
+//    kernel, and none is simulated: a kernel's traffic is spread over its duration in reality,
+//    while a flow runs as a burst at the start (SimGrid 3.32 ignores Comm::set_rate on
+//    host-to-host comms), loading the controller at full core speed for several ms and slowing
+//    copies that a spread load leaves alone (and costing 43 % of numasim's time at the study's
+//    scale).
 //  - latency (the PaStiX NUMA factors, INRIA RR-7498; Intel MLC loaded-latency curves): a kernel
 //    spends a fraction sigma of its local, idle-memory time stalled on memory latency; that part
 //    scales with the latency of the path to its pages, which grows with the controller's
@@ -62,9 +63,10 @@ public:
   // kernels running on its pages (bytes / duration) over its bandwidth, at most 1; 0 without a
   // controller link. (Average rates, not the flows' instantaneous ones: the flows run in bursts.)
   double utilisation(int numa) const;
-  // A kernel moving bytes_by_node[p] bytes in `d` seconds starts / ends (utilisation bookkeeping).
-  void begin_kernel(const double* bytes_by_node, double d);
-  void end_kernel(const double* bytes_by_node, double d);
+  // A kernel on a core of node `thread_numa` moving bytes_by_node[p] bytes in `d` seconds starts /
+  // ends (utilisation bookkeeping: the controllers, and the inter-socket traffic of remote pages).
+  void begin_kernel(int thread_numa, const double* bytes_by_node, double d);
+  void end_kernel(int thread_numa, const double* bytes_by_node, double d);
   // A copy stream (GPU or NIC DMA, a CPU copy of StarPU-MPI) reading or writing node `numa`'s
   // pages at `rate_Bps` starts (positive) or ends (negative): it loads the controller as a
   // kernel's traffic does, so the kernels reading through it see the loaded latency.
@@ -88,8 +90,10 @@ private:
   std::vector<sg4::Link*> controller_;
   std::vector<double> demand_;                    // B/s of the running kernels, per controller
   std::vector<std::vector<double>> idle_latency_; // [thread numa][data numa], route latency (s)
-  std::vector<std::vector<double>> path_bw_;      // [thread numa][data numa], narrowest link (B/s)
-  std::vector<std::vector<double>> shared_bw_;    // [thread numa][data numa], controller, + inter-socket
+  std::vector<std::vector<double>>
+      remote_demand_;                        // [thread numa][data numa], B/s of kernels reading remotely
+  std::vector<std::vector<double>> path_bw_; // [thread numa][data numa], narrowest link (B/s)
+  std::vector<std::vector<double>> qpi_bw_;  // [thread numa][data numa], inter-socket link (inf: none)
 };
 
 } // namespace numasim

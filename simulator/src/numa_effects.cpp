@@ -459,7 +459,7 @@ void NumaEffects::run_on_cpu(const Worker& w, uint32_t task, double duration) {
       bytes += by_node[p];
     duration = respread(duration, w.length[kind], w.dev[kind], ri.spread[kind], remote / bytes);
   }
-  ri.mem->begin_kernel(by_node, duration);
+  ri.mem->begin_kernel(w.numa, by_node, duration);
   const double d = ri.mem->stretched(ri.stall[kind], w.numa, by_node, duration);
   stall_time_ += d - duration;
   std::array<sg4::CommPtr, kMaxNumaNodes> traffic;
@@ -469,7 +469,7 @@ void NumaEffects::run_on_cpu(const Worker& w, uint32_t task, double duration) {
     sg4::this_actor::sleep_for(d);
   for (size_t i = 0; i < nflows; i++)
     traffic[i]->wait();
-  ri.mem->end_kernel(by_node, duration);
+  ri.mem->end_kernel(w.numa, by_node, duration);
 }
 
 double NumaEffects::respread(double d, double mean, double sd, double ratio, double remote_share) {

@@ -110,13 +110,13 @@ double median(std::vector<double> v) {
 
 // One call of a kernel on `core` (NUMA node t) with its traffic from node d: the same
 // computation numasim does for a CPU task (numa_effects.cpp run_task).
-size_t kernel_flows = 0; // kernel traffic flows simulated (bandwidth-bound calls), all calls
+size_t kernel_flows = 0; // kernel traffic flows simulated (one per node read through a flow), all calls
 
 double kernel_call(MemorySystem& mem, double sigma, sg4::Host* core, int t, int d, double d0, double bytes) {
   double by_node[kMaxNumaNodes] = {0, 0, 0, 0};
   by_node[d] = bytes;
   const double start = sg4::Engine::get_clock();
-  mem.begin_kernel(by_node, d0);
+  mem.begin_kernel(t, by_node, d0);
   const double dur = mem.stretched(sigma, t, by_node, d0);
   std::array<sg4::CommPtr, kMaxNumaNodes> traffic;
   const size_t n = mem.start_traffic(core, t, by_node, dur, traffic);
@@ -125,7 +125,7 @@ double kernel_call(MemorySystem& mem, double sigma, sg4::Host* core, int t, int 
     sg4::this_actor::sleep_for(dur);
   for (size_t i = 0; i < n; i++)
     traffic[i]->wait();
-  mem.end_kernel(by_node, d0);
+  mem.end_kernel(t, by_node, d0);
   return sg4::Engine::get_clock() - start;
 }
 } // namespace
@@ -249,10 +249,10 @@ int main(int argc, char* argv[]) {
         const double elapsed = sg4::Engine::get_clock();
         double by_node[kMaxNumaNodes] = {0, 0, 0, 0};
         by_node[d] = threads * bytes;
-        mem.begin_kernel(by_node, elapsed);
+        mem.begin_kernel(t, by_node, elapsed);
         latency = mem.latency_s(t, d);
         utilisation = mem.utilisation(d);
-        mem.end_kernel(by_node, elapsed);
+        mem.end_kernel(t, by_node, elapsed);
         if (copy_dst)
           load.front()->wait();
         mem.add_stream(d, -copy_rate);
