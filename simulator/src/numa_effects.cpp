@@ -167,6 +167,10 @@ int NumaEffects::intern(const std::vector<Leg>& legs) {
   if (it != path_ids_.end())
     return it->second;
   Path p;
+  // The copy streams through every RAM it touches at its pipeline's rate: the narrowest leg's
+  // (a message's RAM -> MPI-core leg alone could run at a core's 12 GB/s, but it only carries
+  // what the 1.25 GB/s Ethernet leg drains).
+  p.stream_bw = std::numeric_limits<double>::infinity();
   for (const auto& l : legs) {
     std::vector<sg4::Link*> links;
     double lat = 0;
@@ -174,6 +178,12 @@ int NumaEffects::intern(const std::vector<Leg>& legs) {
     for (auto* link : links) {
       p.links.push_back(link->get_name());
       p.classes.push_back(classes_.id(link_class(link->get_name())));
+    }
+    p.stream_bw = std::min(p.stream_bw, route_latbw(l.src, l.dst).second);
+    for (const sg4::Host* end : {l.src, l.dst}) {
+      auto ram = ram_of_host_.find(end);
+      if (ram != ram_of_host_.end())
+        p.rams.push_back(ram->second);
     }
   }
   int id = static_cast<int>(paths_.size());
@@ -196,21 +206,12 @@ double NumaEffects::control_delay(int rank, const sg4::Host* driver, const sg4::
   return lat + (std::isfinite(bw) && bw > 0 ? bytes / bw : 0);
 }
 
-void NumaEffects::stream_demand(const std::vector<Leg>& legs, double sign) {
-  // The copy streams through every RAM it touches at its pipeline's rate: the narrowest leg's
-  // (a message's RAM -> MPI-core leg alone could run at a core's 12 GB/s, but it only carries
-  // what the 1.25 GB/s Ethernet leg drains).
-  double bw = std::numeric_limits<double>::infinity();
-  for (const auto& l : legs)
-    bw = std::min(bw, route_latbw(l.src, l.dst).second);
-  if (!std::isfinite(bw) || bw <= 0)
+void NumaEffects::stream_demand(int path, double sign) {
+  const Path& p = paths_[path];
+  if (!std::isfinite(p.stream_bw) || p.stream_bw <= 0)
     return;
-  for (const auto& l : legs)
-    for (const sg4::Host* end : {l.src, l.dst}) {
-      auto it = ram_of_host_.find(end);
-      if (it != ram_of_host_.end())
-        ranks_[it->second.first].mem->add_stream(it->second.second, sign * bw);
-    }
+  for (const auto& [rank, numa] : p.rams)
+    ranks_[rank].mem->add_stream(numa, sign * p.stream_bw);
 }
 
 std::vector<std::string> NumaEffects::control_links(int gpu_gmem) {
@@ -327,9 +328,9 @@ int NumaEffects::move(const Transfer& tr) {
   if (legs.empty()) // both ends on the same host (pages already where the copy goes)
     legs.push_back({src.host, dst.host});
   int path = intern(legs);
-  stream_demand(legs, +1);
+  stream_demand(path, +1);
   run_legs(legs, data_.tile_bytes());
-  stream_demand(legs, -1);
+  stream_demand(path, -1);
   return path;
 }
 

@@ -92,6 +92,10 @@ private:
   struct Path {
     std::vector<std::string> links;
     std::vector<int> classes; // indices in LinkClasses
+    // The copy's stream (stream_demand): its pipeline's rate, the narrowest leg's route alone,
+    // and the (rank, NUMA node) of each RAM end of each leg, in leg order.
+    double stream_bw = 0;
+    std::vector<std::pair<int, int>> rams;
   };
   static constexpr size_t kMaxLegs = 5; // an MPI message: RAM, MPI core, NIC, NIC, MPI core, RAM
   struct Leg {
@@ -128,9 +132,9 @@ private:
   int intern(const std::vector<Leg>& legs);
   double control_delay(int rank, const sg4::Host* driver, const sg4::Host* gpu);
   void run_legs(const std::vector<Leg>& legs, double bytes);
-  // The copy streams of `legs` that start or end at a RAM host load its controller (sign +1 at
-  // the start, -1 at the end), at the rate each leg's route gives it alone.
-  void stream_demand(const std::vector<Leg>& legs, double sign);
+  // The copy along interned path `path` loads the controller of each RAM host its legs start or
+  // end at (sign +1 at the start, -1 at the end), at its pipeline's rate (Path::stream_bw).
+  void stream_demand(int path, double sign);
   std::pair<double, double> route_latbw(const sg4::Host* a, const sg4::Host* b); // latency, min bw
   std::pair<sg4::Host*, sg4::Host*> network_split(int src_rank, int dst_rank);
   void init_rank(int rank);

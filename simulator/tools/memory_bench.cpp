@@ -108,10 +108,10 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[k] : 0.5 * (v[k - 1] + v[k]);
 }
 
-// One call of a kernel on `core` (NUMA node t) with its traffic from node d: the same
-// computation numasim does for a CPU task (numa_effects.cpp run_task).
 size_t kernel_flows = 0; // kernel traffic flows simulated (one per node read through a flow), all calls
 
+// One call of a kernel on `core` (NUMA node t) with its traffic from node d: the same
+// computation numasim does for a CPU task (numa_effects.cpp run_task).
 double kernel_call(MemorySystem& mem, double sigma, sg4::Host* core, int t, int d, double d0, double bytes) {
   double by_node[kMaxNumaNodes] = {0, 0, 0, 0};
   by_node[d] = bytes;
