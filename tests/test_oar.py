@@ -52,6 +52,12 @@ def cannot_start() -> str | None:
         pwd.getpwnam(USER)
     except KeyError:
         return f"no user {USER} to submit with (OAR refuses root): TESTBED_OAR=1 bash envs/setup.sh"
+    # The jobs run this checkout's venv as that user: every directory above it must let others in
+    # (a clone under `mktemp -d`, mode 0700, does not).
+    closed = [d for d in (SNAKEMAKE, *SNAKEMAKE.parents) if d.is_dir() and not d.stat().st_mode & 0o001]
+    if closed:
+        return (f"user {USER} cannot reach {SNAKEMAKE}: {closed[-1]} is mode {closed[-1].stat().st_mode & 0o777:o} "
+                "(chmod o+x it, or clone the repository under a directory others can enter)")
     return None
 
 
