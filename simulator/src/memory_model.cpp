@@ -107,6 +107,8 @@ MemorySystem::MemorySystem(const MachineNode& node, const std::string& file)
   };
   controller_.assign(n, nullptr);
   demand_.assign(n, 0.0);
+  kernel_demand_.assign(n, 0.0);
+  qpi_links_.assign(n, std::vector<std::vector<const sg4::Link*>>(n));
   idle_latency_.assign(n, std::vector<double>(n, 0.0));
   remote_demand_.assign(n, std::vector<double>(n, 0.0));
   path_bw_.assign(n, std::vector<double>(n, 0.0));
@@ -124,8 +126,10 @@ MemorySystem::MemorySystem(const MachineNode& node, const std::string& file)
         if (cls == "membus")
           controller_[d] = l;
         narrowest = std::min(narrowest, l->get_bandwidth());
-        if (cls == "qpi")
+        if (cls == "qpi") {
           qpi = std::min(qpi, l->get_bandwidth());
+          qpi_links_[t][d].push_back(l);
+        }
       }
       path_bw_[t][d] = narrowest;
       qpi_bw_[t][d] = qpi;
@@ -141,6 +145,7 @@ void MemorySystem::begin_kernel(int t, const double* bytes_by_node, double d) {
   if (d > 0)
     for (int p = 0; p < nnuma(); p++) {
       demand_[p] += bytes_by_node[p] / d;
+      kernel_demand_[p] += bytes_by_node[p] / d;
       if (p != t)
         remote_demand_[t][p] += bytes_by_node[p] / d;
     }
@@ -150,6 +155,7 @@ void MemorySystem::end_kernel(int t, const double* bytes_by_node, double d) {
   if (d > 0)
     for (int p = 0; p < nnuma(); p++) {
       demand_[p] = std::max(0.0, demand_[p] - bytes_by_node[p] / d);
+      kernel_demand_[p] = std::max(0.0, kernel_demand_[p] - bytes_by_node[p] / d);
       if (p != t)
         remote_demand_[t][p] = std::max(0.0, remote_demand_[t][p] - bytes_by_node[p] / d);
     }
@@ -157,6 +163,27 @@ void MemorySystem::end_kernel(int t, const double* bytes_by_node, double d) {
 
 void MemorySystem::add_stream(int numa, double rate_Bps) {
   demand_[numa] = std::max(0.0, demand_[numa] + rate_Bps);
+}
+
+double MemorySystem::kernel_load(const sg4::Link* l) const {
+  double load = 0;
+  for (int p = 0; p < nnuma(); p++) {
+    if (controller_[p] == l)
+      load += kernel_demand_[p];
+    for (int t = 0; t < nnuma(); t++)
+      if (t != p && std::find(qpi_links_[t][p].begin(), qpi_links_[t][p].end(), l) != qpi_links_[t][p].end())
+        load += remote_demand_[t][p];
+  }
+  return load;
+}
+
+bool MemorySystem::carries_kernel_traffic(const sg4::Link* l) const {
+  for (int p = 0; p < nnuma(); p++)
+    for (int t = 0; t < nnuma(); t++)
+      if (controller_[p] == l ||
+          std::find(qpi_links_[t][p].begin(), qpi_links_[t][p].end(), l) != qpi_links_[t][p].end())
+        return true;
+  return false;
 }
 
 double MemorySystem::latency_s(int t, int d) const {

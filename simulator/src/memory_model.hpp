@@ -71,6 +71,11 @@ public:
   // pages at `rate_Bps` starts (positive) or ends (negative): it loads the controller as a
   // kernel's traffic does, so the kernels reading through it see the loaded latency.
   void add_stream(int numa, double rate_Bps);
+  // Average rate of the running kernels' traffic on link `l` (B/s): on a memory controller, the
+  // kernels reading its pages; on an inter-socket link, the kernels reading remote pages across
+  // it; 0 on any other link (copies are not counted here).
+  double kernel_load(const sg4::Link* l) const;
+  bool carries_kernel_traffic(const sg4::Link* l) const; // a controller or an inter-socket link of this node
   // Latency of a load from a core of `thread_numa` to pages on `data_numa`, now (s).
   double latency_s(int thread_numa, int data_numa) const;
   // Duration of a kernel whose local idle-memory duration is `d0`, moving bytes_by_node[p] bytes
@@ -88,12 +93,14 @@ private:
   MemoryParams p_;
   std::vector<sg4::Host*> ram_;
   std::vector<sg4::Link*> controller_;
-  std::vector<double> demand_;                    // B/s of the running kernels, per controller
+  std::vector<double> demand_;                    // B/s of the running kernels and copies, per controller
+  std::vector<double> kernel_demand_;             // B/s of the running kernels alone, per controller
   std::vector<std::vector<double>> idle_latency_; // [thread numa][data numa], route latency (s)
   std::vector<std::vector<double>>
       remote_demand_;                        // [thread numa][data numa], B/s of kernels reading remotely
   std::vector<std::vector<double>> path_bw_; // [thread numa][data numa], narrowest link (B/s)
   std::vector<std::vector<double>> qpi_bw_;  // [thread numa][data numa], inter-socket link (inf: none)
+  std::vector<std::vector<std::vector<const sg4::Link*>>> qpi_links_; // [thread numa][data numa]
 };
 
 } // namespace numasim

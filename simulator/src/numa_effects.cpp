@@ -1,12 +1,14 @@
 #include "numa_effects.hpp"
 #include "datawizard/datawizard.hpp"
 #include "error.hpp"
+#include "hold.hpp"
 #include "network.hpp"
 
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
+#include <xbt/config.hpp>
 
 XBT_LOG_NEW_DEFAULT_SUBCATEGORY(numasim_numa, numasim, "numasim NUMA mechanisms");
 
@@ -70,6 +72,7 @@ void NumaEffects::init() {
   last_end_.assign(topo_.workers().size(), 0.0);
   for (size_t r = 0; r < nranks; r++)
     init_rank(static_cast<int>(r));
+  tcp_gamma_ = simgrid::config::get_value<double>("network/TCP-gamma");
 }
 
 void NumaEffects::init_rank(int r) {
@@ -175,21 +178,69 @@ int NumaEffects::intern(const std::vector<Leg>& legs) {
     std::vector<sg4::Link*> links;
     double lat = 0;
     l.src->route_to(l.dst, links, &lat);
+    PathLeg leg;
     for (auto* link : links) {
       p.links.push_back(link->get_name());
       p.classes.push_back(classes_.id(link_class(link->get_name())));
+      leg.links.push_back(link_id(link));
     }
-    p.stream_bw = std::min(p.stream_bw, route_latbw(l.src, l.dst).second);
+    // A lone flow's rate under CM02 (SimGrid 3.32 src/surf/network_cm02.cpp, communicate): the
+    // narrowest link's bandwidth, bounded by TCP-gamma / (2 latency).
+    const auto [latency, bw] = route_latbw(l.src, l.dst);
+    leg.latency = latency;
+    leg.rate = tcp_gamma_ > 0 && latency > 0 ? std::min(bw, tcp_gamma_ / (2 * latency)) : bw;
+    p.legs.push_back(std::move(leg));
+    p.stream_bw = std::min(p.stream_bw, bw);
     for (const sg4::Host* end : {l.src, l.dst}) {
       auto ram = ram_of_host_.find(end);
       if (ram != ram_of_host_.end())
         p.rams.push_back(ram->second);
     }
   }
+  double slowest = std::numeric_limits<double>::infinity();
+  for (const auto& leg : p.legs)
+    slowest = std::min(slowest, leg.rate);
+  // Each link the copy crosses, with the bottleneck nearest to it along the path.
+  std::vector<int> flat, bottleneck_at;
+  for (auto& leg : p.legs) {
+    leg.narrowest = leg.rate <= 1.001 * slowest;
+    for (int l : leg.links) {
+      if (leg.narrowest && link_loads_[l].bandwidth <= 1.001 * slowest)
+        bottleneck_at.push_back(static_cast<int>(flat.size()));
+      flat.push_back(l);
+    }
+  }
+  for (size_t i = 0; i < flat.size(); i++) {
+    int nearest = -1;
+    for (int at : bottleneck_at)
+      if (nearest < 0 || std::abs(at - static_cast<int>(i)) < std::abs(nearest - static_cast<int>(i)))
+        nearest = at;
+    const int bottleneck = nearest < 0 ? flat[i] : flat[nearest];
+    auto c = std::find_if(p.crossings.begin(), p.crossings.end(),
+                          [&](const auto& x) { return x.link == flat[i]; });
+    if (c == p.crossings.end())
+      p.crossings.push_back({flat[i], 1, bottleneck});
+    else
+      c->times++;
+  }
   int id = static_cast<int>(paths_.size());
   paths_.push_back(std::move(p));
   path_ids_.emplace(std::move(key), id);
   return id;
+}
+
+int NumaEffects::link_id(const sg4::Link* l) {
+  auto it = link_ids_.find(l);
+  if (it != link_ids_.end())
+    return it->second;
+  LinkLoad load;
+  load.link = l;
+  load.bandwidth = l->get_bandwidth();
+  for (const auto& r : ranks_)
+    if (r.mem && r.mem->carries_kernel_traffic(l))
+      load.kernels = r.mem.get();
+  link_loads_.push_back(load);
+  return link_ids_[l] = static_cast<int>(link_loads_.size() - 1);
 }
 
 std::pair<double, double> NumaEffects::route_latbw(const sg4::Host* a, const sg4::Host* b) {
@@ -206,12 +257,53 @@ double NumaEffects::control_delay(int rank, const sg4::Host* driver, const sg4::
   return lat + (std::isfinite(bw) && bw > 0 ? bytes / bw : 0);
 }
 
-void NumaEffects::stream_demand(int path, double sign) {
+void NumaEffects::stream_demand(int path, int sign) {
   const Path& p = paths_[path];
   if (!std::isfinite(p.stream_bw) || p.stream_bw <= 0)
     return;
   for (const auto& [rank, numa] : p.rams)
     ranks_[rank].mem->add_stream(numa, sign * p.stream_bw);
+  for (const auto& c : p.crossings) {
+    auto& groups = link_loads_[c.link].groups;
+    auto g = std::find_if(groups.begin(), groups.end(),
+                          [&c](const CopyGroup& x) { return x.bottleneck == c.bottleneck; });
+    if (g == groups.end()) {
+      groups.emplace_back();
+      g = groups.end() - 1;
+      g->bottleneck = c.bottleneck;
+    }
+    g->rate += sign * c.times * p.stream_bw;
+    g->by_times[std::min(c.times, 3)] += sign;
+    if (g->by_times[1] + g->by_times[2] + g->by_times[3] == 0) { // the last one ended
+      *g = groups.back();
+      groups.pop_back();
+    }
+  }
+}
+
+double NumaEffects::copies_load(const LinkLoad& l) const {
+  // An upper bound of the rate of the copies crossing l: each copy streams at most at its
+  // pipeline's rate, and the copies that share a bottleneck together at most at its bandwidth
+  // (five messages arriving from five senders share the receiver's 10 GbE port: its MPI core
+  // forwards 1.25 GB/s, not five times that). A copy is counted under its bottleneck nearest to l
+  // (a message's sender-side links under the sender's port, its receiver-side links under the
+  // receiver's), and as many times as it crosses l.
+  double load = 0;
+  for (const auto& g : l.groups) {
+    const int times = g.by_times[3] > 0 ? 3 : g.by_times[2] > 0 ? 2 : 1;
+    load += std::min(g.rate, times * link_loads_[g.bottleneck].bandwidth);
+  }
+  return load;
+}
+
+bool NumaEffects::oversubscribed(const PathLeg& leg) const {
+  for (int id : leg.links) {
+    const LinkLoad& l = link_loads_[id];
+    const double kernels = l.kernels ? l.kernels->kernel_load(l.link) : 0.0;
+    if (kernels + copies_load(l) > l.bandwidth)
+      return true;
+  }
+  return false;
 }
 
 std::vector<std::string> NumaEffects::control_links(int gpu_gmem) {
@@ -221,20 +313,43 @@ std::vector<std::string> NumaEffects::control_links(int gpu_gmem) {
   return paths_[intern({{it->second, topo_.mem(gpu_gmem).host}})].links;
 }
 
-void NumaEffects::run_legs(const std::vector<Leg>& legs, double bytes) {
+void NumaEffects::run_legs(int path, const std::vector<Leg>& legs, double bytes) {
   // Legs of one pipelined copy run concurrently: the copy ends when its slowest leg ends, and
-  // each leg contends on its own links. At most 5 legs (an MPI message): a fixed array, no
-  // allocation per copy.
+  // each leg contends on its own links. A leg faster than the pipeline's rate only carries what
+  // the narrowest leg drains, spread over the whole copy; as a SimGrid flow it would run as a
+  // burst at its own rate (a message's RAM -> MPI-core leg at a core's 12 GB/s in the first
+  // 0.6 ms of a 6.4 ms Ethernet transfer), loading its links with traffic that is not there. So,
+  // decided at the copy's start (stream_demand has counted this copy): the narrowest legs are
+  // flows; a faster leg is a flow only where one of its links is oversubscribed by the copies'
+  // streams and the kernels' average rates (then it may bind); otherwise it takes its time alone
+  // (latency + bytes / rate), which the copy waits for if the flows end earlier. At most 5 legs
+  // (an MPI message): a fixed array, no allocation per copy.
   if (legs.size() == 1) {
     sg4::Comm::sendto(legs[0].src, legs[0].dst, static_cast<uint64_t>(bytes));
     return;
   }
+  // Decided before any simcall: other actors may intern paths (and move paths_) meanwhile.
+  const double start = sg4::Engine::get_clock();
+  double alone_end = start;
+  std::array<bool, kMaxLegs> flow{};
+  for (size_t i = 0; i < legs.size(); i++) {
+    const PathLeg& leg = paths_[path].legs[i];
+    flow[i] = leg.narrowest || oversubscribed(leg);
+    if (!flow[i]) {
+      spread_legs_++;
+      alone_end = std::max(alone_end, start + leg.latency + static_cast<uint64_t>(bytes) / leg.rate);
+    }
+  }
   std::array<sg4::CommPtr, kMaxLegs> comms;
-  const size_t n = legs.size();
-  for (size_t i = 0; i < n; i++)
-    comms[i] = sg4::Comm::sendto_async(legs[i].src, legs[i].dst, static_cast<uint64_t>(bytes));
+  size_t n = 0;
+  for (size_t i = 0; i < legs.size(); i++)
+    if (flow[i])
+      comms[n++] = sg4::Comm::sendto_async(legs[i].src, legs[i].dst, static_cast<uint64_t>(bytes));
   for (size_t i = 0; i < n; i++)
     comms[i]->wait();
+  const double left = alone_end - sg4::Engine::get_clock();
+  if (left > 0)
+    sg4::this_actor::sleep_for(left);
 }
 
 std::pair<sg4::Host*, sg4::Host*> NumaEffects::network_split(int a, int b) {
@@ -329,7 +444,7 @@ int NumaEffects::move(const Transfer& tr) {
     legs.push_back({src.host, dst.host});
   int path = intern(legs);
   stream_demand(path, +1);
-  run_legs(legs, data_.tile_bytes());
+  run_legs(path, legs, data_.tile_bytes());
   stream_demand(path, -1);
   return path;
 }
@@ -406,7 +521,7 @@ void NumaEffects::run_on_gpu(const Worker& w, double duration) {
     }
   }
   if (duration > 0)
-    sg4::this_actor::sleep_for(duration);
+    hold_for(duration);
   last_end_[w.id] = sg4::Engine::get_clock();
 }
 
@@ -467,7 +582,7 @@ void NumaEffects::run_on_cpu(const Worker& w, uint32_t task, double duration) {
   const size_t nflows = ri.mem->start_traffic(w.host, w.numa, by_node, d, traffic);
   kernel_flows_ += nflows;
   if (d > 0)
-    sg4::this_actor::sleep_for(d);
+    hold_for(d);
   for (size_t i = 0; i < nflows; i++)
     traffic[i]->wait();
   ri.mem->end_kernel(w.numa, by_node, duration);
@@ -544,6 +659,7 @@ std::map<std::string, double> NumaEffects::summary() const {
           {"gpu_launch_waits", static_cast<double>(launch_waits_)},
           {"memory_stall_s", stall_time_},
           {"kernel_flows", static_cast<double>(kernel_flows_)},
+          {"spread_copy_legs", static_cast<double>(spread_legs_)},
           {"kernel_memory_bytes", kernel_bytes_}};
 }
 

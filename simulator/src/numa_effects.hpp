@@ -10,6 +10,7 @@
 #include "memory_model.hpp"
 #include "platform.hpp"
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -89,6 +90,12 @@ private:
     size_t scan_cursor = 0;
     std::vector<double> window_end, window_bytes; // migration rate limit, per target node
   };
+  // One leg of a copy's path (see run_legs).
+  struct PathLeg {
+    double latency = 0, rate = 0; // what the leg's route gives one flow alone: s, B/s
+    bool narrowest = false;       // its rate is the pipeline's (within 0.1 %): always a flow
+    std::vector<int> links;       // indices in link_loads_
+  };
   struct Path {
     std::vector<std::string> links;
     std::vector<int> classes; // indices in LinkClasses
@@ -96,6 +103,30 @@ private:
     // and the (rank, NUMA node) of each RAM end of each leg, in leg order.
     double stream_bw = 0;
     std::vector<std::pair<int, int>> rams;
+    std::vector<PathLeg> legs;
+    // The links the copy crosses, each once (see copies_load); its bottlenecks are the links of
+    // its narrowest legs whose bandwidth is the pipeline's rate (10 GbE up at the sender, down at
+    // the receiver).
+    struct Crossing {
+      int link;       // index in link_loads_
+      int times;      // how many times the copy crosses it (a message enters and leaves the MPI core)
+      int bottleneck; // the copy's bottleneck nearest to it along the path (index in link_loads_)
+    };
+    std::vector<Crossing> crossings;
+  };
+  // The running copies that cross a link and share the same bottleneck (see copies_load).
+  struct CopyGroup {
+    int bottleneck = -1;
+    double rate = 0;               // sum of times * pipeline rate
+    std::array<int, 4> by_times{}; // number of copies crossing the link once, twice, 3+ times
+  };
+  // A link that copies cross: the running copies on it, by bottleneck, and the machine node whose
+  // kernels' memory traffic may also cross it.
+  struct LinkLoad {
+    const sg4::Link* link = nullptr;
+    double bandwidth = 0;
+    std::vector<CopyGroup> groups;
+    const MemorySystem* kernels = nullptr;
   };
   static constexpr size_t kMaxLegs = 5; // an MPI message: RAM, MPI core, NIC, NIC, MPI core, RAM
   struct Leg {
@@ -121,20 +152,28 @@ private:
   std::map<std::vector<const sg4::Host*>, int> path_ids_;
   std::vector<Path> paths_;
   std::map<std::pair<const sg4::Host*, const sg4::Host*>, std::pair<double, double>> latbw_;
+  std::vector<LinkLoad> link_loads_;
+  std::map<const sg4::Link*, int> link_ids_;
+  double tcp_gamma_ = 0; // SimGrid's network/TCP-gamma (B): a flow's rate is at most gamma / (2 latency)
   std::vector<std::pair<sg4::Host*, sg4::Host*>>
       split_; // [src rank * nranks + dst rank]: NICs, see network_split
   std::vector<uint8_t> split_known_;
   double remote_total_ = 0, migrated_bytes_ = 0, fault_time_ = 0, stall_time_ = 0, kernel_bytes_ = 0;
-  uint64_t migrations_ = 0, faults_ = 0, launch_waits_ = 0, remote_tasks_ = 0, kernel_flows_ = 0;
+  uint64_t migrations_ = 0, faults_ = 0, launch_waits_ = 0, remote_tasks_ = 0, kernel_flows_ = 0,
+           spread_legs_ = 0;
 
   sg4::Host* ram_host(int rank, uint32_t h, int gmem) const;
   int operand_numa(const Worker& w, uint32_t h) const;
   int intern(const std::vector<Leg>& legs);
   double control_delay(int rank, const sg4::Host* driver, const sg4::Host* gpu);
-  void run_legs(const std::vector<Leg>& legs, double bytes);
+  int link_id(const sg4::Link* l);
+  bool oversubscribed(const PathLeg& leg) const;
+  void run_legs(int path, const std::vector<Leg>& legs, double bytes);
   // The copy along interned path `path` loads the controller of each RAM host its legs start or
-  // end at (sign +1 at the start, -1 at the end), at its pipeline's rate (Path::stream_bw).
-  void stream_demand(int path, double sign);
+  // end at, at its pipeline's rate (Path::stream_bw), and is counted on every link it crosses
+  // (sign +1 at its start, -1 at its end).
+  void stream_demand(int path, int sign);
+  double copies_load(const LinkLoad& l) const;
   std::pair<double, double> route_latbw(const sg4::Host* a, const sg4::Host* b); // latency, min bw
   std::pair<sg4::Host*, sg4::Host*> network_split(int src_rank, int dst_rank);
   void init_rank(int rank);
