@@ -186,6 +186,13 @@ bool MemorySystem::carries_kernel_traffic(const sg4::Link* l) const {
   return false;
 }
 
+int MemorySystem::controller_of(const sg4::Link* l) const {
+  for (int p = 0; p < nnuma(); p++)
+    if (controller_[p] == l)
+      return p;
+  return -1;
+}
+
 double MemorySystem::latency_s(int t, int d) const {
   // The controller's queueing delay grows with its load; the inter-socket hop adds its own idle
   // latency (its own load is not modelled: the measured curves are per memory controller).

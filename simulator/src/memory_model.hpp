@@ -76,6 +76,7 @@ public:
   // it; 0 on any other link (copies are not counted here).
   double kernel_load(const sg4::Link* l) const;
   bool carries_kernel_traffic(const sg4::Link* l) const; // a controller or an inter-socket link of this node
+  int controller_of(const sg4::Link* l) const;           // the NUMA node whose controller l is, -1: none
   // Latency of a load from a core of `thread_numa` to pages on `data_numa`, now (s).
   double latency_s(int thread_numa, int data_numa) const;
   // Duration of a kernel whose local idle-memory duration is `d0`, moving bytes_by_node[p] bytes

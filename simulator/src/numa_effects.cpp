@@ -89,10 +89,8 @@ void NumaEffects::init_rank(int r) {
   ri.use_numa = env.use_numa;
   ri.main_numa = th.main_numa;
   ri.mpi_numa = th.mpi_numa;
-  for (const auto& ram : n.rams) {
-    ram_of_host_[ram.host] = {r, static_cast<int>(ri.ram.size())};
+  for (const auto& ram : n.rams)
     ri.ram.push_back(ram.host);
-  }
   for (const auto& c : n.cpus)
     if (c.index == th.mpi_core)
       ri.mpi_host = c.host;
@@ -191,11 +189,6 @@ int NumaEffects::intern(const std::vector<Leg>& legs) {
     leg.rate = tcp_gamma_ > 0 && latency > 0 ? std::min(bw, tcp_gamma_ / (2 * latency)) : bw;
     p.legs.push_back(std::move(leg));
     p.stream_bw = std::min(p.stream_bw, bw);
-    for (const sg4::Host* end : {l.src, l.dst}) {
-      auto ram = ram_of_host_.find(end);
-      if (ram != ram_of_host_.end())
-        p.rams.push_back(ram->second);
-    }
   }
   double slowest = std::numeric_limits<double>::infinity();
   for (const auto& leg : p.legs)
@@ -237,8 +230,10 @@ int NumaEffects::link_id(const sg4::Link* l) {
   load.link = l;
   load.bandwidth = l->get_bandwidth();
   for (const auto& r : ranks_)
-    if (r.mem && r.mem->carries_kernel_traffic(l))
+    if (r.mem && r.mem->carries_kernel_traffic(l)) {
       load.kernels = r.mem.get();
+      load.controller = r.mem->controller_of(l);
+    }
   link_loads_.push_back(load);
   return link_ids_[l] = static_cast<int>(link_loads_.size() - 1);
 }
@@ -261,10 +256,10 @@ void NumaEffects::stream_demand(int path, int sign) {
   const Path& p = paths_[path];
   if (!std::isfinite(p.stream_bw) || p.stream_bw <= 0)
     return;
-  for (const auto& [rank, numa] : p.rams)
-    ranks_[rank].mem->add_stream(numa, sign * p.stream_bw);
   for (const auto& c : p.crossings) {
-    auto& groups = link_loads_[c.link].groups;
+    LinkLoad& l = link_loads_[c.link];
+    const double before = l.controller >= 0 ? copies_load(l) : 0.0;
+    auto& groups = l.groups;
     auto g = std::find_if(groups.begin(), groups.end(),
                           [&c](const CopyGroup& x) { return x.bottleneck == c.bottleneck; });
     if (g == groups.end()) {
@@ -278,6 +273,8 @@ void NumaEffects::stream_demand(int path, int sign) {
       *g = groups.back();
       groups.pop_back();
     }
+    if (l.controller >= 0)
+      l.kernels->add_stream(l.controller, copies_load(l) - before);
   }
 }
 

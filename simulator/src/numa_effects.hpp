@@ -73,6 +73,7 @@ public:
   const std::vector<std::string>& path_links(int path) const { return paths_[path].links; }
   const std::vector<int>& path_classes(int path) const { return paths_[path].classes; }
   std::vector<std::string> control_links(int gpu_gmem); // driver core -> GPU
+  const MemorySystem& memory(int rank) const { return *ranks_[rank].mem; }
   double remote_bytes(uint32_t task) const { return remote_bytes_[task]; }
   std::string operand_pages(uint32_t task) const; // e.g. "0 1 1", "gpu gpu gpu"
   std::map<std::string, double> summary() const;
@@ -99,10 +100,8 @@ private:
   struct Path {
     std::vector<std::string> links;
     std::vector<int> classes; // indices in LinkClasses
-    // The copy's stream (stream_demand): its pipeline's rate, the narrowest leg's route alone,
-    // and the (rank, NUMA node) of each RAM end of each leg, in leg order.
+    // The copy's stream (stream_demand): its pipeline's rate, the narrowest leg's route alone.
     double stream_bw = 0;
-    std::vector<std::pair<int, int>> rams;
     std::vector<PathLeg> legs;
     // The links the copy crosses, each once (see copies_load); its bottlenecks are the links of
     // its narrowest legs whose bandwidth is the pipeline's rate (10 GbE up at the sender, down at
@@ -126,7 +125,8 @@ private:
     const sg4::Link* link = nullptr;
     double bandwidth = 0;
     std::vector<CopyGroup> groups;
-    const MemorySystem* kernels = nullptr;
+    MemorySystem* kernels = nullptr;
+    int controller = -1; // the NUMA node of `kernels` whose memory controller this link is
   };
   static constexpr size_t kMaxLegs = 5; // an MPI message: RAM, MPI core, NIC, NIC, MPI core, RAM
   struct Leg {
@@ -148,7 +148,6 @@ private:
   std::vector<uint16_t> op_pages_;              // per task: 4 bits per operand (NUMA node, 15 = GPU/other)
   std::vector<double> last_end_;                // per worker: end of its last task (GPU launch hiding)
   std::map<int, sg4::Host*> driver_of_gpu_mem_; // global GPU memory node -> its driver's core host
-  std::map<const sg4::Host*, std::pair<int, int>> ram_of_host_; // RAM host -> (rank, NUMA node)
   std::map<std::vector<const sg4::Host*>, int> path_ids_;
   std::vector<Path> paths_;
   std::map<std::pair<const sg4::Host*, const sg4::Host*>, std::pair<double, double>> latbw_;
@@ -169,9 +168,9 @@ private:
   int link_id(const sg4::Link* l);
   bool oversubscribed(const PathLeg& leg) const;
   void run_legs(int path, const std::vector<Leg>& legs, double bytes);
-  // The copy along interned path `path` loads the controller of each RAM host its legs start or
-  // end at, at its pipeline's rate (Path::stream_bw), and is counted on every link it crosses
-  // (sign +1 at its start, -1 at its end).
+  // The copy along interned path `path` is counted on every link it crosses at its pipeline's
+  // rate (Path::stream_bw; sign +1 at its start, -1 at its end); the memory controllers among
+  // them carry the copies' bounded load (copies_load) in their node's MemorySystem.
   void stream_demand(int path, int sign);
   double copies_load(const LinkLoad& l) const;
   std::pair<double, double> route_latbw(const sg4::Host* a, const sg4::Host* b); // latency, min bw

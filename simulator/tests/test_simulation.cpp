@@ -398,3 +398,41 @@ TEST(Simulation, DmdaWeighsEveryWorkerOfAWideNode) {
   ws[idle].exp_len = 0;
   EXPECT_EQ(sim.dmda_choose(0), idle);
 }
+
+// Two copies from RAM to the same GPU share its PCIe link (10 GB/s): together they stream at most
+// 10 GB/s through the memory controller they read, which is what the controller's utilisation
+// (the loaded-latency curve's input, and the kernels' test for binding traffic) counts; each at
+// its own 10 GB/s, as before, made it 20 GB/s.
+TEST(Simulation, CopiesSharingABottleneckLoadTheControllerAtItsRate) {
+  sg4::Engine e(&argc_, argv_);
+  Simulation sim(e, config("tiny1.xml", 4, {{"STARPU_SCHED", "dmdas"}}));
+  const int ram = sim.global_mem(0, sim.home_mem(0));
+  int gpu = -1;
+  for (const auto& m : sim.memnodes())
+    if (m.gpu)
+      gpu = sim.global_mem(0, m.local);
+  ASSERT_GE(gpu, 0);
+  sg4::Host* ram_host = sim.memnodes()[ram].host;
+  for (uint32_t tile : {14u, 15u}) // tiles no task of the first step reads
+    sg4::Actor::create("copy", ram_host, [&sim, ram, gpu, tile] {
+      Transfer t{};
+      t.rank = 0;
+      t.handle = tile;
+      t.gsrc = ram;
+      t.gdst = gpu;
+      sim.numa().move(t);
+    });
+  double copies = -1, alone = -1;
+  sg4::Actor::create("probe", ram_host, [&] {
+    // driver -> GPU submission (~10 us), then both copies stream until ~25 us
+    sg4::this_actor::sleep_for(20e-6);
+    const MemorySystem& mem = sim.numa().memory(0);
+    const sg4::Link* membus = sg4::Link::by_name("n1.membus0");
+    copies = mem.utilisation(0) * membus->get_bandwidth() - mem.kernel_load(membus);
+    sg4::this_actor::sleep_for(1e-3); // both copies over
+    alone = mem.utilisation(0) * membus->get_bandwidth() - mem.kernel_load(membus);
+  });
+  sim.run();
+  EXPECT_NEAR(copies, 10e9, 1e3);
+  EXPECT_NEAR(alone, 0, 1e3);
+}
