@@ -1,7 +1,6 @@
 #include "numa_effects.hpp"
 #include "datawizard/datawizard.hpp"
 #include "error.hpp"
-#include "hold.hpp"
 #include "network.hpp"
 
 #include <algorithm>
@@ -518,7 +517,7 @@ void NumaEffects::run_on_gpu(const Worker& w, double duration) {
     }
   }
   if (duration > 0)
-    hold_for(duration);
+    sg4::this_actor::sleep_for(duration);
   last_end_[w.id] = sg4::Engine::get_clock();
 }
 
@@ -579,7 +578,7 @@ void NumaEffects::run_on_cpu(const Worker& w, uint32_t task, double duration) {
   const size_t nflows = ri.mem->start_traffic(w.host, w.numa, by_node, d, traffic);
   kernel_flows_ += nflows;
   if (d > 0)
-    hold_for(d);
+    sg4::this_actor::sleep_for(d);
   for (size_t i = 0; i < nflows; i++)
     traffic[i]->wait();
   ri.mem->end_kernel(w.numa, by_node, duration);
