@@ -117,7 +117,7 @@ private:
   struct CopyGroup {
     int bottleneck = -1;
     double rate = 0;               // sum of times * pipeline rate
-    std::array<int, 4> by_times{}; // number of copies crossing the link once, twice, 3+ times
+    std::array<int, 4> by_times{}; // copies crossing the link [min(times, 3)] times ([0] unused)
   };
   // A link that copies cross: the running copies on it, by bottleneck, and the machine node whose
   // kernels' memory traffic may also cross it.
