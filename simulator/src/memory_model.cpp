@@ -165,23 +165,28 @@ void MemorySystem::add_stream(int numa, double rate_Bps) {
   demand_[numa] = std::max(0.0, demand_[numa] + rate_Bps);
 }
 
+bool MemorySystem::on_inter_socket_route(int t, int p, const sg4::Link* l) const {
+  return t != p && std::find(qpi_links_[t][p].begin(), qpi_links_[t][p].end(), l) != qpi_links_[t][p].end();
+}
+
 double MemorySystem::kernel_load(const sg4::Link* l) const {
   double load = 0;
   for (int p = 0; p < nnuma(); p++) {
     if (controller_[p] == l)
       load += kernel_demand_[p];
     for (int t = 0; t < nnuma(); t++)
-      if (t != p && std::find(qpi_links_[t][p].begin(), qpi_links_[t][p].end(), l) != qpi_links_[t][p].end())
+      if (on_inter_socket_route(t, p, l))
         load += remote_demand_[t][p];
   }
   return load;
 }
 
 bool MemorySystem::carries_kernel_traffic(const sg4::Link* l) const {
+  if (controller_of(l) >= 0)
+    return true;
   for (int p = 0; p < nnuma(); p++)
     for (int t = 0; t < nnuma(); t++)
-      if (controller_[p] == l ||
-          std::find(qpi_links_[t][p].begin(), qpi_links_[t][p].end(), l) != qpi_links_[t][p].end())
+      if (on_inter_socket_route(t, p, l))
         return true;
   return false;
 }

@@ -102,6 +102,7 @@ private:
   std::vector<std::vector<double>> path_bw_; // [thread numa][data numa], narrowest link (B/s)
   std::vector<std::vector<double>> qpi_bw_;  // [thread numa][data numa], inter-socket link (inf: none)
   std::vector<std::vector<std::vector<const sg4::Link*>>> qpi_links_; // [thread numa][data numa]
+  bool on_inter_socket_route(int t, int p, const sg4::Link* l) const; // l is on qpi_links_[t][p], t != p
 };
 
 } // namespace numasim
