@@ -17,7 +17,7 @@ namespace {
 class Dmda final : public SchedPolicy {
 public:
   Dmda(SchedContext ctx, Scheduler variant)
-      : SchedPolicy(ctx), sorted_(variant != Scheduler::dmda),
+      : SchedPolicy(ctx, variant == Scheduler::dmdasd), sorted_(variant != Scheduler::dmda),
         sorted_decision_(variant == Scheduler::dmdasd) {}
   void push(uint32_t task, int releasing_worker) override;
   int32_t pop(Worker& w) override;

@@ -5,12 +5,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 XBT_LOG_NEW_DEFAULT_SUBCATEGORY(numasim_sched, numasim, "numasim scheduling policies");
 
 namespace numasim {
 
-SchedPolicy::SchedPolicy(SchedContext ctx) : ctx_(ctx) {
+SchedPolicy::SchedPolicy(SchedContext ctx, bool sums_by_prio) : ctx_(ctx), sums_by_prio_(sums_by_prio) {
+  if (!sums_by_prio_)
+    return;
   const auto& tasks = ctx_.dag.tasks;
   for (const auto& t : tasks)
     prio_levels_.push_back(t.prio);
@@ -26,6 +29,8 @@ SchedPolicy::SchedPolicy(SchedContext ctx) : ctx_(ctx) {
 }
 
 void SchedPolicy::queue_add(Worker& w, uint32_t task, int sign) {
+  if (!sums_by_prio_)
+    return;
   int64_t ps = sign * std::llround(static_cast<double>(ctx_.dag.tasks[task].predicted) * 1e12);
   for (size_t i = prio_rank_[task] + 1; i < w.queued_ps.size(); i += i & (~i + 1))
     w.queued_ps[i] += ps;
@@ -43,6 +48,8 @@ void SchedPolicy::queue_erase(Worker& w, std::set<QueueKey>::iterator it) {
 }
 
 double SchedPolicy::queued_at_least(const Worker& w, int32_t prio) const {
+  if (!sums_by_prio_)
+    throw std::logic_error("SchedPolicy::queued_at_least: the policy was built without sums_by_prio");
   size_t n =
       static_cast<size_t>(std::upper_bound(prio_levels_.begin(), prio_levels_.end(), prio, std::greater<>()) -
                           prio_levels_.begin());

@@ -22,7 +22,9 @@ struct SchedContext {
 
 class SchedPolicy {
 public:
-  explicit SchedPolicy(SchedContext ctx);
+  // sums_by_prio: keep Worker::queued_ps (queued_at_least) in step with the queues; only dmdasd
+  // reads them, and updating them on every push and pop cost the other policies ≈ 2 % of a run.
+  explicit SchedPolicy(SchedContext ctx, bool sums_by_prio = false);
   virtual ~SchedPolicy() = default;
   // A task became ready (its predecessors ended); releasing_worker: the worker that ended the
   // last of them, -1 for the main thread or an MPI reception.
@@ -40,21 +42,23 @@ protected:
   SchedContext ctx_;
   uint64_t seq_ = 0;                 // order of pushes
   std::vector<int32_t> prio_levels_; // distinct task priorities, decreasing
-  std::vector<uint32_t> prio_rank_;  // per task: index of its priority in prio_levels_
+  std::vector<uint32_t> prio_rank_;  // per task: index of its priority in prio_levels_ (sums_by_prio)
 
   bool can_run(const Worker& w, uint32_t task) const {
     return w.length[static_cast<int>(ctx_.dag.tasks[task].kind)] >= 0;
   }
   // A worker's queue (sorted by priority, or FIFO with `sorted` false), with Worker::queued_ps
-  // in step (fifo_queues.c).
+  // in step when sums_by_prio (fifo_queues.c).
   void queue_insert(Worker& w, uint32_t task, bool sorted);
   void queue_erase(Worker& w, std::set<QueueKey>::iterator it);
   // Wakes an idle worker of `rank` able to run t.
   void wake_idle(int rank, const Task& t);
-  // Model lengths of the tasks queued on w with a priority >= prio (Fenwick prefix sum).
+  // Model lengths of the tasks queued on w with a priority >= prio (Fenwick prefix sum; needs
+  // sums_by_prio).
   double queued_at_least(const Worker& w, int32_t prio) const;
 
 private:
+  const bool sums_by_prio_;
   void queue_add(Worker& w, uint32_t task, int sign);
 };
 
