@@ -7,6 +7,8 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
+#include <string>
 #include <xbt/config.hpp>
 
 XBT_LOG_NEW_DEFAULT_SUBCATEGORY(numasim_numa, numasim, "numasim NUMA mechanisms");
@@ -157,13 +159,22 @@ int NumaEffects::operand_numa(const Worker& w, uint32_t h) const {
   return page_[h];
 }
 
-int NumaEffects::intern(const std::vector<Leg>& legs) {
-  std::vector<const sg4::Host*> key;
-  for (const auto& l : legs) {
-    key.push_back(l.src);
-    key.push_back(l.dst);
-  }
-  auto it = path_ids_.find(key);
+void NumaEffects::Legs::add(sg4::Host* a, sg4::Host* b) {
+  if (n == kMaxLegs)
+    throw std::logic_error("numasim: a copy with more than " + std::to_string(kMaxLegs) + " legs");
+  at[n++] = {a, b};
+}
+
+size_t NumaEffects::LegsHash::operator()(const Legs& l) const {
+  size_t h = l.n;
+  for (const auto& leg : l) // boost::hash_combine's mixing
+    for (const void* p : {static_cast<const void*>(leg.src), static_cast<const void*>(leg.dst)})
+      h ^= std::hash<const void*>{}(p) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  return h;
+}
+
+int NumaEffects::intern(const Legs& legs) {
+  auto it = path_ids_.find(legs);
   if (it != path_ids_.end())
     return it->second;
   Path p;
@@ -217,7 +228,7 @@ int NumaEffects::intern(const std::vector<Leg>& legs) {
   }
   int id = static_cast<int>(paths_.size());
   paths_.push_back(std::move(p));
-  path_ids_.emplace(std::move(key), id);
+  path_ids_.emplace(legs, id);
   return id;
 }
 
@@ -306,10 +317,12 @@ std::vector<std::string> NumaEffects::control_links(int gpu_gmem) {
   auto it = driver_of_gpu_mem_.find(gpu_gmem);
   if (it == driver_of_gpu_mem_.end())
     return {};
-  return paths_[intern({{it->second, topo_.mem(gpu_gmem).host}})].links;
+  Legs legs;
+  legs.add(it->second, topo_.mem(gpu_gmem).host);
+  return paths_[intern(legs)].links;
 }
 
-void NumaEffects::run_legs(int path, const std::vector<Leg>& legs, double bytes) {
+void NumaEffects::run_legs(int path, const Legs& legs, double bytes) {
   // Legs of one pipelined copy run concurrently: the copy ends when its slowest leg ends, and
   // each leg contends on its own links. A leg faster than the pipeline's rate only carries what
   // the narrowest leg drains, spread over the whole copy; as a SimGrid flow it would run as a
@@ -390,10 +403,10 @@ int NumaEffects::move(const Transfer& tr) {
   } const t{tr.mpi, tr.recv, tr.handle, tr.rank, tr.gsrc, tr.gdst};
   const MemNode& src = topo_.mem(t.gsrc);
   const MemNode& dst = topo_.mem(t.gdst);
-  std::vector<Leg> legs;
+  Legs legs;
   auto add = [&](sg4::Host* a, sg4::Host* b) {
     if (a != b)
-      legs.push_back({a, b});
+      legs.add(a, b);
   };
   if (t.mpi) {
     // StarPU-MPI: the progression thread copies the data between the RAM replica and the NIC
@@ -437,7 +450,7 @@ int NumaEffects::move(const Transfer& tr) {
         dst.gpu ? dst.host : ram_host(t.rank, t.handle, t.gdst));
   }
   if (legs.empty()) // both ends on the same host (pages already where the copy goes)
-    legs.push_back({src.host, dst.host});
+    legs.add(src.host, dst.host);
   int path = intern(legs);
   stream_demand(path, +1);
   run_legs(path, legs, data_.tile_bytes());

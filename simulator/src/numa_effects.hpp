@@ -10,11 +10,13 @@
 #include "memory_model.hpp"
 #include "platform.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace numasim {
@@ -132,6 +134,22 @@ private:
   struct Leg {
     sg4::Host* src;
     sg4::Host* dst;
+    bool operator==(const Leg&) const = default;
+  };
+  // A copy's legs in order: a fixed array (no allocation per copy), the key of its interned path.
+  struct Legs {
+    std::array<Leg, kMaxLegs> at{};
+    size_t n = 0;
+    void add(sg4::Host* a, sg4::Host* b);
+    size_t size() const { return n; }
+    bool empty() const { return n == 0; }
+    const Leg& operator[](size_t i) const { return at[i]; }
+    const Leg* begin() const { return at.data(); }
+    const Leg* end() const { return at.data() + n; }
+    bool operator==(const Legs& o) const { return n == o.n && std::equal(begin(), end(), o.begin()); }
+  };
+  struct LegsHash {
+    size_t operator()(const Legs& l) const;
   };
 
   const Topology& topo_;
@@ -148,7 +166,7 @@ private:
   std::vector<uint16_t> op_pages_;              // per task: 4 bits per operand (NUMA node, 15 = GPU/other)
   std::vector<double> last_end_;                // per worker: end of its last task (GPU launch hiding)
   std::map<int, sg4::Host*> driver_of_gpu_mem_; // global GPU memory node -> its driver's core host
-  std::map<std::vector<const sg4::Host*>, int> path_ids_;
+  std::unordered_map<Legs, int, LegsHash> path_ids_;
   std::vector<Path> paths_;
   std::map<std::pair<const sg4::Host*, const sg4::Host*>, std::pair<double, double>> latbw_;
   std::vector<LinkLoad> link_loads_;
@@ -163,11 +181,11 @@ private:
 
   sg4::Host* ram_host(int rank, uint32_t h, int gmem) const;
   int operand_numa(const Worker& w, uint32_t h) const;
-  int intern(const std::vector<Leg>& legs);
+  int intern(const Legs& legs);
   double control_delay(int rank, const sg4::Host* driver, const sg4::Host* gpu);
   int link_id(const sg4::Link* l);
   bool oversubscribed(const PathLeg& leg) const;
-  void run_legs(int path, const std::vector<Leg>& legs, double bytes);
+  void run_legs(int path, const Legs& legs, double bytes);
   // The copy along interned path `path` is counted on every link it crosses at its pipeline's
   // rate (Path::stream_bw; sign +1 at its start, -1 at its end); the memory controllers among
   // them carry the copies' bounded load (copies_load) in their node's MemorySystem.
