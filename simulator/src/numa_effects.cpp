@@ -173,11 +173,12 @@ size_t NumaEffects::LegsHash::operator()(const Legs& l) const {
   return h;
 }
 
-int NumaEffects::intern(const Legs& legs) {
+int NumaEffects::intern(const Legs& legs, double cpu_copy_rate) {
   auto it = path_ids_.find(legs);
   if (it != path_ids_.end())
     return it->second;
   Path p;
+  p.cpu_copy_rate = cpu_copy_rate;
   // The copy streams through every RAM it touches at its pipeline's rate: the narrowest leg's
   // (a message's RAM -> MPI-core leg alone could run at a core's 12 GB/s, but it only carries
   // what the 1.25 GB/s Ethernet leg drains).
@@ -198,7 +199,7 @@ int NumaEffects::intern(const Legs& legs) {
     leg.latency = latency;
     leg.rate = tcp_gamma_ > 0 && latency > 0 ? std::min(bw, tcp_gamma_ / (2 * latency)) : bw;
     p.legs.push_back(std::move(leg));
-    p.stream_bw = std::min(p.stream_bw, bw);
+    p.stream_bw = std::min({p.stream_bw, bw, cpu_copy_rate});
   }
   double slowest = std::numeric_limits<double>::infinity();
   for (const auto& leg : p.legs)
@@ -361,6 +362,13 @@ void NumaEffects::run_legs(int path, const Legs& legs, double bytes) {
     sg4::this_actor::sleep_for(left);
 }
 
+void NumaEffects::cpu_copy(sg4::Host* src, sg4::Host* core, sg4::Host* dst, double bytes) {
+  // Reads towards the core and writes back at once (memory_bench's memcpy): both cross the core's link.
+  auto read = sg4::Comm::sendto_async(src, core, static_cast<uint64_t>(bytes));
+  sg4::Comm::sendto(core, dst, static_cast<uint64_t>(bytes));
+  read->wait();
+}
+
 std::pair<sg4::Host*, sg4::Host*> NumaEffects::network_split(int a, int b) {
   // The NICs where the message's route between the two MPI threads leaves node a and enters
   // node b, when that route is exactly (thread a -> NIC a) + (NIC a -> NIC b) + (NIC b -> thread b);
@@ -451,7 +459,20 @@ int NumaEffects::move(const Transfer& tr) {
   }
   if (legs.empty()) // both ends on the same host (pages already where the copy goes)
     legs.add(src.host, dst.host);
-  int path = intern(legs);
+  // RAM -> RAM (STARPU_USE_NUMA's copies between NUMA nodes): a memcpy by a worker of the
+  // destination node, reading through its core's link and writing back through it (memory_bench's
+  // memcpy), not a DMA at the inter-socket link's rate.
+  const bool by_cpu = !t.mpi && !src.gpu && !dst.gpu && legs.size() == 1 && legs[0].src != legs[0].dst;
+  double cpu_rate = std::numeric_limits<double>::infinity();
+  if (by_cpu) {
+    sg4::Host* core = topo_.copy_core(t.rank, dst.numa);
+    const Leg whole = legs[0];
+    legs = Legs{};
+    legs.add(whole.src, core);
+    legs.add(core, whole.dst);
+    cpu_rate = topo_.cpu_copy_rate(t.rank, dst.numa);
+  }
+  int path = intern(legs, cpu_rate);
   stream_demand(path, +1);
   run_legs(path, legs, data_.tile_bytes());
   stream_demand(path, -1);
@@ -494,7 +515,7 @@ void NumaEffects::hinting_faults(const Worker& w, uint32_t task) {
       fault_time_ += fault_time;
       fault_time = 0;
     }
-    sg4::Comm::sendto(ri.ram[p], ri.ram[me], static_cast<uint64_t>(data_.tile_bytes()));
+    cpu_copy(ri.ram[p], w.host, ri.ram[me], data_.tile_bytes());
     page_[h] = static_cast<int8_t>(me);
     migrations_++;
     migrated_bytes_ += data_.tile_bytes();

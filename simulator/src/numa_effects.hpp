@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -104,6 +105,9 @@ private:
     std::vector<int> classes; // indices in LinkClasses
     // The copy's stream (stream_demand): its pipeline's rate, the narrowest leg's route alone.
     double stream_bw = 0;
+    // A RAM -> RAM copy is a memcpy by one thread (RAM -> core -> RAM): it streams at that
+    // thread's copy rate (Topology::cpu_copy_rate; infinite for DMA and MPI copies).
+    double cpu_copy_rate = std::numeric_limits<double>::infinity();
     std::vector<PathLeg> legs;
     // The links the copy crosses, each once (see copies_load); its bottlenecks are the links of
     // its narrowest legs whose bandwidth is the pipeline's rate (10 GbE up at the sender, down at
@@ -181,11 +185,13 @@ private:
 
   sg4::Host* ram_host(int rank, uint32_t h, int gmem) const;
   int operand_numa(const Worker& w, uint32_t h) const;
-  int intern(const Legs& legs);
+  int intern(const Legs& legs, double cpu_copy_rate = std::numeric_limits<double>::infinity());
   double control_delay(int rank, const sg4::Host* driver, const sg4::Host* gpu);
   int link_id(const sg4::Link* l);
   bool oversubscribed(const PathLeg& leg) const;
   void run_legs(int path, const Legs& legs, double bytes);
+  // A memcpy from RAM host src to RAM host dst by a thread on host `core`.
+  static void cpu_copy(sg4::Host* src, sg4::Host* core, sg4::Host* dst, double bytes);
   // The copy along interned path `path` is counted on every link it crosses at its pipeline's
   // rate (Path::stream_bw; sign +1 at its start, -1 at its end); the memory controllers among
   // them carry the copies' bounded load (copies_load) in their node's MemorySystem.

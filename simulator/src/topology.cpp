@@ -2,9 +2,12 @@
 #include "error.hpp"
 #include "perfmodel.hpp"
 
+#include <simgrid/s4u/Link.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 XBT_LOG_NEW_DEFAULT_SUBCATEGORY(numasim_topology, numasim,
                                 "numasim workers, memory nodes and thread binding");
@@ -295,6 +298,31 @@ void Topology::load_models() {
       w.dev[k] = e->dev_us * 1e-6;
     }
   }
+}
+
+double Topology::cpu_copy_rate(int rank, int numa) const {
+  // A copy between two RAM nodes is a memcpy by one thread: StarPU's (drivers/cpu/driver_cpu.c
+  // _starpu_cpu_copy_data, run by a worker of the destination node: datawizard/coherency.c
+  // link_supports_direct_transfers; its bus calibration times the same memcpy,
+  // core/perfmodel/perfmodel_bus.c measure_bandwidth_latency_between_numa) and the kernel's page
+  // migration (mm/migrate.c, in the faulting thread). A core's link is the first of its routes.
+  sg4::Host* core = copy_core(rank, numa);
+  if (!core)
+    return std::numeric_limits<double>::infinity();
+  std::vector<sg4::Link*> links;
+  double latency = 0;
+  core->route_to(mem(global_mem(rank, home(rank))).host, links, &latency);
+  return links.empty() ? std::numeric_limits<double>::infinity() : links.front()->get_bandwidth() / 2;
+}
+
+sg4::Host* Topology::copy_core(int rank, int numa) const {
+  const Worker* core = nullptr;
+  for (int wid : rank_workers_[rank]) {
+    const Worker& w = workers_[wid];
+    if (!w.cuda && (!core || (w.numa == numa && core->numa != numa)))
+      core = &w;
+  }
+  return core ? core->host : nullptr;
 }
 
 } // namespace numasim

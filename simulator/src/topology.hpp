@@ -118,6 +118,12 @@ public:
   std::vector<Worker>& workers() { return workers_; }
   const std::vector<Worker>& workers() const { return workers_; }
   int mem_stride() const { return mem_stride_; } // most memory nodes of a machine node
+  // Bytes per second one thread of `rank` copies from RAM to RAM when it runs on NUMA node `numa`
+  // (on another of the rank's cores when no CPU worker runs there): half its core's link, which
+  // carries the reads towards the core and the writes back (memory_bench's memcpy).
+  double cpu_copy_rate(int rank, int numa) const;
+  // The core of such a thread (nullptr when the rank has no CPU worker).
+  sg4::Host* copy_core(int rank, int numa) const;
 
 private:
   const RunConfig& cfg_;
