@@ -31,6 +31,7 @@ from test_slurm import (
     campaign_processes,
     cancel_a_running_batch,
     check_resume,
+    popen_interruptible,
     processes_in,
     wait_for,
     without_wall_time,
@@ -139,8 +140,8 @@ def test_campaign_on_oar_survives_oardel_a_killed_batch_and_an_interrupt(cluster
     out = wf / "results" / "ci" / "batches"
     first_log = user_dir / "first.log"
     with first_log.open("w") as log:
-        first = subprocess.Popen([*snakemake, "--profile", "profiles/oar", "all"], cwd=wf, stdout=log,
-                                 stderr=subprocess.STDOUT)
+        first = popen_interruptible([*snakemake, "--profile", "profiles/oar", "all"], cwd=wf, stdout=log,
+                                    stderr=subprocess.STDOUT)
     try:
         pid, killed = next(iter(wait_for("a running batch process", lambda: campaign_processes(wf), 240,
                                          first, first_log).items()))
