@@ -198,6 +198,8 @@ int NumaEffects::intern(const Legs& legs, double cpu_copy_rate) {
     const auto [latency, bw] = route_latbw(l.src, l.dst);
     leg.latency = latency;
     leg.rate = tcp_gamma_ > 0 && latency > 0 ? std::min(bw, tcp_gamma_ / (2 * latency)) : bw;
+    // A memcpy's legs (RAM -> core, core -> RAM) both go at the thread's copy rate.
+    leg.rate = std::min(leg.rate, cpu_copy_rate);
     p.legs.push_back(std::move(leg));
     p.stream_bw = std::min({p.stream_bw, bw, cpu_copy_rate});
   }
@@ -207,7 +209,8 @@ int NumaEffects::intern(const Legs& legs, double cpu_copy_rate) {
   // Each link the copy crosses, with the bottleneck nearest to it along the path.
   std::vector<int> flat, bottleneck_at;
   for (auto& leg : p.legs) {
-    leg.narrowest = leg.rate <= 1.001 * slowest;
+    // A thread's memcpy is bound by the thread (its copy rate), not by a link: no leg is narrowest.
+    leg.narrowest = !std::isfinite(cpu_copy_rate) && leg.rate <= 1.001 * slowest;
     for (int l : leg.links) {
       if (leg.narrowest && link_loads_[l].bandwidth <= 1.001 * slowest)
         bottleneck_at.push_back(static_cast<int>(flat.size()));
@@ -362,13 +365,6 @@ void NumaEffects::run_legs(int path, const Legs& legs, double bytes) {
     sg4::this_actor::sleep_for(left);
 }
 
-void NumaEffects::cpu_copy(sg4::Host* src, sg4::Host* core, sg4::Host* dst, double bytes) {
-  // Reads towards the core and writes back at once (memory_bench's memcpy): both cross the core's link.
-  auto read = sg4::Comm::sendto_async(src, core, static_cast<uint64_t>(bytes));
-  sg4::Comm::sendto(core, dst, static_cast<uint64_t>(bytes));
-  read->wait();
-}
-
 std::pair<sg4::Host*, sg4::Host*> NumaEffects::network_split(int a, int b) {
   // The NICs where the message's route between the two MPI threads leaves node a and enters
   // node b, when that route is exactly (thread a -> NIC a) + (NIC a -> NIC b) + (NIC b -> thread b);
@@ -472,9 +468,13 @@ int NumaEffects::move(const Transfer& tr) {
     legs.add(core, whole.dst);
     cpu_rate = topo_.cpu_copy_rate(t.rank, dst.numa);
   }
-  int path = intern(legs, cpu_rate);
+  return copy(legs, data_.tile_bytes(), cpu_rate);
+}
+
+int NumaEffects::copy(const Legs& legs, double bytes, double cpu_copy_rate) {
+  int path = intern(legs, cpu_copy_rate);
   stream_demand(path, +1);
-  run_legs(path, legs, data_.tile_bytes());
+  run_legs(path, legs, bytes);
   stream_demand(path, -1);
   return path;
 }
@@ -515,7 +515,10 @@ void NumaEffects::hinting_faults(const Worker& w, uint32_t task) {
       fault_time_ += fault_time;
       fault_time = 0;
     }
-    cpu_copy(ri.ram[p], w.host, ri.ram[me], data_.tile_bytes());
+    Legs legs; // a memcpy by the faulting thread, on its core
+    legs.add(ri.ram[p], w.host);
+    legs.add(w.host, ri.ram[me]);
+    copy(legs, data_.tile_bytes(), topo_.cpu_copy_rate(w.rank, me));
     page_[h] = static_cast<int8_t>(me);
     migrations_++;
     migrated_bytes_ += data_.tile_bytes();

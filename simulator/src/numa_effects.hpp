@@ -190,8 +190,10 @@ private:
   int link_id(const sg4::Link* l);
   bool oversubscribed(const PathLeg& leg) const;
   void run_legs(int path, const Legs& legs, double bytes);
-  // A memcpy from RAM host src to RAM host dst by a thread on host `core`.
-  static void cpu_copy(sg4::Host* src, sg4::Host* core, sg4::Host* dst, double bytes);
+  // One copy along `legs` (counted in the controllers' load while it runs); cpu_copy_rate: the
+  // copying thread's rate for a memcpy (RAM -> core -> RAM), infinite for DMA and MPI copies.
+  // Returns its interned path.
+  int copy(const Legs& legs, double bytes, double cpu_copy_rate);
   // The copy along interned path `path` is counted on every link it crosses at its pipeline's
   // rate (Path::stream_bw; sign +1 at its start, -1 at its end); the memory controllers among
   // them carry the copies' bounded load (copies_load) in their node's MemorySystem.
