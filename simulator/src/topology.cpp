@@ -306,13 +306,18 @@ double Topology::cpu_copy_rate(int rank, int numa) const {
   // link_supports_direct_transfers; its bus calibration times the same memcpy,
   // core/perfmodel/perfmodel_bus.c measure_bandwidth_latency_between_numa) and the kernel's page
   // migration (mm/migrate.c, in the faulting thread). A core's link is the first of its routes.
-  sg4::Host* core = copy_core(rank, numa);
-  if (!core)
-    return std::numeric_limits<double>::infinity();
-  std::vector<sg4::Link*> links;
-  double latency = 0;
-  core->route_to(mem(global_mem(rank, home(rank))).host, links, &latency);
-  return links.empty() ? std::numeric_limits<double>::infinity() : links.front()->get_bandwidth() / 2;
+  auto known = copy_rates_.find({rank, numa});
+  if (known != copy_rates_.end())
+    return known->second; // one route lookup per (rank, NUMA node): a run asks once per copy
+  double rate = std::numeric_limits<double>::infinity();
+  if (sg4::Host* core = copy_core(rank, numa)) {
+    std::vector<sg4::Link*> links;
+    double latency = 0;
+    core->route_to(mem(global_mem(rank, home(rank))).host, links, &latency);
+    if (!links.empty())
+      rate = links.front()->get_bandwidth() / 2;
+  }
+  return copy_rates_[{rank, numa}] = rate;
 }
 
 sg4::Host* Topology::copy_core(int rank, int numa) const {

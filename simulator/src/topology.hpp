@@ -134,6 +134,7 @@ private:
   std::vector<int> home_;                  // per rank: local index of the main RAM node
   std::vector<int> rank_cuda_devices_;     // per rank: GPUs driven by a CUDA worker (StarPU's ndevices)
   std::vector<std::vector<int>> rank_workers_;
+  mutable std::map<std::pair<int, int>, double> copy_rates_; // (rank, numa) -> cpu_copy_rate
   std::vector<Worker> workers_;
   int mem_stride_ = 1;
 
