@@ -404,7 +404,8 @@ int NumaEffects::move(const Transfer& tr) {
     bool mpi;
     uint32_t recv, handle;
     int rank, gsrc, gdst;
-  } const t{tr.mpi, tr.recv, tr.handle, tr.rank, tr.gsrc, tr.gdst};
+    double submitted;
+  } const t{tr.mpi, tr.recv, tr.handle, tr.rank, tr.gsrc, tr.gdst, tr.submitted};
   const MemNode& src = topo_.mem(t.gsrc);
   const MemNode& dst = topo_.mem(t.gdst);
   Legs legs;
@@ -436,13 +437,19 @@ int NumaEffects::move(const Transfer& tr) {
     add(rd.mpi_host, ram_host(rc.dst, t.handle, t.gdst));
   } else if (src.gpu != dst.gpu) {
     // cudaMemcpyAsync submitted by the GPU's driver thread: the submission travels from the
-    // driver's core to the GPU before the DMA starts (cross-socket when the driver is remote).
+    // driver's core to the GPU before the DMA starts (cross-socket when the driver is remote). It
+    // leaves when StarPU issues the copy (`submitted`), not when the stream is free: a copy queued
+    // behind the stream's earlier copies had its submission arrive meanwhile (asynchronous CUDA
+    // copies are enqueued on the stream; the DMA engine runs them back to back), as a kernel
+    // launched ahead pays no launch latency (run_on_gpu).
     int g = src.gpu ? t.gsrc : t.gdst;
     auto drv = driver_of_gpu_mem_.find(g);
     if (drv != driver_of_gpu_mem_.end()) {
-      double d = control_delay(topo_.mem(g).rank, drv->second, topo_.mem(g).host);
-      if (d > 0)
-        sg4::this_actor::sleep_for(d);
+      const double d = control_delay(topo_.mem(g).rank, drv->second, topo_.mem(g).host);
+      const double now = sg4::Engine::get_clock();
+      const double wait = now == t.submitted ? d : t.submitted + d - now; // d exactly on an idle stream
+      if (wait > 0)
+        sg4::this_actor::sleep_for(wait);
     }
     sg4::Host* ram = src.gpu ? ram_host(t.rank, t.handle, t.gdst) : ram_host(t.rank, t.handle, t.gsrc);
     if (src.gpu)

@@ -466,3 +466,40 @@ TEST(Simulation, RamToRamCopyRunsAtOneThreadsMemcpyRate) {
   EXPECT_GT(took, bytes / 7.5e9);
   EXPECT_LT(took, bytes / 7.5e9 + 1e-6); // + the routes' latencies (< 0.3 us)
 }
+
+// A CUDA copy's submission (driver core -> GPU) leaves when StarPU issues the copy: a copy that
+// waited behind its stream's earlier copies starts as soon as the stream is free, one on an idle
+// stream first waits for its submission (NumaEffects::move; until the seventh session every copy
+// waited for it when its stream took it).
+TEST(Simulation, CudaCopyIssuedEarlierSkipsItsSubmissionDelay) {
+  sg4::Engine e(&argc_, argv_);
+  Simulation sim(e, config("tiny1.xml", 4, {{"STARPU_SCHED", "dmdas"}}));
+  const int ram = sim.global_mem(0, sim.home_mem(0));
+  int gpu = -1;
+  for (const auto& m : sim.memnodes())
+    if (m.gpu)
+      gpu = sim.global_mem(0, m.local);
+  ASSERT_GE(gpu, 0);
+  double idle = -1, queued = -1;
+  sg4::Actor::create("copy", sim.memnodes()[ram].host, [&] {
+    Transfer t{};
+    t.rank = 0;
+    t.handle = 15; // a tile no task of the first step reads
+    t.gsrc = ram;
+    t.gdst = gpu;
+    sg4::this_actor::sleep_for(1.0); // after the LU's own copies
+    t.submitted = sg4::Engine::get_clock();
+    double start = t.submitted;
+    sim.numa().move(t); // issued now, on an idle stream
+    idle = sg4::Engine::get_clock() - start;
+    sg4::this_actor::sleep_for(1.0);
+    t.submitted = sg4::Engine::get_clock() - 1e-3; // issued 1 ms ago, taken by its stream now
+    start = sg4::Engine::get_clock();
+    sim.numa().move(t);
+    queued = sg4::Engine::get_clock() - start;
+  });
+  sim.run();
+  const double bytes = 96.0 * 96 * 8;
+  EXPECT_GT(idle - queued, 1e-6);                // the submission's travel (> 1 us on tiny1)
+  EXPECT_LT(queued, bytes / 10e9 * 1.01 + 20e-6); // the DMA alone: PCIe 10 GB/s plus the route's latency
+}

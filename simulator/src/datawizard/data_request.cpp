@@ -42,7 +42,7 @@ bool DataWizard::sequential(const Transfer& later, const Transfer& earlier) cons
 
 void DataWizard::start_transfer(uint32_t tid) {
   Transfer& t = transfers_[tid];
-  t.start = sg4::Engine::get_clock();
+  t.submitted = t.start = sg4::Engine::get_clock();
   t.nwait = 0;
   if (!t.mpi && (topo_.mem(t.gsrc).gpu || topo_.mem(t.gdst).gpu)) {
     auto& pending = gpu_copies_[t.rank];

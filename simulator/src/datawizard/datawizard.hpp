@@ -67,7 +67,8 @@ struct Transfer {
   uint32_t recv = 0;
   uint32_t version = 0;
   double start = 0;
-  int path = -1;      // links actually crossed (NumaEffects::move)
+  double submitted = 0; // when the copy was issued (start_transfer); `start`: when its stream took it
+  int path = -1;        // links actually crossed (NumaEffects::move)
   uint8_t queued = 0; // waiting for space in the destination: 1 fetch queue, 2 prefetch queue
   int nwait = 0;      // earlier copies it must wait for (core/simgrid.c transfers_are_sequential)
   bool prefetch = false;
