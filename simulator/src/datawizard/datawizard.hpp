@@ -69,8 +69,8 @@ struct Transfer {
   double start = 0;
   double submitted = 0; // when the copy was issued (start_transfer); `start`: when its stream took it
   int path = -1;        // links actually crossed (NumaEffects::move)
-  uint8_t queued = 0; // waiting for space in the destination: 1 fetch queue, 2 prefetch queue
-  int nwait = 0;      // earlier copies it must wait for (core/simgrid.c transfers_are_sequential)
+  uint8_t queued = 0;   // waiting for space in the destination: 1 fetch queue, 2 prefetch queue
+  int nwait = 0;        // earlier copies it must wait for (core/simgrid.c transfers_are_sequential)
   bool prefetch = false;
   int32_t prio = 0;              // priority of the requesting task (orders the allocation queues)
   uint64_t qseq = 0;             // order of entry into an allocation queue
