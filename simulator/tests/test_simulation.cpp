@@ -500,6 +500,6 @@ TEST(Simulation, CudaCopyIssuedEarlierSkipsItsSubmissionDelay) {
   });
   sim.run();
   const double bytes = 96.0 * 96 * 8;
-  EXPECT_GT(idle - queued, 1e-6);                // the submission's travel (> 1 us on tiny1)
+  EXPECT_GT(idle - queued, 1e-6);                 // the submission's travel (> 1 us on tiny1)
   EXPECT_LT(queued, bytes / 10e9 * 1.01 + 20e-6); // the DMA alone: PCIe 10 GB/s plus the route's latency
 }
