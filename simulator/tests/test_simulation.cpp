@@ -399,6 +399,14 @@ TEST(Simulation, DmdaWeighsEveryWorkerOfAWideNode) {
   EXPECT_EQ(sim.dmda_choose(0), idle);
 }
 
+// Rank 0's first GPU memory node (global index), -1 if none.
+static int first_gpu_mem(const Simulation& sim) {
+  for (const auto& m : sim.memnodes())
+    if (m.gpu)
+      return sim.global_mem(0, m.local);
+  return -1;
+}
+
 // Two copies from RAM to the same GPU share its PCIe link (10 GB/s): together they stream at most
 // 10 GB/s through the memory controller they read, which is what the controller's utilisation
 // (the loaded-latency curve's input, and the kernels' test for binding traffic) counts; each at
@@ -407,10 +415,7 @@ TEST(Simulation, CopiesSharingABottleneckLoadTheControllerAtItsRate) {
   sg4::Engine e(&argc_, argv_);
   Simulation sim(e, config("tiny1.xml", 4, {{"STARPU_SCHED", "dmdas"}}));
   const int ram = sim.global_mem(0, sim.home_mem(0));
-  int gpu = -1;
-  for (const auto& m : sim.memnodes())
-    if (m.gpu)
-      gpu = sim.global_mem(0, m.local);
+  const int gpu = first_gpu_mem(sim);
   ASSERT_GE(gpu, 0);
   sg4::Host* ram_host = sim.memnodes()[ram].host;
   for (uint32_t tile : {14u, 15u}) // tiles no task of the first step reads
@@ -475,10 +480,7 @@ TEST(Simulation, CudaCopyIssuedEarlierSkipsItsSubmissionDelay) {
   sg4::Engine e(&argc_, argv_);
   Simulation sim(e, config("tiny1.xml", 4, {{"STARPU_SCHED", "dmdas"}}));
   const int ram = sim.global_mem(0, sim.home_mem(0));
-  int gpu = -1;
-  for (const auto& m : sim.memnodes())
-    if (m.gpu)
-      gpu = sim.global_mem(0, m.local);
+  const int gpu = first_gpu_mem(sim);
   ASSERT_GE(gpu, 0);
   double idle = -1, queued = -1;
   sg4::Actor::create("copy", sim.memnodes()[ram].host, [&] {
