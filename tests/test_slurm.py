@@ -199,11 +199,12 @@ def check_resume(first: str, second_batches: list[str], out: Path, done: dict[st
     left the batch tables it did not rerun as they were."""
     unfinished = set(BATCHES) - finished_batches(first)
     missing = {b for b in BATCHES if f"batch-{b}.csv" not in done}
-    # `missing` is usually not empty, but may be: jobs submitted in the scheduling round of the
-    # interrupt are not yet among the SLURM plugin's active jobs it scancels, and a running job
-    # whose inner snakemake gets scancel's SIGTERM finishes its job first (snakemake's graceful
-    # exit). Then every table can be written after the interrupt (fresh clone, 2026-11-24); what
-    # follows still holds: batches the first run saw finish are not rerun, their tables kept.
+    # `missing` is usually not empty, but may be. Seen in a fresh clone (2026-11-24): the two
+    # retries submitted in the scheduling round of the interrupt ran to their end, and a running
+    # job's inner snakemake finished its batch 6 s after the interrupt, so every table was written
+    # (likely: jobs not yet among the SLURM plugin's active jobs escape its scancel, and snakemake
+    # exits gracefully on SIGTERM, after its running job). What follows still holds: batches the
+    # first run saw finish are not rerun, their tables kept.
     if not missing:
         print(f"the interrupt left no batch to resume (all {len(BATCHES)} tables written)")
     # a batch that ended while snakemake was interrupted counts as done if the job's own
