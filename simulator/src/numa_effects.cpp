@@ -178,7 +178,6 @@ int NumaEffects::intern(const Legs& legs, double cpu_copy_rate) {
   if (it != path_ids_.end())
     return it->second;
   Path p;
-  p.cpu_copy_rate = cpu_copy_rate;
   // The copy streams through every RAM it touches at its pipeline's rate: the narrowest leg's
   // (a message's RAM -> MPI-core leg alone could run at a core's 12 GB/s, but it only carries
   // what the 1.25 GB/s Ethernet leg drains).
@@ -413,6 +412,7 @@ int NumaEffects::move(const Transfer& tr) {
     if (a != b)
       legs.add(a, b);
   };
+  double cpu_rate = std::numeric_limits<double>::infinity(); // finite for a memcpy
   if (t.mpi) {
     // StarPU-MPI: the progression thread copies the data between the RAM replica and the NIC
     // (mpi/src/mpi/starpu_mpi_mpi.c, numasim: mpi/starpu_mpi.cpp; TCP sends and receives are CPU copies in
@@ -456,25 +456,24 @@ int NumaEffects::move(const Transfer& tr) {
       add(src.host, ram);
     else
       add(ram, dst.host);
+  } else if (!src.gpu && !dst.gpu) {
+    // RAM -> RAM (STARPU_USE_NUMA's copies between NUMA nodes): a memcpy by a worker of the
+    // destination node, reading through its core's link and writing back through it (memory_bench's
+    // memcpy), not a DMA at the inter-socket link's rate.
+    sg4::Host* from = ram_host(t.rank, t.handle, t.gsrc);
+    sg4::Host* to = ram_host(t.rank, t.handle, t.gdst);
+    const Topology::CopyThread& thread = topo_.copy_thread(t.rank, dst.numa);
+    if (from != to && thread.core) {
+      add(from, thread.core);
+      add(thread.core, to);
+      cpu_rate = thread.rate;
+    } else
+      add(from, to); // no CPU worker on the node: nothing to model the thread with
   } else {
-    add(src.gpu ? src.host : ram_host(t.rank, t.handle, t.gsrc),
-        dst.gpu ? dst.host : ram_host(t.rank, t.handle, t.gdst));
+    add(src.host, dst.host); // GPU -> GPU
   }
   if (legs.empty()) // both ends on the same host (pages already where the copy goes)
     legs.add(src.host, dst.host);
-  // RAM -> RAM (STARPU_USE_NUMA's copies between NUMA nodes): a memcpy by a worker of the
-  // destination node, reading through its core's link and writing back through it (memory_bench's
-  // memcpy), not a DMA at the inter-socket link's rate.
-  const bool by_cpu = !t.mpi && !src.gpu && !dst.gpu && legs.size() == 1 && legs[0].src != legs[0].dst;
-  double cpu_rate = std::numeric_limits<double>::infinity();
-  if (by_cpu) {
-    sg4::Host* core = topo_.copy_core(t.rank, dst.numa);
-    const Leg whole = legs[0];
-    legs = Legs{};
-    legs.add(whole.src, core);
-    legs.add(core, whole.dst);
-    cpu_rate = topo_.cpu_copy_rate(t.rank, dst.numa);
-  }
   return copy(legs, data_.tile_bytes(), cpu_rate);
 }
 
@@ -525,7 +524,7 @@ void NumaEffects::hinting_faults(const Worker& w, uint32_t task) {
     Legs legs; // a memcpy by the faulting thread, on its core
     legs.add(ri.ram[p], w.host);
     legs.add(w.host, ri.ram[me]);
-    copy(legs, data_.tile_bytes(), topo_.cpu_copy_rate(w.rank, me));
+    copy(legs, data_.tile_bytes(), topo_.copy_thread(w.rank, me).rate);
     page_[h] = static_cast<int8_t>(me);
     migrations_++;
     migrated_bytes_ += data_.tile_bytes();

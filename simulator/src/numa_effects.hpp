@@ -105,9 +105,6 @@ private:
     std::vector<int> classes; // indices in LinkClasses
     // The copy's stream (stream_demand): its pipeline's rate, the narrowest leg's route alone.
     double stream_bw = 0;
-    // A RAM -> RAM copy is a memcpy by one thread (RAM -> core -> RAM): it streams at that
-    // thread's copy rate (Topology::cpu_copy_rate; infinite for DMA and MPI copies).
-    double cpu_copy_rate = std::numeric_limits<double>::infinity();
     std::vector<PathLeg> legs;
     // The links the copy crosses, each once (see copies_load); its bottlenecks are the links of
     // its narrowest legs whose bandwidth is the pipeline's rate (10 GbE up at the sender, down at

@@ -35,10 +35,10 @@ BusModel::Route& BusModel::route(int gsrc, int gdst) {
       r.classes.push_back(classes_.id(link_class(l->get_name())));
     }
     // Between two RAM nodes StarPU calibrates a thread's memcpy (core/perfmodel/perfmodel_bus.c
-    // measure_bandwidth_latency_between_numa), the copy numasim runs (Topology::cpu_copy_rate).
+    // measure_bandwidth_latency_between_numa), the copy numasim runs (Topology::copy_thread).
     const MemNode &s = topo_.mem(gsrc), &d = topo_.mem(gdst);
     if (!s.gpu && !d.gpu && s.rank == d.rank && s.host != d.host)
-      r.bandwidth = std::min(r.bandwidth, topo_.cpu_copy_rate(d.rank, d.numa));
+      r.bandwidth = std::min(r.bandwidth, topo_.copy_thread(d.rank, d.numa).rate);
     r.known = true;
   }
   return r;

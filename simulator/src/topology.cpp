@@ -300,34 +300,31 @@ void Topology::load_models() {
   }
 }
 
-double Topology::cpu_copy_rate(int rank, int numa) const {
+const Topology::CopyThread& Topology::copy_thread(int rank, int numa) const {
   // A copy between two RAM nodes is a memcpy by one thread: StarPU's (drivers/cpu/driver_cpu.c
   // _starpu_cpu_copy_data, run by a worker of the destination node: datawizard/coherency.c
   // link_supports_direct_transfers; its bus calibration times the same memcpy,
   // core/perfmodel/perfmodel_bus.c measure_bandwidth_latency_between_numa) and the kernel's page
   // migration (mm/migrate.c, in the faulting thread). A core's link is the first of its routes.
-  auto known = copy_rates_.find({rank, numa});
-  if (known != copy_rates_.end())
-    return known->second; // one route lookup per (rank, NUMA node): a run asks once per copy
-  double rate = std::numeric_limits<double>::infinity();
-  if (sg4::Host* core = copy_core(rank, numa)) {
-    std::vector<sg4::Link*> links;
-    double latency = 0;
-    core->route_to(mem(global_mem(rank, home(rank))).host, links, &latency);
-    if (!links.empty())
-      rate = links.front()->get_bandwidth() / 2;
-  }
-  return copy_rates_[{rank, numa}] = rate;
-}
-
-sg4::Host* Topology::copy_core(int rank, int numa) const {
+  auto known = copy_threads_.find({rank, numa});
+  if (known != copy_threads_.end())
+    return known->second; // a run asks once per copy
+  CopyThread ct;
   const Worker* core = nullptr;
   for (int wid : rank_workers_[rank]) {
     const Worker& w = workers_[wid];
     if (!w.cuda && (!core || (w.numa == numa && core->numa != numa)))
       core = &w;
   }
-  return core ? core->host : nullptr;
+  if (core) {
+    ct.core = core->host;
+    std::vector<sg4::Link*> links;
+    double latency = 0;
+    ct.core->route_to(mem(global_mem(rank, home(rank))).host, links, &latency);
+    if (!links.empty())
+      ct.rate = links.front()->get_bandwidth() / 2;
+  }
+  return copy_threads_[{rank, numa}] = ct;
 }
 
 } // namespace numasim

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <map>
 #include <set>
 #include <string>
@@ -118,12 +119,15 @@ public:
   std::vector<Worker>& workers() { return workers_; }
   const std::vector<Worker>& workers() const { return workers_; }
   int mem_stride() const { return mem_stride_; } // most memory nodes of a machine node
-  // Bytes per second one thread of `rank` copies from RAM to RAM when it runs on NUMA node `numa`
-  // (on another of the rank's cores when no CPU worker runs there): half its core's link, which
-  // carries the reads towards the core and the writes back (memory_bench's memcpy).
-  double cpu_copy_rate(int rank, int numa) const;
-  // The core of such a thread (nullptr when the rank has no CPU worker).
-  sg4::Host* copy_core(int rank, int numa) const;
+  // The thread of `rank` that copies from RAM to RAM on NUMA node `numa` (the first CPU worker
+  // there, or of the rank when none runs there; core nullptr without CPU workers) and the bytes
+  // per second it copies: half its core's link, which carries the reads towards the core and the
+  // writes back (memory_bench's memcpy). Looked up once per (rank, NUMA node).
+  struct CopyThread {
+    sg4::Host* core = nullptr;
+    double rate = std::numeric_limits<double>::infinity();
+  };
+  const CopyThread& copy_thread(int rank, int numa) const;
 
 private:
   const RunConfig& cfg_;
@@ -134,7 +138,7 @@ private:
   std::vector<int> home_;                  // per rank: local index of the main RAM node
   std::vector<int> rank_cuda_devices_;     // per rank: GPUs driven by a CUDA worker (StarPU's ndevices)
   std::vector<std::vector<int>> rank_workers_;
-  mutable std::map<std::pair<int, int>, double> copy_rates_; // (rank, numa) -> cpu_copy_rate
+  mutable std::map<std::pair<int, int>, CopyThread> copy_threads_; // (rank, numa) -> copy_thread
   std::vector<Worker> workers_;
   int mem_stride_ = 1;
 
