@@ -399,6 +399,16 @@ TEST(Simulation, DmdaWeighsEveryWorkerOfAWideNode) {
   EXPECT_EQ(sim.dmda_choose(0), idle);
 }
 
+// A copy of rank 0's tile `tile` between global memory nodes src and dst (for NumaEffects::move).
+static Transfer rank0_copy(uint32_t tile, int src, int dst) {
+  Transfer t{};
+  t.rank = 0;
+  t.handle = tile;
+  t.gsrc = src;
+  t.gdst = dst;
+  return t;
+}
+
 // Rank 0's first GPU memory node (global index), -1 if none.
 static int first_gpu_mem(const Simulation& sim) {
   for (const auto& m : sim.memnodes())
@@ -420,11 +430,7 @@ TEST(Simulation, CopiesSharingABottleneckLoadTheControllerAtItsRate) {
   sg4::Host* ram_host = sim.memnodes()[ram].host;
   for (uint32_t tile : {14u, 15u}) // tiles no task of the first step reads
     sg4::Actor::create("copy", ram_host, [&sim, ram, gpu, tile] {
-      Transfer t{};
-      t.rank = 0;
-      t.handle = tile;
-      t.gsrc = ram;
-      t.gdst = gpu;
+      Transfer t = rank0_copy(tile, ram, gpu);
       sim.numa().move(t);
     });
   double copies = -1, alone = -1;
@@ -457,11 +463,7 @@ TEST(Simulation, RamToRamCopyRunsAtOneThreadsMemcpyRate) {
   ASSERT_GE(rams[1], 0);
   double took = -1;
   sg4::Actor::create("copy", sim.memnodes()[rams[0]].host, [&] {
-    Transfer t{};
-    t.rank = 0;
-    t.handle = 15; // a tile no task of the first step writes
-    t.gsrc = rams[0];
-    t.gdst = rams[1];
+    Transfer t = rank0_copy(15, rams[0], rams[1]); // a tile no task of the first step writes
     const double start = sg4::Engine::get_clock();
     sim.numa().move(t);
     took = sg4::Engine::get_clock() - start;
@@ -484,12 +486,8 @@ TEST(Simulation, CudaCopyIssuedEarlierSkipsItsSubmissionDelay) {
   ASSERT_GE(gpu, 0);
   double idle = -1, queued = -1;
   sg4::Actor::create("copy", sim.memnodes()[ram].host, [&] {
-    Transfer t{};
-    t.rank = 0;
-    t.handle = 15; // a tile no task of the first step reads
-    t.gsrc = ram;
-    t.gdst = gpu;
-    sg4::this_actor::sleep_for(1.0); // after the LU's own copies
+    Transfer t = rank0_copy(15, ram, gpu); // a tile no task of the first step reads
+    sg4::this_actor::sleep_for(1.0);       // after the LU's own copies
     t.submitted = sg4::Engine::get_clock();
     double start = t.submitted;
     sim.numa().move(t); // issued now, on an idle stream
