@@ -2,6 +2,7 @@
 #include "datawizard/datawizard.hpp"
 #include "error.hpp"
 #include "network.hpp"
+#include "sleep.hpp"
 
 #include <algorithm>
 #include <array>
@@ -361,7 +362,7 @@ void NumaEffects::run_legs(int path, const Legs& legs, double bytes) {
     comms[i]->wait();
   const double left = alone_end - sg4::Engine::get_clock();
   if (left > 0)
-    sg4::this_actor::sleep_for(left);
+    numasim::sleep_for(left);
 }
 
 std::pair<sg4::Host*, sg4::Host*> NumaEffects::network_split(int a, int b) {
@@ -449,7 +450,7 @@ int NumaEffects::move(const Transfer& tr) {
       const double now = sg4::Engine::get_clock();
       const double wait = now == t.submitted ? d : t.submitted + d - now; // d exactly on an idle stream
       if (wait > 0)
-        sg4::this_actor::sleep_for(wait);
+        numasim::sleep_for(wait);
     }
     sg4::Host* ram = src.gpu ? ram_host(t.rank, t.handle, t.gdst) : ram_host(t.rank, t.handle, t.gsrc);
     if (src.gpu)
@@ -517,7 +518,7 @@ void NumaEffects::hinting_faults(const Worker& w, uint32_t task) {
     ri.window_bytes[me] += data_.tile_bytes();
     // migrate_misplaced_page copies the pages in the faulting thread.
     if (fault_time > 0) {
-      sg4::this_actor::sleep_for(fault_time);
+      numasim::sleep_for(fault_time);
       fault_time_ += fault_time;
       fault_time = 0;
     }
@@ -530,7 +531,7 @@ void NumaEffects::hinting_faults(const Worker& w, uint32_t task) {
     migrated_bytes_ += data_.tile_bytes();
   }
   if (fault_time > 0) {
-    sg4::this_actor::sleep_for(fault_time);
+    numasim::sleep_for(fault_time);
     fault_time_ += fault_time;
   }
 }
@@ -555,12 +556,12 @@ void NumaEffects::run_on_gpu(const Worker& w, double duration) {
       double d = control_delay(w.rank, drv->second, w.host);
       if (d > 0) {
         launch_waits_++;
-        sg4::this_actor::sleep_for(d);
+        numasim::sleep_for(d);
       }
     }
   }
   if (duration > 0)
-    sg4::this_actor::sleep_for(duration);
+    numasim::sleep_for(duration);
   last_end_[w.id] = sg4::Engine::get_clock();
 }
 
@@ -621,7 +622,7 @@ void NumaEffects::run_on_cpu(const Worker& w, uint32_t task, double duration) {
   const size_t nflows = ri.mem->start_traffic(w.host, w.numa, by_node, d, traffic);
   kernel_flows_ += nflows;
   if (d > 0)
-    sg4::this_actor::sleep_for(d);
+    numasim::sleep_for(d);
   for (size_t i = 0; i < nflows; i++)
     traffic[i]->wait();
   ri.mem->end_kernel(w.numa, by_node, duration);
@@ -656,7 +657,7 @@ void NumaEffects::scan_loop(int rank) {
   RankInfo& ri = ranks_[rank];
   size_t per_scan =
       static_cast<size_t>(std::max(1.0, std::floor(ri.p.balancing_scan_size_bytes / data_.tile_bytes())));
-  sg4::this_actor::sleep_for(ri.p.balancing_scan_delay_s);
+  numasim::sleep_for(ri.p.balancing_scan_delay_s);
   uint64_t last_done = progress_.done_tasks;
   int idle_scans = 0;
   while (!progress_.finished) {
@@ -674,7 +675,7 @@ void NumaEffects::scan_loop(int rank) {
     last_done = progress_.done_tasks;
     if (idle_scans > 1000)
       return;
-    sg4::this_actor::sleep_for(ri.p.balancing_scan_period_s);
+    numasim::sleep_for(ri.p.balancing_scan_period_s);
   }
 }
 

@@ -1,6 +1,7 @@
 #include "runtime.hpp"
 #include "error.hpp"
 #include "network.hpp"
+#include "sleep.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -13,6 +14,7 @@ namespace numasim {
 
 Simulation::Simulation(sg4::Engine& engine, RunConfig cfg)
     : engine_(engine), cfg_(std::move(cfg)), rng_(cfg_.seed) {
+  reset_sleeps();
   load_platform();
   dag_ = build_lu_dag(cfg_);
   bus_ = std::make_unique<BusModel>(*topo_, classes_);
