@@ -30,6 +30,7 @@ public:
     t.rank = owner_computes(cfg_, written);
     uint32_t id = static_cast<uint32_t>(dag_.tasks.size());
     dag_.tasks.push_back(t);
+    dag_.ndeps.push_back(0);
     dag_.count_by_kind[static_cast<int>(kind)]++;
     for (uint8_t i = 0; i + 1 < t.nbuf; i++)
       read(id, t.tiles[i], t.rank);
@@ -52,7 +53,7 @@ public:
     for (uint32_t i = 0; i < ntasks; i++) {
       dag_.tasks[i].succ_begin = count[i];
       dag_.tasks[i].succ_end = count[i + 1];
-      if (dag_.tasks[i].ndeps == 0)
+      if (dag_.ndeps[i] == 0)
         dag_.ready.push_back(i);
     }
     for (size_t r = 0; r < dag_.receptions.size(); r++) {
@@ -78,7 +79,7 @@ private:
   void edge(uint32_t from, uint32_t to) {
     edges_.emplace_back(from, to);
     if (to < kRecvBase)
-      dag_.tasks[to].ndeps++;
+      dag_.ndeps[to]++;
   }
   uint32_t node_of_recv(uint32_t r) const { return kRecvBase + r; }
   void read(uint32_t task, uint32_t tile, uint16_t rank) {

@@ -132,7 +132,7 @@ void Simulation::release(uint32_t node_id, int releasing_worker) {
     uint32_t s = dag_.succ[i];
     if (s >= ntasks)
       mpi_->trigger(s - ntasks);
-    else if (--dag_.tasks[s].ndeps == 0)
+    else if (--dag_.ndeps[s] == 0)
       sched_->push(s, releasing_worker);
   }
 }

@@ -24,10 +24,14 @@ struct Sleeper {
   sg4::Actor* actor;
 };
 
-// std::push_heap keeps the largest on top: "later" ranks lower.
-bool later(const Sleeper& a, const Sleeper& b) {
-  return a.date != b.date ? a.date > b.date : a.order > b.order;
-}
+// std::push_heap keeps the largest on top: "later" ranks lower. A type, not a function, so that
+// the heap operations inline the comparison.
+struct Later {
+  bool operator()(const Sleeper& a, const Sleeper& b) const {
+    return a.date != b.date ? a.date > b.date : a.order > b.order;
+  }
+};
+constexpr Later later;
 
 class Sleeps {
 public:
