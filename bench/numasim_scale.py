@@ -2,7 +2,8 @@
 """numasim at the study's scale: wall, CPU time and peak RSS, plus a determinism check.
 
 g5k-lille-21 (14 chetemi + 7 chifflet, `testbed platform`), LU N=96000, b=960 (100x100 tiles:
-338,350 tasks), 2D block-cyclic 3x7, dmdas, variability on, seed 1. The StarPU variables come
+338,350 tasks), 2D block-cyclic 3x7 (or `--distribution heterogeneous`, the study's and the
+campaign's mapping: more tiles, copies and messages on the GPU nodes), dmdas, variability on, seed 1. The StarPU variables come
 from config/factors.yaml exactly as for `testbed simulate --factors ...`: all factors at -1 is
 the study's baseline (one core for the MPI thread, one for the main thread: 18 CPU workers per
 chetemi, 24 CPU + 2 CUDA per chifflet = 434 workers). Each `--factors` configuration runs
@@ -14,7 +15,7 @@ The machine this runs on may be shared: user+sys CPU time (getrusage of the chil
 reported next to the wall time.
 
 Usage: .venv/bin/python bench/numasim_scale.py [--nt 100] [--factors ""] [--factors A=1,B=1,C=1,E=1]
-           [--out bench/results/numasim_scale.json]
+           [--distribution block-cyclic|heterogeneous] [--out bench/results/numasim_scale.json]
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--b", type=int, default=960)
     p.add_argument("--factors", action="append", default=None,
                    help="factor levels of one configuration (e.g. A=1,E=1; empty = all default); repeatable")
+    p.add_argument("--distribution", choices=("block-cyclic", "heterogeneous"), default="block-cyclic",
+                   help="tile mapping: 2D block-cyclic 3x7, or the study's heterogeneity-aware one")
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "numasim_scale.json")
     args = p.parse_args(argv)
     if not NUMASIM.exists():
@@ -76,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     from testbed.run.simulate import parse_assignments
 
     configs = args.factors if args.factors is not None else [""]
+    distribution = ({"kind": "block-cyclic", "p": 3, "q": 7} if args.distribution == "block-cyclic"
+                    else {"kind": "heterogeneous"})
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
         pdir = Path(tmp) / "platform"
@@ -84,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
             factors = check_factors({k: int(v) for k, v in parse_assignments([text], "--factors").items()})
             spec = RunSpec(engine="numasim", cluster=args.cluster, n=args.nt * args.b, b=args.b,
                            **resolve_run_env(args.cluster, factors, {}, "dmdas").spec_fields(), factors=factors, seed=1,
-                           distribution={"kind": "block-cyclic", "p": 3, "q": 7}, platform_dir=pdir)
+                           distribution=distribution, platform_dir=pdir)
             run_file = Path(tmp) / "run.json"
             run_file.write_text(json.dumps(run_description(spec, pdir, Path(tmp)), indent=1))
             s1, j1, wall1, cpu1, rss1 = run_once(run_file)
@@ -104,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     record = {
         "date": datetime.datetime.now().isoformat(timespec="seconds"), "machine": platform.node(),
         "nproc": os.cpu_count(), "loadavg_after": os.getloadavg(), "cluster": args.cluster,
+        "distribution": args.distribution,
         "n": args.nt * args.b, "b": args.b, "configurations": results,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -111,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         json.dump(record, fh, indent=1)
     for r in results:
         best = min(r["runs"], key=lambda x: x["wall_s"])
-        print(f"{args.cluster} N={args.nt * args.b} b={args.b} factors {r['factors']}: {r['tasks']} tasks, "
+        print(f"{args.cluster} N={args.nt * args.b} b={args.b} {args.distribution} factors {r['factors']}: {r['tasks']} tasks, "
               f"{r['workers']} workers, makespan {r['makespan_s']:.3f} s (x{r['ratio_to_first']:.3f}); "
               f"wall {best['wall_s']:.2f} s, user+sys {best['cpu_s']:.2f} s, "
               f"max RSS {max(x['max_rss_mb'] for x in r['runs']):.0f} MB; deterministic: {r['deterministic']}")
