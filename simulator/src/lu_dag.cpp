@@ -1,6 +1,7 @@
 #include "lu_dag.hpp"
 #include "mpi/starpu_mpi_cache.hpp"
 
+#include <stdexcept>
 #include <utility>
 
 #include <xbt/log.h>
@@ -31,6 +32,7 @@ public:
     uint32_t id = static_cast<uint32_t>(dag_.tasks.size());
     dag_.tasks.push_back(t);
     dag_.ndeps.push_back(0);
+    dag_.spans.emplace_back();
     dag_.count_by_kind[static_cast<int>(kind)]++;
     for (uint8_t i = 0; i + 1 < t.nbuf; i++)
       read(id, t.tiles[i], t.rank);
@@ -78,8 +80,8 @@ private:
 
   void edge(uint32_t from, uint32_t to) {
     edges_.emplace_back(from, to);
-    if (to < kRecvBase)
-      dag_.ndeps[to]++;
+    if (to < kRecvBase && ++dag_.ndeps[to] == 0)
+      throw std::length_error("numasim: a task with more than 65535 predecessors");
   }
   uint32_t node_of_recv(uint32_t r) const { return kRecvBase + r; }
   void read(uint32_t task, uint32_t tile, uint16_t rank) {

@@ -20,11 +20,18 @@ struct Task {
   uint16_t rank = 0;
   int32_t prio = 0;
   uint32_t succ_begin = 0, succ_end = 0;
-  uint16_t step = 0; // k
   // runtime state
   int32_t worker = -1;
-  uint8_t pending = 0; // operands not yet on the worker's memory node
   float predicted = 0; // expected length on the chosen worker (s)
+  uint16_t step = 0;   // k
+  uint8_t pending = 0; // operands not yet on the worker's memory node
+};
+// 40 bytes: the scheduler and the data wizard read tasks in no particular order, and at 200²
+// tiles (2.7M tasks) every byte of a Task is a cache miss more (bench/numasim_growth.py).
+static_assert(sizeof(Task) == 40);
+
+// When a task ran (runtime state read only by the trace and the tests).
+struct TaskSpan {
   double start = 0, end = 0;
 };
 
@@ -38,9 +45,10 @@ struct Reception {
 struct Dag {
   std::vector<Task> tasks;
   // Unresolved predecessors (tasks and receptions) of each task, apart from Task: release()
-  // decrements it along every edge, and reaching a 64-byte Task for it missed the cache (4 % of
-  // a study-scale run).
-  std::vector<int32_t> ndeps;
+  // decrements it along every edge, and reaching a whole Task for it missed the cache (4 % of a
+  // study-scale run).
+  std::vector<uint16_t> ndeps;
+  std::vector<TaskSpan> spans;
   std::vector<Reception> receptions;
   std::vector<uint32_t> succ;  // node ids: < tasks.size() is a task, else a reception (id - tasks.size())
   std::vector<uint32_t> ready; // tasks without predecessors, in submission order

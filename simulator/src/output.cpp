@@ -134,9 +134,10 @@ void Simulation::write_trace(std::ostream& out) const {
       continue;
     const Worker& w = workers()[t.worker];
     const MemNode& m = topo_->mem(topo_->global_mem(w.rank, w.mem));
-    std::snprintf(buf, sizeof buf, "%s,%.9f,%.9f,%.9f,%s,%zu,%d,%d,%s,%d,%d,%d\n", w.name.c_str(), t.start,
-                  t.end, t.end - t.start, kind_name(t.kind), i, w.rank, w.numa, m.host->get_cname(), m.numa,
-                  t.prio, t.step);
+    const TaskSpan& span = dag_.spans[i];
+    std::snprintf(buf, sizeof buf, "%s,%.9f,%.9f,%.9f,%s,%zu,%d,%d,%s,%d,%d,%d\n", w.name.c_str(), span.start,
+                  span.end, span.end - span.start, kind_name(t.kind), i, w.rank, w.numa, m.host->get_cname(),
+                  m.numa, t.prio, t.step);
     buf[std::strlen(buf) - 1] = ','; // NUMA node of each operand's pages as read, remote bytes
     out << buf << numa_->operand_pages(static_cast<uint32_t>(i)) << ','
         << numa_->remote_bytes(static_cast<uint32_t>(i)) << '\n';

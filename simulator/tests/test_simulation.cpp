@@ -264,9 +264,11 @@ TEST(Simulation, DmdasRunsHigherPriorityFirstOnAWorker) {
   // One worker: whenever two tasks were both ready and queued, the higher priority ran first.
   // Check on step 0's trsm tasks (all released by getrf(0) at once): start order follows priority.
   std::vector<std::pair<double, int>> starts;
-  for (const auto& t : sim.dag().tasks)
+  for (size_t i = 0; i < sim.dag().tasks.size(); i++) {
+    const Task& t = sim.dag().tasks[i];
     if (t.step == 0 && (t.kind == TaskKind::trsm_row || t.kind == TaskKind::trsm_col))
-      starts.emplace_back(t.start, t.prio);
+      starts.emplace_back(sim.dag().spans[i].start, t.prio);
+  }
   std::sort(starts.begin(), starts.end());
   for (size_t i = 1; i < starts.size(); i++)
     EXPECT_GE(starts[i - 1].second, starts[i].second);
