@@ -1,6 +1,7 @@
 // Replicas and their coherency (StarPU datawizard/coherency.c): which memory nodes hold the
 // current version of a tile, where a copy comes from, what a write invalidates.
 #include "datawizard/datawizard.hpp"
+#include "error.hpp"
 
 #include <limits>
 
@@ -16,6 +17,9 @@ DataWizard::DataWizard(const Topology& topo, BusModel& bus, LinkClasses& classes
   ntiles_ = static_cast<size_t>(cfg_.nt) * cfg_.nt;
   mem_stride_ = topo_.mem_stride();
   const size_t nh = ntiles_ * topo_.nranks();
+  if (nh * mem_stride_ >= MemState::kNoSlot)
+    throw InputError(cfg_.file, "workload",
+                     "fewer than 2^32 (tile, rank, memory node) slots: a smaller matrix");
   hstate_.assign(nh, {});
   fetch_id_.assign(nh * mem_stride_, -1);
   pins_.assign(nh * mem_stride_, 0);

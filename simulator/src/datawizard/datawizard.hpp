@@ -45,8 +45,11 @@ struct MemState {
   // recent end, so the order is the one of a set sorted by a use counter (StarPU's mc_list with
   // _starpu_memchunk_recently_used; numasim: datawizard/memalloc.cpp), with O(1) moves instead of a tree's
   // erase + insert.
-  static constexpr size_t kNoSlot = SIZE_MAX;
-  size_t lru_head = kNoSlot, lru_tail = kNoSlot, lru_size = 0;
+  // Slots as 32-bit indices (DataWizard's constructor checks they fit): at 200² tiles there are
+  // millions of slots, and the links' size is cache misses.
+  static constexpr uint32_t kNoSlot = UINT32_MAX;
+  uint32_t lru_head = kNoSlot, lru_tail = kNoSlot;
+  size_t lru_size = 0;
   std::set<AllocKey> waiting;  // task fetches into this memory waiting for space
   std::set<AllocKey> prefetch; // prefetches waiting for space, served after the fetches
   bool admitting = false;      // serve_waiting() is running (no re-entry from drop_replica)
@@ -154,16 +157,16 @@ private:
   DataCounters counters_;
   std::vector<MemState> ms_; // per global memory node
   std::vector<HandleState> hstate_;
-  std::vector<int32_t> fetch_id_;           // (handle, local mem) -> transfer in flight
-  std::vector<uint16_t> pins_;              // (handle, local mem) -> tasks holding the replica
-  std::vector<size_t> lru_prev_, lru_next_; // (handle, local mem) -> neighbours in MemState's LRU list
-  std::vector<uint8_t> in_lru_;             // (handle, local mem) -> in its MemState's LRU list
-  std::vector<uint8_t> evicting_;           // (handle, local mem) -> evicted, its write-back to RAM under way
-  uint64_t pending_evictions_ = 0;          // slots with evicting_ set
-  std::vector<uint16_t> prefetch_tasks_;    // (handle, local mem) -> queued tasks it was prefetched for
-  std::vector<uint8_t> dirty_;              // (handle, local mem) -> counted in MemState::dirty
-  uint64_t pending_dirty_ = 0;              // slots with dirty_ set
-  uint64_t alloc_seq_ = 0;                  // order of entry into the GPU allocation queues
+  std::vector<int32_t> fetch_id_;             // (handle, local mem) -> transfer in flight
+  std::vector<uint16_t> pins_;                // (handle, local mem) -> tasks holding the replica
+  std::vector<uint32_t> lru_prev_, lru_next_; // (handle, local mem) -> neighbours in MemState's LRU list
+  std::vector<uint8_t> in_lru_;               // (handle, local mem) -> in its MemState's LRU list
+  std::vector<uint8_t> evicting_;        // (handle, local mem) -> evicted, its write-back to RAM under way
+  uint64_t pending_evictions_ = 0;       // slots with evicting_ set
+  std::vector<uint16_t> prefetch_tasks_; // (handle, local mem) -> queued tasks it was prefetched for
+  std::vector<uint8_t> dirty_;           // (handle, local mem) -> counted in MemState::dirty
+  uint64_t pending_dirty_ = 0;           // slots with dirty_ set
+  uint64_t alloc_seq_ = 0;               // order of entry into the GPU allocation queues
   std::vector<Transfer> transfers_;
   std::vector<uint32_t> free_transfers_;
   // One runner per (source, destination) memory node pair: transfers of a pair are sequential,

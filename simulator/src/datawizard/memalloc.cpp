@@ -12,7 +12,7 @@ namespace numasim {
 bool DataWizard::lru_erase(MemState& m, size_t s) {
   if (!in_lru_[s])
     return false;
-  size_t p = lru_prev_[s], n = lru_next_[s];
+  const uint32_t p = lru_prev_[s], n = lru_next_[s];
   (p == MemState::kNoSlot ? m.lru_head : lru_next_[p]) = n;
   (n == MemState::kNoSlot ? m.lru_tail : lru_prev_[n]) = p;
   lru_prev_[s] = lru_next_[s] = MemState::kNoSlot;
@@ -24,8 +24,8 @@ bool DataWizard::lru_erase(MemState& m, size_t s) {
 void DataWizard::lru_push(MemState& m, size_t s) {
   lru_prev_[s] = m.lru_tail;
   lru_next_[s] = MemState::kNoSlot;
-  (m.lru_tail == MemState::kNoSlot ? m.lru_head : lru_next_[m.lru_tail]) = s;
-  m.lru_tail = s;
+  (m.lru_tail == MemState::kNoSlot ? m.lru_head : lru_next_[m.lru_tail]) = static_cast<uint32_t>(s);
+  m.lru_tail = static_cast<uint32_t>(s);
   in_lru_[s] = 1;
   m.lru_size++;
 }
