@@ -2,6 +2,7 @@
 // tests/data (tiny1: one node, 4 cores on 2 NUMA nodes, GPU 0 and NIC 0 on NUMA 0; tiny2: two
 // such nodes). Each configuration runs in a forked child (SimGrid: one engine per process) that
 // reports what the mechanism did; the test compares configurations.
+#include "child_output.hpp"
 #include "error.hpp"
 #include "runtime.hpp"
 
@@ -12,8 +13,6 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <sys/wait.h>
-#include <unistd.h>
 
 using namespace numasim;
 
@@ -72,48 +71,28 @@ static RunConfig config(const std::string& platform, int nt, const Env& env, int
 
 // Runs `body(sim, summary)` after a simulation in a child process; returns the facts it reports.
 template <class Body> static Facts in_child(const std::string& platform, RunConfig cfg, Body body) {
-  int fd[2];
-  if (pipe(fd) != 0)
-    throw std::runtime_error("pipe");
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(fd[0]);
+  ChildOutput child = run_in_child([&] {
+    int argc = 1;
+    char a0[] = "numasim_factors";
+    char* argv[] = {a0, nullptr};
+    sg4::Engine e(&argc, argv);
+    Simulation sim(e, cfg);
+    Summary s = sim.run();
+    Facts f = body(sim, s);
+    f["makespan"] = s.makespan;
+    for (const auto& [k, v] : s.numa)
+      f["numa." + k] = v;
     std::string out;
-    try {
-      int argc = 1;
-      char a0[] = "numasim_factors";
-      char* argv[] = {a0, nullptr};
-      sg4::Engine e(&argc, argv);
-      Simulation sim(e, cfg);
-      Summary s = sim.run();
-      Facts f = body(sim, s);
-      f["makespan"] = s.makespan;
-      for (const auto& [k, v] : s.numa)
-        f["numa." + k] = v;
-      char buf[128];
-      for (const auto& [k, v] : f) {
-        std::snprintf(buf, sizeof buf, "%s=%.17g\n", k.c_str(), v);
-        out += buf;
-      }
-    } catch (const std::exception& ex) {
-      std::fprintf(stderr, "child: %s\n", ex.what());
-      _exit(3);
+    char buf[128];
+    for (const auto& [k, v] : f) {
+      std::snprintf(buf, sizeof buf, "%s=%.17g\n", k.c_str(), v);
+      out += buf;
     }
-    if (write(fd[1], out.data(), out.size()) != static_cast<ssize_t>(out.size()))
-      _exit(4);
-    _exit(0);
-  }
-  close(fd[1]);
-  std::string text;
-  char buf[4096];
-  for (ssize_t n; (n = read(fd[0], buf, sizeof buf)) > 0;)
-    text.append(buf, static_cast<size_t>(n));
-  close(fd[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child failed for " << platform;
+    return out;
+  });
+  EXPECT_TRUE(child.ok) << "child failed for " << platform;
   Facts f;
-  std::istringstream in(text);
+  std::istringstream in(child.text);
   for (std::string line; std::getline(in, line);) {
     auto eq = line.find('=');
     f[line.substr(0, eq)] = std::stod(line.substr(eq + 1));

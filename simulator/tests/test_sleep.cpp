@@ -2,14 +2,12 @@
 // each, must wake at the same dates in the same order, to the last bit. SimGrid allows one engine
 // per process: SimGrid's run is made in a child process (forked before any engine exists) and its
 // trace read back through a pipe.
+#include "child_output.hpp"
 #include "sleep.hpp"
 
 #include <simgrid/s4u.hpp>
 
 #include <gtest/gtest.h>
-
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <string>
@@ -102,25 +100,9 @@ static std::string sleep_scenario(bool simgrid_sleep) {
 }
 
 TEST(Sleep, WakesAsSimGridsSleep) {
-  int fds[2];
-  ASSERT_EQ(pipe(fds), 0);
-  pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    close(fds[0]);
-    std::string trace = sleep_scenario(true);
-    ssize_t written = write(fds[1], trace.data(), trace.size());
-    _exit(written == static_cast<ssize_t>(trace.size()) ? 0 : 1);
-  }
-  close(fds[1]);
-  std::string simgrid;
-  char buf[4096];
-  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;)
-    simgrid.append(buf, static_cast<size_t>(n));
-  close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "SimGrid's run failed";
+  ChildOutput child = run_in_child([] { return sleep_scenario(true); });
+  ASSERT_TRUE(child.ok) << "SimGrid's run failed";
+  const std::string& simgrid = child.text;
   std::string ours = sleep_scenario(false);
   EXPECT_EQ(ours, simgrid);
   // The scenario exercises what it claims (on SimGrid's trace: these are its semantics).
