@@ -129,3 +129,8 @@ def test_simgrid_options_pass_through(tmp_path):
     bad = testbed("simulate", "--engine", "numasim", "--cluster", "chifflet-1", "--n", "1920", "--b", "960",
                   "--cfg", "tracing")
     assert bad.returncode == 2 and "--cfg" in bad.stderr
+    # numasim's actors change its sleep heap from their own context (simulator/src/sleep.hpp)
+    parallel = testbed("simulate", "--engine", "numasim", "--cluster", "chifflet-1", "--n", "1920", "--b", "960",
+                       "--cfg", "contexts/nthreads:2")
+    assert parallel.returncode == 2
+    assert "--cfg=contexts/nthreads: expected 1" in parallel.stderr

@@ -1,4 +1,5 @@
 #include "sleep.hpp"
+#include "error.hpp"
 
 #include <simgrid/kernel/Timer.hpp>
 #include <simgrid/s4u.hpp>
@@ -50,6 +51,10 @@ public:
 
   // The timer of an earlier engine went with it (SimGrid 3.32 EngineImpl::shutdown frees timers).
   void reset() {
+    // Actors change the heap from their own context (sleep.hpp): they must run one at a time.
+    if (simgrid::config::get_value<int>("contexts/nthreads") != 1)
+      throw InputError("command line", "--cfg=contexts/nthreads",
+                       "1 (SimGrid's default: numasim runs its actors one at a time)");
     heap_.clear();
     timer_ = nullptr;
     advances_ = 0;

@@ -31,7 +31,8 @@ namespace numasim {
 
 void sleep_for(double seconds);
 
-// Forgets the sleepers of an earlier engine in this process (a new Simulation starts clean).
+// Forgets the sleepers of an earlier engine in this process (a new Simulation starts clean);
+// throws InputError when SimGrid runs actors in parallel (contexts/nthreads > 1).
 void reset_sleeps();
 
 } // namespace numasim
