@@ -62,7 +62,7 @@ std::string Simulation::stall_report(size_t max_items) const {
   stall_tasks(items, max_items, prepared, queued);
   uint64_t receptions =
       mpi_->stall_items(items, max_items, [this](uint32_t tile) { return tile_name(tile); });
-  for (int32_t n : dag_.ndeps)
+  for (uint16_t n : dag_.ndeps)
     waiting_deps += n > 0;
   char head[256];
   std::snprintf(

@@ -35,6 +35,7 @@
 #include "memory_model.hpp"
 #include "network.hpp"
 #include "platform.hpp"
+#include "sleep.hpp"
 
 #include <simgrid/s4u.hpp>
 
@@ -122,7 +123,7 @@ double kernel_call(MemorySystem& mem, double sigma, sg4::Host* core, int t, int 
   const size_t n = mem.start_traffic(core, t, by_node, dur, traffic);
   kernel_flows += n;
   if (dur > 0)
-    sg4::this_actor::sleep_for(dur);
+    numasim::sleep_for(dur);
   for (size_t i = 0; i < n; i++)
     traffic[i]->wait();
   mem.end_kernel(t, by_node, d0);

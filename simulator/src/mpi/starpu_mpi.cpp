@@ -1,4 +1,5 @@
 #include "mpi/starpu_mpi.hpp"
+#include "sleep.hpp"
 
 #include <algorithm>
 
@@ -44,7 +45,7 @@ void MpiRuntime::progression_loop(int rank) {
     auto [send, r] = m.requests.front();
     m.requests.pop_front();
     if (cfg_.mpi_overhead_s > 0)
-      sg4::this_actor::sleep_for(cfg_.mpi_overhead_s);
+      numasim::sleep_for(cfg_.mpi_overhead_s);
     const Reception& rc = dag_.receptions[r];
     if (send) {
       recv_state_[r] = kRecvSent;
