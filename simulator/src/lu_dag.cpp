@@ -1,6 +1,7 @@
 #include "lu_dag.hpp"
 #include "mpi/starpu_mpi_cache.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <utility>
 
@@ -18,6 +19,18 @@ public:
     last_writer_.assign(ntiles, kNone);
     version_.assign(ntiles, 0);
     readers_.resize(ntiles);
+    int nranks = 0;
+    for (int r : cfg_.owner)
+      nranks = std::max(nranks, r + 1);
+    dag_.ntiles = ntiles;
+    dag_.handle_index.assign(static_cast<size_t>(nranks) * ntiles, kNone);
+    dag_.handle_tile.resize(ntiles);
+    dag_.handle_rank.resize(ntiles);
+    for (uint32_t tile = 0; tile < ntiles; tile++) { // the owners' handles: the tiles' indices
+      dag_.handle_tile[tile] = tile;
+      dag_.handle_rank[tile] = static_cast<uint16_t>(cfg_.owner[tile]);
+      dag_.handle_index[static_cast<size_t>(cfg_.owner[tile]) * ntiles + tile] = tile;
+    }
   }
 
   void add(TaskKind kind, int k, int prio, std::initializer_list<std::pair<int, int>> operands) {
@@ -25,17 +38,19 @@ public:
     t.kind = kind;
     t.prio = prio;
     t.step = static_cast<uint16_t>(k);
+    uint32_t tiles[3];
     for (auto [m, n] : operands)
-      t.tiles[t.nbuf++] = static_cast<uint32_t>(m * nt_ + n);
-    uint32_t written = t.tiles[t.nbuf - 1];
+      tiles[t.nbuf++] = static_cast<uint32_t>(m * nt_ + n);
+    uint32_t written = tiles[t.nbuf - 1];
     t.rank = owner_computes(cfg_, written);
+    for (uint8_t i = 0; i < t.nbuf; i++)
+      t.handles[i] = handle(t.rank, tiles[i]);
     uint32_t id = static_cast<uint32_t>(dag_.tasks.size());
     dag_.tasks.push_back(t);
     dag_.ndeps.push_back(0);
-    dag_.spans.emplace_back();
     dag_.count_by_kind[static_cast<int>(kind)]++;
     for (uint8_t i = 0; i + 1 < t.nbuf; i++)
-      read(id, t.tiles[i], t.rank);
+      read(id, tiles[i], t.rank, t.handles[i]);
     write(id, written);
   }
 
@@ -62,6 +77,8 @@ public:
       dag_.receptions[r].succ_begin = count[ntasks + r];
       dag_.receptions[r].succ_end = count[ntasks + r + 1];
     }
+    if (!cfg_.trace.empty())
+      dag_.spans.resize(ntasks);
     edges_.clear();
     edges_.shrink_to_fit();
     return std::move(dag_);
@@ -84,7 +101,20 @@ private:
       throw std::length_error("numasim: a task with more than 65535 predecessors");
   }
   uint32_t node_of_recv(uint32_t r) const { return kRecvBase + r; }
-  void read(uint32_t task, uint32_t tile, uint16_t rank) {
+  // The tile's handle on `rank` (Dag::handle_of), a new one at the rank's first use of a tile it
+  // does not own.
+  uint32_t handle(uint16_t rank, uint32_t tile) {
+    uint32_t& h = dag_.handle_index[static_cast<size_t>(rank) * dag_.ntiles + tile];
+    if (h == kNone) {
+      if (dag_.handle_tile.size() == kNone)
+        throw std::length_error("numasim: more than 2^32 - 1 data handles");
+      h = static_cast<uint32_t>(dag_.handle_tile.size());
+      dag_.handle_tile.push_back(tile);
+      dag_.handle_rank.push_back(rank);
+    }
+    return h;
+  }
+  void read(uint32_t task, uint32_t tile, uint16_t rank, uint32_t handle) {
     uint32_t writer = last_writer_[tile];
     if (cfg_.owner[tile] == rank) {
       if (writer != kNone)
@@ -92,7 +122,7 @@ private:
       readers_[tile].push_back(task);
       return;
     }
-    auto [r, inserted] = cache_.find_or_add(dag_.receptions, tile, version_[tile],
+    auto [r, inserted] = cache_.find_or_add(dag_.receptions, handle, tile, version_[tile],
                                             static_cast<uint16_t>(cfg_.owner[tile]), rank);
     if (inserted) {
       if (writer != kNone)

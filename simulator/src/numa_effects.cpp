@@ -69,8 +69,10 @@ void NumaEffects::init() {
   page_.assign(data_.nhandles(), -1);
   marked_.assign(data_.nhandles(), 0);
   last_fault_.assign(data_.nhandles(), -1);
-  remote_bytes_.assign(dag_.tasks.size(), 0.f);
-  op_pages_.assign(dag_.tasks.size(), 0xFFFF);
+  if (!cfg_.trace.empty()) {
+    remote_bytes_.assign(dag_.tasks.size(), 0.f);
+    op_pages_.assign(dag_.tasks.size(), 0xFFFF);
+  }
   last_end_.assign(topo_.workers().size(), 0.0);
   for (size_t r = 0; r < nranks; r++)
     init_rank(static_cast<int>(r));
@@ -140,7 +142,8 @@ void NumaEffects::first_touch(int r, const std::vector<int>& cpu_numas) {
 }
 
 int NumaEffects::page_numa(int rank, uint32_t tile) const {
-  return page_[data_.handle(rank, tile)];
+  uint32_t h = data_.handle(rank, tile);
+  return h == kNone ? -1 : page_[h];
 }
 
 sg4::Host* NumaEffects::ram_host(int rank, uint32_t h, int gmem) const {
@@ -491,7 +494,7 @@ void NumaEffects::hinting_faults(const Worker& w, uint32_t task) {
   const Task& t = dag_.tasks[task];
   double fault_time = 0;
   for (uint8_t i = 0; i < t.nbuf; i++) {
-    uint32_t h = data_.handle(w.rank, t.tiles[i]);
+    uint32_t h = t.handles[i];
     if (!marked_[h])
       continue;
     // The kernel touches every page of the tile: one NUMA hinting fault per page
@@ -574,7 +577,7 @@ double NumaEffects::kernel_traffic(const Worker& w, uint32_t task, double* by_no
   uint16_t packed = 0;
   double remote = 0;
   for (uint8_t i = 0; i < t.nbuf; i++) {
-    uint32_t h = data_.handle(w.rank, t.tiles[i]);
+    uint32_t h = t.handles[i];
     int p = operand_numa(w, h);
     packed |= static_cast<uint16_t>((p >= 0 && p < kMaxNumaNodes ? p : 15) << (4 * i));
     if (p < 0 || p >= ri.mem->nnuma())
@@ -586,8 +589,10 @@ double NumaEffects::kernel_traffic(const Worker& w, uint32_t task, double* by_no
   }
   for (uint8_t i = t.nbuf; i < 4; i++)
     packed |= static_cast<uint16_t>(15u << (4 * i));
-  op_pages_[task] = packed;
-  remote_bytes_[task] = static_cast<float>(remote);
+  if (!op_pages_.empty()) { // a trace is asked for
+    op_pages_[task] = packed;
+    remote_bytes_[task] = static_cast<float>(remote);
+  }
   if (remote > 0) {
     remote_total_ += remote;
     remote_tasks_++;
@@ -638,7 +643,15 @@ double NumaEffects::respread(double d, double mean, double sd, double ratio, dou
   return mean * std::pow(d / mean, f) * std::exp(-f * (f - 1) * s2 / 2);
 }
 
+double NumaEffects::remote_bytes(uint32_t task) const {
+  if (remote_bytes_.empty())
+    throw std::logic_error("NumaEffects::remote_bytes: recorded only when a trace is asked for");
+  return remote_bytes_[task];
+}
+
 std::string NumaEffects::operand_pages(uint32_t task) const {
+  if (op_pages_.empty())
+    throw std::logic_error("NumaEffects::operand_pages: recorded only when a trace is asked for");
   const Task& t = dag_.tasks[task];
   if (t.worker >= 0 && topo_.workers()[t.worker].cuda)
     return "gpu";
@@ -665,7 +678,7 @@ void NumaEffects::scan_loop(int rank) {
     for (size_t visited = 0; visited < data_.ntiles() && marked < per_scan; visited++) {
       uint32_t h = data_.handle(rank, static_cast<uint32_t>(ri.scan_cursor));
       ri.scan_cursor = (ri.scan_cursor + 1) % data_.ntiles();
-      if (page_[h] >= 0) {
+      if (h != kNone && page_[h] >= 0) { // kNone: a tile the rank never holds, no pages
         marked_[h] = 1;
         marked++;
       }

@@ -77,7 +77,8 @@ public:
   const std::vector<int>& path_classes(int path) const { return paths_[path].classes; }
   std::vector<std::string> control_links(int gpu_gmem); // driver core -> GPU
   const MemorySystem& memory(int rank) const { return *ranks_[rank].mem; }
-  double remote_bytes(uint32_t task) const { return remote_bytes_[task]; }
+  // The trace's per-task columns, recorded only when a trace is asked for (RunConfig::trace).
+  double remote_bytes(uint32_t task) const;
   std::string operand_pages(uint32_t task) const; // e.g. "0 1 1", "gpu gpu gpu"
   std::map<std::string, double> summary() const;
 
@@ -160,12 +161,12 @@ private:
   const Progress& progress_;
   LinkClasses& classes_; // the link classes of the paths (interned on first use)
   std::vector<RankInfo> ranks_;
-  std::vector<int8_t> page_;       // per handle: NUMA node of the RAM replica's pages (-1: not allocated)
-  std::vector<uint8_t> marked_;    // per handle: pages protected by the last balancing scan
-  std::vector<int8_t> last_fault_; // per handle: NUMA node of the last hinting fault (two-pass filter)
-  std::vector<float> remote_bytes_;
-  std::vector<uint16_t> op_pages_;              // per task: 4 bits per operand (NUMA node, 15 = GPU/other)
-  std::vector<double> last_end_;                // per worker: end of its last task (GPU launch hiding)
+  std::vector<int8_t> page_;        // per handle: NUMA node of the RAM replica's pages (-1: not allocated)
+  std::vector<uint8_t> marked_;     // per handle: pages protected by the last balancing scan
+  std::vector<int8_t> last_fault_;  // per handle: NUMA node of the last hinting fault (two-pass filter)
+  std::vector<float> remote_bytes_; // per task, with a trace only
+  std::vector<uint16_t> op_pages_;  // per task, with a trace only: 4 bits per operand (NUMA node, 15: GPU)
+  std::vector<double> last_end_;    // per worker: end of its last task (GPU launch hiding)
   std::map<int, sg4::Host*> driver_of_gpu_mem_; // global GPU memory node -> its driver's core host
   std::unordered_map<Legs, int, LegsHash> path_ids_;
   std::vector<Path> paths_;

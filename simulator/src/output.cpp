@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <stdexcept>
 #include <streambuf>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -125,6 +126,9 @@ void Simulation::write_transfers(const std::string& path) const {
 // One row per task (docs/interfaces.md §10): StarVZ-like columns, then where its operands' pages
 // were and the bytes it read remotely (numa_effects.cpp).
 void Simulation::write_trace(std::ostream& out) const {
+  if (dag_.spans.empty())
+    throw std::logic_error(
+        "Simulation::write_trace: the run kept no per-task records (RunConfig::trace empty)");
   out << "ResourceId,Start,End,Duration,Value,JobId,Node,WorkerNuma,WorkerMemNode,OperandNuma,Priority,Step,"
          "OperandPages,RemoteBytes\n";
   char buf[256];

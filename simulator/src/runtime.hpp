@@ -51,7 +51,10 @@ public:
   int global_mem(int rank, int local) const { return topo_->global_mem(rank, local); }
   const MemState& mem_state(int gmem) const { return data_->mem_state(gmem); } // GPU memory accounting
   int home_mem(int rank) const { return topo_->home(rank); } // local index of the main RAM node
-  MemMask valid_mask(int rank, uint32_t tile) const { return data_->state(data_->handle(rank, tile)).valid; }
+  MemMask valid_mask(int rank, uint32_t tile) const {
+    uint32_t h = data_->handle(rank, tile);
+    return h == kNone ? 0 : data_->state(h).valid;
+  }
   double estimate(int gsrc, int gdst, double bytes) { return bus_->estimate(gsrc, gdst, bytes); }
   using TransferRecord = numasim::TransferRecord;
   const std::vector<TransferRecord>& transfer_log() const { return data_->transfer_log(); }

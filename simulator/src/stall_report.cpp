@@ -17,7 +17,7 @@ std::string Simulation::task_name(uint32_t task) const {
   const Task& t = dag_.tasks[task];
   static const char* names[kNumKinds] = {"getrf", "trsm_row", "trsm_col", "gemm"};
   std::string s = std::string(names[static_cast<int>(t.kind)]) + "(k=" + std::to_string(t.step) +
-                  ", writes " + tile_name(t.tiles[t.nbuf - 1]) + ")";
+                  ", writes " + tile_name(dag_.tile(t, t.nbuf - 1)) + ")";
   return s;
 }
 
@@ -33,9 +33,9 @@ void Simulation::stall_tasks(std::vector<std::string>& items, size_t max_items, 
       std::string s = task_name(task) + " on " + w.name + " waits for";
       bool any = false;
       for (uint8_t i = 0; i < t.nbuf; i++)
-        if (!data_->valid_on(w.rank, data_->handle(w.rank, t.tiles[i]), w.mem)) {
+        if (!data_->valid_on(w.rank, t.handles[i], w.mem)) {
           s += std::string(any ? ";" : "") + " " +
-               data_->describe(w.rank, t.tiles[i], w.mem, tile_name(t.tiles[i]));
+               data_->describe(w.rank, t.handles[i], w.mem, tile_name(dag_.tile(t, i)));
           any = true;
         }
       items.push_back(any ? s

@@ -65,7 +65,8 @@ static RunConfig config(const std::string& platform, int nt, const Env& env, int
   RunConfig c = RunConfig::from_json(parse_json(text, "test.json"), "test.json");
   c.env_raw = env;
   c.env = parse_starpu_env(env, "test.json");
-  c.transfers = (scratch() / "unused.csv").string(); // enables the transfer log (not written)
+  c.transfers = (scratch() / "unused.csv").string();   // enables the transfer log (not written)
+  c.trace = (scratch() / "unused_trace.csv").string(); // and the per-task records (not written)
   return c;
 }
 

@@ -70,7 +70,7 @@ TEST(Simulation, GpuReadOfRamDataCrossesPcieAndWriteInvalidates) {
   }
   uint32_t last = static_cast<uint32_t>(sim.dag().tasks.size() - 1); // getrf(NT-1): writes A(5,5)
   const Task& t = sim.dag().tasks[last];
-  EXPECT_EQ(sim.valid_mask(0, t.tiles[0]), 1u << sim.workers()[t.worker].mem);
+  EXPECT_EQ(sim.valid_mask(0, sim.dag().tile(t, 0)), 1u << sim.workers()[t.worker].mem);
   // A write leaves the writer's replica only: after the run, a tile is valid on its last writer's
   // memory node and on the nodes of tasks that read it after that write, nowhere else. For some
   // tiles a task used the tile on another memory node before the last write (a replica existed
@@ -79,8 +79,8 @@ TEST(Simulation, GpuReadOfRamDataCrossesPcieAndWriteInvalidates) {
   for (const auto& task : sim.dag().tasks) { // submission order = dependency order per tile
     uint8_t bit = static_cast<uint8_t>(1u << sim.workers()[task.worker].mem);
     for (uint8_t i = 0; i + 1 < task.nbuf; i++)
-      allowed[task.tiles[i]] |= bit; // read after the tile's current last write
-    uint32_t w = task.tiles[task.nbuf - 1];
+      allowed[sim.dag().tile(task, i)] |= bit; // read after the tile's current last write
+    uint32_t w = sim.dag().tile(task, task.nbuf - 1);
     before[w] |= allowed[w];
     allowed[w] = bit;
   }
@@ -258,8 +258,10 @@ TEST(Simulation, DmdasQueueIsOrderedByPriority) {
 
 TEST(Simulation, DmdasRunsHigherPriorityFirstOnAWorker) {
   sg4::Engine e(&argc_, argv_);
-  Simulation sim(
-      e, config("tiny1.xml", 8, {{"STARPU_SCHED", "dmdas"}, {"STARPU_NCUDA", "0"}, {"STARPU_NCPU", "1"}}));
+  RunConfig cfg =
+      config("tiny1.xml", 8, {{"STARPU_SCHED", "dmdas"}, {"STARPU_NCUDA", "0"}, {"STARPU_NCPU", "1"}});
+  cfg.trace = ::testing::TempDir() + "dmdas_trace.csv"; // keeps when each task ran (not written)
+  Simulation sim(e, cfg);
   sim.run();
   // One worker: whenever two tasks were both ready and queued, the higher priority ran first.
   // Check on step 0's trsm tasks (all released by getrf(0) at once): start order follows priority.

@@ -16,7 +16,7 @@ DataWizard::DataWizard(const Topology& topo, BusModel& bus, LinkClasses& classes
   tile_bytes_ = static_cast<double>(cfg_.b) * cfg_.b * sizeof(double);
   ntiles_ = static_cast<size_t>(cfg_.nt) * cfg_.nt;
   mem_stride_ = topo_.mem_stride();
-  const size_t nh = ntiles_ * topo_.nranks();
+  const size_t nh = dag_.nhandles();
   if (nh * mem_stride_ >= MemState::kNoSlot)
     throw InputError(cfg_.file, "workload",
                      "fewer than 2^32 (tile, rank, memory node) slots: a smaller matrix");
@@ -31,10 +31,8 @@ DataWizard::DataWizard(const Topology& topo, BusModel& bus, LinkClasses& classes
   dirty_.assign(nh * mem_stride_, 0);
   ms_.resize(topo_.mem().size());
   // Initial data: each tile on its owner's main RAM node (first touch by the main thread).
-  for (uint32_t t = 0; t < ntiles_; t++) {
-    int r = cfg_.owner[t];
-    hstate_[handle(r, t)].valid = static_cast<MemMask>(1u << topo_.home(r));
-  }
+  for (uint32_t t = 0; t < ntiles_; t++)
+    hstate_[t].valid = static_cast<MemMask>(1u << topo_.home(dag_.handle_rank[t])); // owner's handle: t
   runner_of_pair_.assign(topo_.mem().size() * topo_.mem().size(), -1);
   gpu_copies_.resize(topo_.nranks());
   log_transfers_ = !cfg_.transfers.empty();
@@ -59,7 +57,7 @@ int DataWizard::best_source(int rank, uint32_t h, int dst_local) {
 double DataWizard::transfer_penalty(const Task& t, const Worker& w) {
   double penalty = 0;
   for (uint8_t i = 0; i < t.nbuf; i++) {
-    uint32_t h = handle(w.rank, t.tiles[i]);
+    uint32_t h = t.handles[i];
     const HandleState& s = hstate_[h];
     if ((s.valid | s.fetching) & (1u << w.mem))
       continue; // present or already requested: _starpu_is_data_present_or_requested
@@ -156,7 +154,7 @@ bool DataWizard::request(int rank, uint32_t h, int dst_local, uint32_t waiter, b
 
 void DataWizard::prefetch_task(const Task& t, const Worker& w) {
   for (uint8_t i = 0; i < t.nbuf; i++) {
-    uint32_t h = handle(w.rank, t.tiles[i]);
+    uint32_t h = t.handles[i];
     prefetch_tasks_[slot(h, w.mem)]++; // coherency.c: nb_tasks_prefetch of the replica
     request(w.rank, h, w.mem, kNone, true, t.prio);
   }
@@ -166,7 +164,7 @@ void DataWizard::fetch_task(Task& t, uint32_t task, const Worker& w) {
   // _starpu_fetch_task_input: every operand must be valid on the worker's memory node.
   t.pending = 0;
   for (uint8_t i = 0; i < t.nbuf; i++) {
-    uint32_t h = handle(w.rank, t.tiles[i]);
+    uint32_t h = t.handles[i];
     size_t sl = slot(h, w.mem);
     pins_[sl]++;
     if (prefetch_tasks_[sl] > 0) // _starpu_fetch_task_input: the task now holds it itself
@@ -178,7 +176,7 @@ void DataWizard::fetch_task(Task& t, uint32_t task, const Worker& w) {
 
 void DataWizard::task_done(const Task& t, const Worker& w) {
   // Write: the worker's replica becomes the only valid one (MSI invalidation).
-  uint32_t written = handle(w.rank, t.tiles[t.nbuf - 1]);
+  uint32_t written = t.handles[t.nbuf - 1];
   HandleState& s = hstate_[written];
   for (int l = 0; l < mem_stride_; l++)
     if (l != w.mem && (s.valid & (1u << l)))
@@ -190,7 +188,7 @@ void DataWizard::task_done(const Task& t, const Worker& w) {
   if (gpu)
     set_dirty(w.rank, written, w.mem); // _starpu_memchunk_dirty
   for (uint8_t i = 0; i < t.nbuf; i++)
-    pins_[slot(handle(w.rank, t.tiles[i]), w.mem)]--;
+    pins_[slot(t.handles[i], w.mem)]--;
   if (gpu)
     tidy(g);
   if (!ms_[g].waiting.empty() || !ms_[g].prefetch.empty()) // the operands are evictable again
@@ -242,8 +240,7 @@ OperandReadiness DataWizard::readiness(int rank, uint32_t h, int local) const {
   return {valid, loading, allocated};
 }
 
-std::string DataWizard::describe(int rank, uint32_t tile, int local, const std::string& tile_name) const {
-  const uint32_t h = handle(rank, tile);
+std::string DataWizard::describe(int rank, uint32_t h, int local, const std::string& tile_name) const {
   const int g = global(rank, local);
   const MemNode& n = topo_.mem(g);
   const MemState& m = ms_[g];

@@ -108,7 +108,7 @@ public:
   void set_mover(NumaEffects* numa) { numa_ = numa; } // moves copies along their threads' paths
   void finish();                                      // the run ended: copy actors return (resumed)
 
-  uint32_t handle(int rank, uint32_t tile) const { return static_cast<uint32_t>(rank * ntiles_ + tile); }
+  uint32_t handle(int rank, uint32_t tile) const { return dag_.handle_of(rank, tile); } // Dag::handle_of
   size_t nhandles() const { return hstate_.size(); }
   size_t ntiles() const { return ntiles_; }
   double tile_bytes() const { return tile_bytes_; }
@@ -134,8 +134,8 @@ public:
   // An MPI message delivered version `version` of handle h into the rank's main RAM node.
   void receive(int rank, uint32_t h, uint32_t version);
   OperandReadiness readiness(int rank, uint32_t h, int local) const;
-  // What a (rank, tile) replica on memory node `local` waits for (stall report).
-  std::string describe(int rank, uint32_t tile, int local, const std::string& tile_name) const;
+  // What the replica of handle h of `rank` on memory node `local` waits for (stall report).
+  std::string describe(int rank, uint32_t h, int local, const std::string& tile_name) const;
 
   // data_request.cpp
   // Sends version `version` of tile `tile` as an MPI message (reception `recv`, src -> dst rank).

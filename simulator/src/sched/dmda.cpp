@@ -150,7 +150,7 @@ std::set<QueueKey>::iterator Dmda::pop_ready(Worker& w) {
     const Task& t = ctx_.dag.tasks[it->task];
     int cnt[3] = {0, 0, 0}; // non-ready, non-loading, non-allocated
     for (uint8_t i = 0; i < t.nbuf; i++) {
-      OperandReadiness r = ctx_.data.readiness(w.rank, ctx_.data.handle(w.rank, t.tiles[i]), w.mem);
+      OperandReadiness r = ctx_.data.readiness(w.rank, t.handles[i], w.mem);
       cnt[0] += !r.valid;
       cnt[1] += !r.valid && !r.loading;
       cnt[2] += !r.allocated;
