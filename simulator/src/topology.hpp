@@ -5,12 +5,12 @@
 #pragma once
 #include "config.hpp"
 #include "platform.hpp"
+#include "sched/task_queue.hpp"
 
 #include <cstdint>
 #include <deque>
 #include <limits>
 #include <map>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -52,13 +52,6 @@ struct MemNode {
   double capacity; // bytes usable for tiles (GPU memory); RAM is not limited
 };
 
-struct QueueKey {
-  int32_t prio;
-  uint64_t seq;
-  uint32_t task;
-  bool operator<(const QueueKey& o) const { return prio != o.prio ? prio > o.prio : seq < o.seq; }
-};
-
 // A worker (StarPU's struct _starpu_worker, core/workers.h): placement, model lengths, the
 // scheduler's per-worker queue and expectations, and its actor.
 struct Worker {
@@ -73,7 +66,7 @@ struct Worker {
   double dev[kNumKinds] = {0, 0, 0, 0};
   // dmda's per-worker expectations (sched/dmda.cpp)
   double exp_start = 0, exp_len = 0;
-  std::set<QueueKey> queue;
+  TaskQueue queue;
   // Model lengths of the queued tasks by priority rank (Fenwick tree, integer picoseconds so
   // that sums do not depend on the order of insertions): dmdasd's work ahead of a priority.
   std::vector<int64_t> queued_ps;

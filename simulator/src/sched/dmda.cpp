@@ -28,7 +28,7 @@ private:
   const bool sorted_;          // dmdas, dmdasd: priority-sorted queues, ready task first
   const bool sorted_decision_; // dmdasd: _dmda_push_task with sorted_decision = 1
   double queued_before(const Worker& w, int32_t prio) const;
-  std::set<QueueKey>::iterator pop_ready(Worker& w);
+  TaskQueue::const_iterator pop_ready(Worker& w);
   // Per-worker scratch of choose(), sized to the node's worker count (kept between calls: no
   // allocation per decision, and no limit on workers per node).
   std::vector<double> exp_end_, penalty_;
@@ -59,11 +59,11 @@ double Dmda::queued_before(const Worker& w, int32_t prio) const {
   // (sched_policies/fifo_queues.c starpu_st_fifo_taskq_get_exp_len_prev_task_list, called by
   // compute_all_performance_predictions with sorted_decision = 1): the whole expected length
   // when the task goes to the tail, else the model lengths of the tasks of priority >= prio.
-  if (w.queue.empty() || (w.queue.begin()->prio == prio && w.queue.rbegin()->prio == prio))
+  if (w.queue.empty() || (w.queue.front().prio == prio && w.queue.back().prio == prio))
     return w.exp_len;
-  if (w.queue.begin()->prio < prio)
+  if (w.queue.front().prio < prio)
     return 0; // the task goes to the head: only the pipeline (not modelled separately) is ahead
-  if (w.queue.rbegin()->prio >= prio)
+  if (w.queue.back().prio >= prio)
     return w.exp_len;
   return queued_at_least(w, prio);
 }
@@ -142,7 +142,7 @@ void Dmda::push(uint32_t task, int) {
 // priority, the first task with the fewest non-ready operands, ties broken by the fewest of those
 // not being loaded, then by the fewest not allocated (starpu_st_non_ready_buffers_size; equal
 // tiles, so counts order as sizes do). Stops at a task that is ready and allocated.
-std::set<QueueKey>::iterator Dmda::pop_ready(Worker& w) {
+TaskQueue::const_iterator Dmda::pop_ready(Worker& w) {
   auto chosen = w.queue.begin();
   int best[3] = {std::numeric_limits<int>::max(), 0, 0};
   const int32_t head_prio = chosen->prio;

@@ -13,7 +13,7 @@ public:
 
   void push(uint32_t task, int) override {
     const Task& t = ctx_.dag.tasks[task];
-    central_[t.rank].insert({0, seq_++, task});
+    central_[t.rank].insert({0, task, seq_++});
     wake_idle(t.rank, t);
   }
 
@@ -37,7 +37,7 @@ public:
   }
 
 private:
-  std::vector<std::set<QueueKey>> central_; // one queue per rank
+  std::vector<TaskQueue> central_; // one queue per rank
 };
 } // namespace
 

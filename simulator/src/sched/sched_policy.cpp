@@ -37,11 +37,11 @@ void SchedPolicy::queue_add(Worker& w, uint32_t task, int sign) {
 }
 
 void SchedPolicy::queue_insert(Worker& w, uint32_t task, bool sorted) {
-  w.queue.insert({sorted ? ctx_.dag.tasks[task].prio : 0, seq_++, task});
+  w.queue.insert({sorted ? ctx_.dag.tasks[task].prio : 0, task, seq_++});
   queue_add(w, task, +1);
 }
 
-void SchedPolicy::queue_erase(Worker& w, std::set<QueueKey>::iterator it) {
+void SchedPolicy::queue_erase(Worker& w, TaskQueue::const_iterator it) {
   uint32_t task = it->task;
   w.queue.erase(it);
   queue_add(w, task, -1);

@@ -50,7 +50,7 @@ protected:
   // A worker's queue (sorted by priority, or FIFO with `sorted` false), with Worker::queued_ps
   // in step when sums_by_prio (fifo_queues.c).
   void queue_insert(Worker& w, uint32_t task, bool sorted);
-  void queue_erase(Worker& w, std::set<QueueKey>::iterator it);
+  void queue_erase(Worker& w, TaskQueue::const_iterator it);
   // Wakes an idle worker of `rank` able to run t.
   void wake_idle(int rank, const Task& t);
   // Model lengths of the tasks queued on w with a priority >= prio (Fenwick prefix sum; needs
