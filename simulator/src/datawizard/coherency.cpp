@@ -80,12 +80,12 @@ void DataWizard::touch(int rank, uint32_t h, int local) {
 void DataWizard::drop_replica(int rank, uint32_t h, int local) {
   const int g = global(rank, local);
   MemState& m = ms_[g];
-  hstate_[h].valid &= static_cast<MemMask>(~(1u << local));
+  change_valid(rank, h, [&] { hstate_[h].valid &= static_cast<MemMask>(~(1u << local)); });
   if (topo_.mem(g).gpu) {
     size_t s = slot(h, local);
     set_clean(rank, h, local);
     if (evicting_[s]) { // invalidated while its write-back was under way: nothing left to write back
-      evicting_[s] = 0;
+      change_use(s, [&] { evicting_[s] = 0; });
       pending_evictions_--;
       m.pending_free -= tile_bytes_;
     }
@@ -147,7 +147,7 @@ bool DataWizard::request(int rank, uint32_t h, int dst_local, uint32_t waiter, b
   if (waiter != kNone)
     t.waiters.push_back(waiter);
   s.fetching |= bit;
-  fetch_id_[sl] = static_cast<int32_t>(tid);
+  change_use(sl, [&] { fetch_id_[sl] = static_cast<int32_t>(tid); });
   admit(tid);
   return false;
 }
@@ -155,7 +155,8 @@ bool DataWizard::request(int rank, uint32_t h, int dst_local, uint32_t waiter, b
 void DataWizard::prefetch_task(const Task& t, const Worker& w) {
   for (uint8_t i = 0; i < t.nbuf; i++) {
     uint32_t h = t.handles[i];
-    prefetch_tasks_[slot(h, w.mem)]++; // coherency.c: nb_tasks_prefetch of the replica
+    const size_t sl = slot(h, w.mem);
+    change_use(sl, [&] { prefetch_tasks_[sl]++; }); // coherency.c: nb_tasks_prefetch of the replica
     request(w.rank, h, w.mem, kNone, true, t.prio);
   }
 }
@@ -166,9 +167,11 @@ void DataWizard::fetch_task(Task& t, uint32_t task, const Worker& w) {
   for (uint8_t i = 0; i < t.nbuf; i++) {
     uint32_t h = t.handles[i];
     size_t sl = slot(h, w.mem);
-    pins_[sl]++;
-    if (prefetch_tasks_[sl] > 0) // _starpu_fetch_task_input: the task now holds it itself
-      prefetch_tasks_[sl]--;
+    change_use(sl, [&] {
+      pins_[sl]++;
+      if (prefetch_tasks_[sl] > 0) // _starpu_fetch_task_input: the task now holds it itself
+        prefetch_tasks_[sl]--;
+    });
     if (!request(w.rank, h, w.mem, task, false, t.prio))
       t.pending++;
   }
@@ -181,14 +184,16 @@ void DataWizard::task_done(const Task& t, const Worker& w) {
   for (int l = 0; l < mem_stride_; l++)
     if (l != w.mem && (s.valid & (1u << l)))
       drop_replica(w.rank, written, l);
-  s.valid = static_cast<MemMask>(1u << w.mem);
+  change_valid(w.rank, written, [&] { s.valid = static_cast<MemMask>(1u << w.mem); });
   s.version++;
   const int g = global(w.rank, w.mem);
   const bool gpu = topo_.mem(g).gpu;
   if (gpu)
     set_dirty(w.rank, written, w.mem); // _starpu_memchunk_dirty
-  for (uint8_t i = 0; i < t.nbuf; i++)
-    pins_[slot(t.handles[i], w.mem)]--;
+  for (uint8_t i = 0; i < t.nbuf; i++) {
+    const size_t sl = slot(t.handles[i], w.mem);
+    change_use(sl, [&] { pins_[sl]--; });
+  }
   if (gpu)
     tidy(g);
   if (!ms_[g].waiting.empty() || !ms_[g].prefetch.empty()) // the operands are evictable again
@@ -202,7 +207,7 @@ void DataWizard::receive(int rank, uint32_t h, uint32_t version) {
     if (s.valid & (1u << l))
       drop_replica(rank, h, l);
   s.version = version;
-  s.valid = static_cast<MemMask>(1u << topo_.home(rank));
+  change_valid(rank, h, [&] { s.valid = static_cast<MemMask>(1u << topo_.home(rank)); });
 }
 
 // A local copy landed: the replica is valid unless the tile was rewritten meanwhile.
@@ -211,12 +216,13 @@ void DataWizard::copy_landed(const Transfer& t0) {
   HandleState& s = hstate_[t0.handle];
   MemMask bit = static_cast<MemMask>(1u << local);
   s.fetching &= static_cast<MemMask>(~bit);
-  fetch_id_[slot(t0.handle, local)] = -1;
+  const size_t sl = slot(t0.handle, local);
+  change_use(sl, [&] { fetch_id_[sl] = -1; });
   if (s.version == t0.version) {
     if (pending_dirty_ > 0)
       for (int l = 0; l < mem_stride_; l++) // the replica it came from is no longer the only copy
         set_clean(t0.rank, t0.handle, l);
-    s.valid |= bit;
+    change_valid(t0.rank, t0.handle, [&] { s.valid |= bit; });
   } else // the tile was rewritten meanwhile: the copy is stale
     drop_replica(t0.rank, t0.handle, local);
   if (local == topo_.home(t0.rank) && pending_evictions_ > 0)

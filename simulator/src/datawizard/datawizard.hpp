@@ -50,9 +50,15 @@ struct MemState {
   static constexpr uint32_t kNoSlot = UINT32_MAX;
   uint32_t lru_head = kNoSlot, lru_tail = kNoSlot;
   size_t lru_size = 0;
-  std::set<AllocKey> waiting;  // task fetches into this memory waiting for space
-  std::set<AllocKey> prefetch; // prefetches waiting for space, served after the fetches
-  bool admitting = false;      // serve_waiting() is running (no re-entry from drop_replica)
+  // make_room's candidates in the list (DataWizard::eviction_state), [0] for a fetch, [1] for a
+  // prefetch: its walks stop after the last one instead of walking a list where nothing can be
+  // freed (under GPU memory pressure most calls found nothing: 69 % of a one-node run's time,
+  // bench/RESULTS.md).
+  uint32_t evictable[2] = {0, 0}; // not in use
+  uint32_t reusable[2] = {0, 0};  // not in use and not the only valid copy
+  std::set<AllocKey> waiting;     // task fetches into this memory waiting for space
+  std::set<AllocKey> prefetch;    // prefetches waiting for space, served after the fetches
+  bool admitting = false;         // serve_waiting() is running (no re-entry from drop_replica)
 };
 
 // Replicas of one handle (a tile on one rank): StarPU's per-node MSI states.
@@ -186,6 +192,40 @@ private:
   bool log_transfers_ = false;
 
   size_t slot(uint32_t h, int local) const { return static_cast<size_t>(h) * mem_stride_ + local; }
+  // What make_room may do with slot s, as bits (0: nothing, not listed or in use: memalloc.c
+  // may_free_subtree).
+  static constexpr uint8_t kEvict = 1;            // free it for a fetch
+  static constexpr uint8_t kEvictForPrefetch = 2; // also for a prefetch: not prefetched for a task
+                                                  // that has not fetched it (starpu_data_can_evict)
+  static constexpr uint8_t kReuse = 4;            // another copy is valid: freed with no write-back (loop 1)
+  uint8_t eviction_state(size_t s) const {
+    if (!in_lru_[s] || pins_[s] > 0 || fetch_id_[s] >= 0 || evicting_[s])
+      return 0;
+    const uint32_t h = static_cast<uint32_t>(s / mem_stride_);
+    const bool sole = hstate_[h].valid == (1u << (s % mem_stride_));
+    return static_cast<uint8_t>(kEvict | (prefetch_tasks_[s] > 0 ? 0 : kEvictForPrefetch) |
+                                (sole ? 0 : kReuse));
+  }
+  void count_evictable(MemState& m, uint8_t before, uint8_t after);
+  // The one way the states eviction_state reads change: `change` applied with the counts of the
+  // memory of slot s (change_use) or of every memory of handle h of `rank` (change_valid) in step.
+  template <class Change> void change_use(size_t s, Change change) {
+    const uint8_t before = eviction_state(s);
+    change();
+    const uint8_t after = eviction_state(s);
+    if (after != before)
+      count_evictable(ms_[global(dag_.handle_rank[s / mem_stride_], static_cast<int>(s % mem_stride_))],
+                      before, after);
+  }
+  template <class Change> void change_valid(int rank, uint32_t h, Change change) {
+    uint8_t before[kMaxMemNodes];
+    for (int l = 0; l < mem_stride_; l++)
+      before[l] = eviction_state(slot(h, l));
+    change();
+    for (int l = 0; l < mem_stride_; l++)
+      if (uint8_t after = eviction_state(slot(h, l)); after != before[l])
+        count_evictable(ms_[global(rank, l)], before[l], after);
+  }
   int global(int rank, int local) const { return topo_.global_mem(rank, local); }
 
   // coherency.cpp
@@ -207,7 +247,6 @@ private:
   void start_waiting(int gmem, std::set<AllocKey>& q, std::set<AllocKey>::iterator at);
   std::set<AllocKey>::iterator startable(int gmem, std::set<AllocKey>& q, int limit);
   void make_room(int gmem, double need, bool for_prefetch); // evicts LRU replicas until `need` fits
-  bool evictable(int gmem, uint32_t victim, bool for_prefetch) const;
   void write_back(int gmem, uint32_t victim);
   void finish_eviction(int rank, uint32_t h);
   void set_clean(int rank, uint32_t h, int local);

@@ -9,9 +9,18 @@ XBT_LOG_NEW_DEFAULT_SUBCATEGORY(numasim_memalloc, numasim, "numasim GPU memory a
 
 namespace numasim {
 
+void DataWizard::count_evictable(MemState& m, uint8_t before, uint8_t after) {
+  const uint8_t kind[2] = {kEvict, kEvictForPrefetch};
+  for (int k = 0; k < 2; k++) {
+    m.evictable[k] += ((after & kind[k]) != 0) - ((before & kind[k]) != 0);
+    m.reusable[k] += ((after & kind[k]) && (after & kReuse)) - ((before & kind[k]) && (before & kReuse));
+  }
+}
+
 bool DataWizard::lru_erase(MemState& m, size_t s) {
   if (!in_lru_[s])
     return false;
+  count_evictable(m, eviction_state(s), 0);
   const uint32_t p = lru_prev_[s], n = lru_next_[s];
   (p == MemState::kNoSlot ? m.lru_head : lru_next_[p]) = n;
   (n == MemState::kNoSlot ? m.lru_tail : lru_prev_[n]) = p;
@@ -28,15 +37,7 @@ void DataWizard::lru_push(MemState& m, size_t s) {
   m.lru_tail = static_cast<uint32_t>(s);
   in_lru_[s] = 1;
   m.lru_size++;
-}
-
-bool DataWizard::evictable(int gmem, uint32_t victim, bool for_prefetch) const {
-  size_t vs = slot(victim, topo_.mem(gmem).local);
-  if (pins_[vs] > 0 || fetch_id_[vs] >= 0 || evicting_[vs]) // in use (memalloc.c may_free_subtree)
-    return false;
-  // memalloc.c starpu_data_can_evict: a prefetch does not evict data prefetched for tasks that
-  // have not fetched it yet.
-  return !(for_prefetch && prefetch_tasks_[vs] > 0);
+  count_evictable(m, 0, eviction_state(s));
 }
 
 // A sole copy chosen for eviction: written back to the main RAM node first; it keeps its space,
@@ -44,7 +45,8 @@ bool DataWizard::evictable(int gmem, uint32_t victim, bool for_prefetch) const {
 void DataWizard::write_back(int gmem, uint32_t victim) {
   const MemNode& n = topo_.mem(gmem);
   set_clean(n.rank, victim, n.local); // its write-back is submitted now
-  evicting_[slot(victim, n.local)] = 1;
+  const size_t s = slot(victim, n.local);
+  change_use(s, [&] { evicting_[s] = 1; });
   pending_evictions_++;
   ms_[gmem].pending_free += tile_bytes_;
   counters_.eviction_writebacks++;
@@ -58,28 +60,39 @@ void DataWizard::make_room(int gmem, double need, bool for_prefetch) {
   const MemNode& n = topo_.mem(gmem);
   MemState& m = ms_[gmem];
   const int rank = n.rank, local = n.local;
+  const uint8_t may_free = for_prefetch ? kEvictForPrefetch : kEvict;
   auto full = [&] { return m.used + need - m.pending_free > n.capacity; };
+  // Each walk stops after its last candidate in the list (MemState::evictable, reusable): freeing
+  // or writing back an entry changes no other entry of this memory, and serve_waiting, which
+  // calls make_room, is not re-entered.
   // First, reuse clean chunks: every tile has the same allocation footprint, and an allocation
   // that does not fit first takes over, in LRU order, a chunk that can be thrown away without a
   // write-back (memalloc.c _starpu_allocate_interface → try_to_reuse_potentially_in_use_mc →
   // try_to_throw_mem_chunk skips STARPU_OWNER replicas when reusing: "Only reuse memchunks which
   // are easy to throw away (which is likely thanks to periodic tidying)").
-  for (size_t it = m.lru_head; full() && it != MemState::kNoSlot;) {
-    uint32_t victim = static_cast<uint32_t>(it / mem_stride_);
-    it = lru_next_[it]; // drop_replica erases the victim's entry only
-    if (!evictable(gmem, victim, for_prefetch) || hstate_[victim].valid == (1u << local))
+  for (size_t it = m.lru_head, ahead = m.reusable[for_prefetch];
+       full() && ahead > 0 && it != MemState::kNoSlot;) {
+    const size_t s = it;
+    it = lru_next_[s]; // drop_replica erases the victim's entry only
+    const uint8_t e = eviction_state(s);
+    if (!(e & may_free) || !(e & kReuse))
       continue;
-    drop_replica(rank, victim, local);
+    ahead--;
+    drop_replica(rank, static_cast<uint32_t>(s / mem_stride_), local);
     counters_.evictions++;
   }
   // Only then the generic reclaim (_starpu_memory_reclaim_generic → free_potentially_in_use_mc),
   // in LRU order, which writes sole copies back first.
-  for (size_t it = m.lru_head; full() && it != MemState::kNoSlot;) {
-    uint32_t victim = static_cast<uint32_t>(it / mem_stride_);
-    it = lru_next_[it]; // drop_replica erases the victim's entry only
-    if (!evictable(gmem, victim, for_prefetch))
+  for (size_t it = m.lru_head, ahead = m.evictable[for_prefetch];
+       full() && ahead > 0 && it != MemState::kNoSlot;) {
+    const size_t s = it;
+    const uint32_t victim = static_cast<uint32_t>(s / mem_stride_);
+    it = lru_next_[s]; // drop_replica erases the victim's entry only
+    const uint8_t e = eviction_state(s);
+    if (!(e & may_free))
       continue;
-    if (hstate_[victim].valid == (1u << local)) {
+    ahead--;
+    if (!(e & kReuse)) { // the only valid copy
       write_back(gmem, victim);
       continue;
     }
@@ -263,7 +276,7 @@ void DataWizard::finish_eviction(int rank, uint32_t h) {
     if (!evicting_[s])
       continue;
     const int g = global(rank, l);
-    evicting_[s] = 0;
+    change_use(s, [&] { evicting_[s] = 0; });
     pending_evictions_--;
     ms_[g].pending_free -= tile_bytes_;
     MemMask valid = hstate_[h].valid, bit = static_cast<MemMask>(1u << l);
