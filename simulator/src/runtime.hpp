@@ -58,6 +58,7 @@ public:
   double estimate(int gsrc, int gdst, double bytes) { return bus_->estimate(gsrc, gdst, bytes); }
   using TransferRecord = numasim::TransferRecord;
   const std::vector<TransferRecord>& transfer_log() const { return data_->transfer_log(); }
+  bool eviction_counts_match() const { return data_->eviction_counts_match(); }
   std::vector<std::string> route_links(int gsrc, int gdst) { return bus_->route_links(gsrc, gdst); }
 
   // Scheduling decision of dmda for a ready task (exposed for unit tests; -1 under other policies).

@@ -287,7 +287,19 @@ TEST(Simulation, EvictingDirtyTilesWritesThemBackFirst) {
   cfg.platform = path;
   cfg.transfers = ::testing::TempDir() + "tiny1_small_gpu_transfers.csv"; // keeps the transfer log
   Simulation sim(e, cfg);
+  // make_room's counts of evictable entries stay equal to a count over the GPU's LRU list.
+  int checks = 0, mismatches = 0;
+  sg4::Actor::create("check_counts", e.get_all_hosts().front(), [&] {
+    for (;;) {
+      sg4::this_actor::sleep_for(1e-3);
+      checks++;
+      mismatches += !sim.eviction_counts_match();
+    }
+  })->daemonize();
   Summary s = sim.run();
+  EXPECT_GT(checks, 10);
+  EXPECT_EQ(mismatches, 0);
+  EXPECT_TRUE(sim.eviction_counts_match());
   EXPECT_EQ(s.tasks, sim.dag().tasks.size());
   EXPECT_GT(s.on_cuda, 0u);
   EXPECT_GT(s.eviction_writebacks, 0u);

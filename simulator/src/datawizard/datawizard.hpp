@@ -123,6 +123,8 @@ public:
   const DataCounters& counters() const { return counters_; }
   const MemState& mem_state(int gmem) const { return ms_[gmem]; }
   const std::vector<TransferRecord>& transfer_log() const { return transfer_log_; }
+  // MemState::evictable and reusable equal a count over the LRU lists (tests).
+  bool eviction_counts_match() const;
 
   // coherency.cpp
   // Asks for a valid replica of handle h on memory node `dst_local` of `rank` for `waiter`
@@ -206,7 +208,7 @@ private:
     return static_cast<uint8_t>(kEvict | (prefetch_tasks_[s] > 0 ? 0 : kEvictForPrefetch) |
                                 (sole ? 0 : kReuse));
   }
-  void count_evictable(MemState& m, uint8_t before, uint8_t after);
+  static void count_evictable(MemState& m, uint8_t before, uint8_t after);
   // The one way the states eviction_state reads change: `change` applied with the counts of the
   // memory of slot s (change_use) or of every memory of handle h of `rank` (change_valid) in step.
   template <class Change> void change_use(size_t s, Change change) {

@@ -17,6 +17,18 @@ void DataWizard::count_evictable(MemState& m, uint8_t before, uint8_t after) {
   }
 }
 
+bool DataWizard::eviction_counts_match() const {
+  for (const MemState& m : ms_) {
+    MemState counted;
+    for (size_t s = m.lru_head; s != MemState::kNoSlot; s = lru_next_[s])
+      count_evictable(counted, 0, eviction_state(s));
+    for (int k = 0; k < 2; k++)
+      if (counted.evictable[k] != m.evictable[k] || counted.reusable[k] != m.reusable[k])
+        return false;
+  }
+  return true;
+}
+
 bool DataWizard::lru_erase(MemState& m, size_t s) {
   if (!in_lru_[s])
     return false;
