@@ -35,7 +35,7 @@ rule campaign_batch:
         "results/{experiment}/benchmarks/batch-{batch}.tsv"
     threads: 1
     # one batch job under a batch executor (profiles/slurm): one core, the minutes of its
-    # runs (study scale: 30 runs of 4-8 s), memory of one numasim run (90 MB at study scale)
+    # runs (study scale: 30 runs of 1-3 s), memory of one numasim run (100 MB at study scale)
     resources:
         runtime=120,
         mem_mb=1000,
