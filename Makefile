@@ -6,7 +6,7 @@ BUILD := $(CURDIR)/build
 CORES ?= all
 export PATH := $(VENV)/bin:$(PATH)
 
-.PHONY: run test sensitivity setup build build-simulator build-lu test-python test-cpp test-cpp-asan test-schedulers format-check lint lint-python clean
+.PHONY: run test sensitivity bench-speed setup build build-simulator build-lu test-python test-cpp test-cpp-asan test-schedulers format-check lint lint-python clean
 
 run: setup build
 	snakemake --cores $(CORES) all
@@ -14,6 +14,17 @@ run: setup build
 # Uncertainty of the predictions over the machine parameters' ranges (not part of `run`).
 sensitivity: setup build
 	snakemake --cores $(CORES) sensitivity
+
+# Issue 13's speed figures in one run (bench/RESULTS.md; ~5 min on this 2-core machine, quiet):
+# study scale with both mappings, cost growth with tiles and nodes, testbed simulate's overhead
+# and StarPU-SimGrid at 20² and 40². JSON under bench/results/. The campaign's own time is
+# `snakemake --cores 2 all --config scale=study` (about an hour; bench/data/campaign-study/).
+bench-speed: setup build
+	$(PY) bench/numasim_scale.py --factors '' --factors A=1,B=1,C=1,E=1 --out bench/results/numasim_scale_bc.json
+	$(PY) bench/numasim_scale.py --factors '' --factors A=1,B=1,C=1,E=1 --distribution heterogeneous \
+	  --out bench/results/numasim_scale_het.json
+	$(PY) bench/numasim_growth.py --out bench/results/numasim_growth.json
+	$(PY) bench/cli_overhead.py --out bench/results/cli_overhead.json
 
 test: setup build
 	$(MAKE) --no-print-directory -k lint-python format-check test-cpp test-cpp-asan test-python
