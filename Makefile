@@ -15,7 +15,7 @@ run: setup build
 sensitivity: setup build
 	snakemake --cores $(CORES) sensitivity
 
-# Issue 13's speed figures in one run (bench/RESULTS.md; ~5 min on this 2-core machine, quiet):
+# Issue 13's speed figures in one run (bench/RESULTS.md; ~2 min on this 2-core machine, quiet):
 # study scale with both mappings, cost growth with tiles and nodes, testbed simulate's overhead
 # and StarPU-SimGrid at 20² and 40². JSON under bench/results/. The campaign's own time is
 # `snakemake --cores 2 all --config scale=study` (about an hour; bench/data/campaign-study/).
