@@ -14,7 +14,6 @@ DataWizard::DataWizard(const Topology& topo, BusModel& bus, LinkClasses& classes
     : topo_(topo), bus_(bus), classes_(classes), dag_(dag), cfg_(cfg), hooks_(std::move(hooks)),
       progress_(progress) {
   tile_bytes_ = static_cast<double>(cfg_.b) * cfg_.b * sizeof(double);
-  ntiles_ = static_cast<size_t>(cfg_.nt) * cfg_.nt;
   mem_stride_ = topo_.mem_stride();
   const size_t nh = dag_.nhandles();
   if (nh * mem_stride_ >= MemState::kNoSlot)
@@ -31,7 +30,7 @@ DataWizard::DataWizard(const Topology& topo, BusModel& bus, LinkClasses& classes
   dirty_.assign(nh * mem_stride_, 0);
   ms_.resize(topo_.mem().size());
   // Initial data: each tile on its owner's main RAM node (first touch by the main thread).
-  for (uint32_t t = 0; t < ntiles_; t++)
+  for (uint32_t t = 0; t < dag_.ntiles; t++)
     hstate_[t].valid = static_cast<MemMask>(1u << topo_.home(dag_.handle_rank[t])); // owner's handle: t
   runner_of_pair_.assign(topo_.mem().size() * topo_.mem().size(), -1);
   gpu_copies_.resize(topo_.nranks());

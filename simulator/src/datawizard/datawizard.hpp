@@ -116,7 +116,7 @@ public:
 
   uint32_t handle(int rank, uint32_t tile) const { return dag_.handle_of(rank, tile); } // Dag::handle_of
   size_t nhandles() const { return hstate_.size(); }
-  size_t ntiles() const { return ntiles_; }
+  size_t ntiles() const { return dag_.ntiles; }
   double tile_bytes() const { return tile_bytes_; }
   const HandleState& state(uint32_t h) const { return hstate_[h]; }
   bool valid_on(int rank, uint32_t h, int local) const { return hstate_[h].valid & (1u << local); }
@@ -160,7 +160,6 @@ private:
   const Progress& progress_;
   NumaEffects* numa_ = nullptr;
   double tile_bytes_ = 0;
-  size_t ntiles_ = 0;
   int mem_stride_ = 1;
   DataCounters counters_;
   std::vector<MemState> ms_; // per global memory node
