@@ -33,6 +33,7 @@ SPEC = {"name": "syn", "cluster": "g5k-lille-21", "engine": "real",
 PLATFORM = ["platform", "--cluster", "chifflet-1", "--out"]
 DATA = ROOT / "simulator" / "tests" / "data"
 MARKER = ".testbed-output"  # names the command that wrote a directory output (docs/interfaces.md)
+REGISTRY = ".testbed-files"  # lists the files testbed commands wrote in a directory (docs/interfaces.md)
 needs_numasim = pytest.mark.skipif(not paths.NUMASIM.exists(), reason="numasim not built (make build)")
 
 
@@ -136,7 +137,10 @@ def test_platform_rerun_replaces_its_own_output(tmp_path: Path, capsys) -> None:
     out = tmp_path / "platform"
     assert main([*PLATFORM, str(out)]) == 0
     assert (out / MARKER).read_text().startswith("testbed platform\n")
+    # a file an earlier version of the output wrote (its marker lists it) goes with the rerun
     (out / "stale.txt").write_text("left by an earlier version of the output\n")
+    with open(out / MARKER, "a") as fh:
+        fh.write("stale.txt\n")
     assert main([*PLATFORM, str(out)]) == 0
     assert not (out / "stale.txt").exists() and (out / "numasim.xml").is_file()
     # an output written before the marker existed is recognised by its layout
@@ -188,7 +192,7 @@ def test_report_writes_inside_and_keeps_unrelated_files(tmp_path: Path, experime
                      "--platforms-dir", str(tmp_path / "none")]) == 0
     after = snapshot(out)
     assert {k: v for k, v in after.items() if k in before} == before
-    assert sorted(set(after) - set(before)) == ["report.html", "report.md"]
+    assert sorted(set(after) - set(before)) == [REGISTRY, "report.html", "report.md"]
     target = tmp_path / "report-file"
     target.write_text("mine\n")
     assert main(["report", "--experiment", f"syn={experiment}", "--out", str(target)]) == 2
@@ -281,16 +285,18 @@ def test_cli_on_a_full_disk_is_one_line_without_traceback(small_fs, tmp_path: Pa
     """The `testbed` command itself (not main()): exit 1, one line, no temporary file left."""
     fs = small_fs("1m")
     design = fs / "design.csv"
-    design.write_text("previous\n")
-    fill(fs)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    subprocess.run([sys.executable, "-m", "testbed", "design", "--spec", json.dumps(SPEC), "--out", str(design)],
+                   capture_output=True, env=env, check=True)
+    previous = design.read_bytes()
+    fill(fs)
     for args in (["design", "--spec", json.dumps(SPEC), "--out", str(design)],
                  [*PLATFORM, str(fs / "platform")]):
         p = subprocess.run([sys.executable, "-m", "testbed", *args], capture_output=True, text=True, env=env, cwd=tmp_path)
         assert p.returncode == 1, p.stderr
         assert one_error_line(p.stderr).endswith("No space left on device")
-    assert design.read_text() == "previous\n"
-    assert sorted(p.name for p in fs.iterdir()) == ["design.csv", "filler"]
+    assert design.read_bytes() == previous
+    assert sorted(p.name for p in fs.iterdir()) == [REGISTRY, "design.csv", "filler"]
 
 
 def test_read_only_file_system_is_one_line(small_fs, capsys) -> None:

@@ -642,7 +642,11 @@ def options_from_args(args: argparse.Namespace) -> Options:
 
 
 def run(args: argparse.Namespace) -> int:
-    ctx = calibrate(options_from_args(args))
+    from testbed.common.outputs import Out, check_distinct
+
+    opts = options_from_args(args)
+    check_distinct([("--lu", args.lu)], [Out("--out", opts.out, "dir")])
+    ctx = calibrate(opts)
     statuses = {json.loads(p.read_text())["status"] for p in (ctx.opts.out / "steps").glob("*.json")}
     failed = [s for s in statuses if s.startswith("failed")]
     return 1 if failed else 0

@@ -22,8 +22,9 @@ import pandas as pd
 
 from testbed import ROOT
 from testbed.analyze.analyze import fmt, fmt_p, markdown_table, paper_table
-from testbed.common.atomic import atomic_members
+from testbed.common.atomic import atomic_members, check_output_file
 from testbed.common.errors import InputError
+from testbed.common.outputs import Out, check_distinct
 from testbed.common.yaml_input import load_yaml
 
 
@@ -492,8 +493,13 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(None, "--sensitivity", f"NAME=DIR, got {item!r}")
         sensitivity[name] = Path(directory)
     out = Path(args.out)
+    inputs = [("--reference", args.reference)]
+    check_distinct(inputs, [Out("--out", out, "members", ("report.md", "report.html"))])
+    for name in ("report.md", "report.html"):  # refused before the report is built
+        check_output_file(out / name, "--out")
     figures: dict[str, bytes] = {}
     md, page = build(experiments, out, args.title, Path(args.platforms_dir), args.reference, sensitivity, figures)
+    check_distinct(inputs, [Out("--out", out, "members", ("report.md", "report.html", *figures))])
     # Written inside `out`: its other files are left alone (`out` may be any directory).
     with atomic_members(out, ["report.md", "report.html", *figures]) as tmp:
         (tmp / "report.md").write_text(md)

@@ -1,12 +1,16 @@
 """`testbed campaign`: run one batch of a design table, or merge batches into runs.csv.
 
 A batch is one Snakemake job; its table is written atomically at the end, so an
-interrupted campaign resumes by running only the batches whose table is missing.
+interrupted campaign resumes by running only the batches whose table is missing. Batches
+written to one `--out` are merged there (under a lock: concurrent batches too): the rows of
+the other batches are kept, this batch's rows replace its earlier ones.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import json
 import os
 import sys
@@ -16,9 +20,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from testbed.analyze.runs_table import concat_runs, factor_columns, write_runs
-from testbed.common.atomic import atomic_file
+from testbed.analyze.runs_table import concat_runs, factor_columns, read_runs, write_runs
+from testbed.common.atomic import atomic_file, check_output_file
 from testbed.common.errors import InputError
+from testbed.common.outputs import Out, check_distinct, file_lock
 from testbed.describe.machines import load_cluster
 from testbed.run.engines import RunSpec
 from testbed.run.resolve import resolve_run_env
@@ -100,21 +105,56 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="batch table (or runs.csv with --merge) to write")
 
 
+def write_batch(out: Path, rows: list[dict], option: str = "--out") -> int:
+    """Write a batch's `rows` into the runs table `out`, keeping the rows there of the other
+    batches (keyed by experiment and batch); the read, merge and write are locked against
+    concurrent batches. Returns the number of rows written."""
+    check_output_file(out, option)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    columns = list(rows[0])
+    with file_lock(out):
+        kept: list[dict] = []
+        if out.exists():
+            check_output_file(out, option)
+            read_runs(out)  # a valid runs table (InputError naming the row otherwise)
+            with io.StringIO(out.read_text(), newline="") as fh:
+                old = list(csv.DictReader(fh))
+            new_header = [c for c in _header(columns)]
+            if old and list(old[0]) != new_header:
+                raise InputError(out, option, f"a batch table of this design (columns {', '.join(new_header)}); it "
+                                              "holds runs of another one (not merged; choose another path)")
+            keys = {(str(r["experiment"]), str(r["batch"])) for r in rows}
+            kept = [r for r in old if (r["experiment"], r["batch"]) not in keys]
+        merged = sorted(kept + rows, key=lambda r: (int(r["order"]), int(r["batch"])))
+        with atomic_file(out, option=option) as fh:
+            write_runs(merged, fh)
+    return len(merged)
+
+
+def _header(columns: list[str]) -> list[str]:
+    """The columns `write_runs` writes for rows with `columns`."""
+    with io.StringIO() as fh:
+        write_runs([dict.fromkeys(columns, "")], fh)
+        return fh.getvalue().splitlines()[0].split(",")
+
+
 def run(args: argparse.Namespace) -> int:
     if args.merge:
+        check_distinct([("--merge", m) for m in args.merge], [Out("--out", args.out)])
         with atomic_file(args.out, option="--out") as fh:
             count = concat_runs(args.merge, fh)
         print(f"campaign: {count} runs from {len(args.merge)} batches -> {args.out}", file=sys.stderr)
         return 0
     if args.design is None or args.batch is None:
         raise InputError(None, "--design/--batch", "a design table and a batch number (or --merge)")
+    check_distinct([("--design", args.design), ("--platform-dir", args.platform_dir)], [Out("--out", args.out)])
+    check_output_file(Path(args.out), "--out")  # refused before the batch runs, not after
     design = read_design(args.design)
     # absolute: engines run in their own scratch directories
     platform_dir = Path(args.platform_dir).resolve() if args.platform_dir else None
     t0 = time.perf_counter()
     rows = run_batch(design, args.batch, platform_dir, args.design)
-    with atomic_file(args.out, option="--out") as fh:
-        write_runs(rows, fh)
+    write_batch(Path(args.out), rows)
     campaign_progress(design, Path(args.out), time.perf_counter() - t0)
     return 0
 

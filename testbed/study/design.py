@@ -22,6 +22,7 @@ import pandas as pd
 from testbed import ROOT
 from testbed.common.atomic import atomic_file
 from testbed.common.errors import InputError
+from testbed.common.outputs import Out, check_distinct
 from testbed.common.yaml_input import load_yaml
 from testbed.run.workload import limits_problem, size_problem
 
@@ -361,6 +362,7 @@ def spec_object(text: str, expected: str, keys: tuple[str, ...] = ()) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_distinct([("--config", args.config)], [Out("--out", args.out)])
     if args.spec:
         exp = spec_object(args.spec, "a JSON object (one resolved experiment)")
         where = "--spec"

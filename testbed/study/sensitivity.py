@@ -49,6 +49,7 @@ import yaml
 from testbed import ROOT
 from testbed.common.atomic import atomic_file, atomic_members, check_output_dir
 from testbed.common.errors import InputError
+from testbed.common.outputs import Out, check_distinct
 from testbed.common.yaml_input import load_yaml
 
 #: The pseudo-parameter of the Morris screening that changes only the run seeds.
@@ -1087,7 +1088,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     q.add_argument("--out", required=True, help="directory of summary.json and summary.md")
 
 
+#: the files each step writes inside its --out directory (the others write --out itself)
+STEP_MEMBERS = {"run": ("plan.json", "summary.json", "summary.md"),
+                "analyze": ("outputs.csv", "indices.csv", "selected.json"), "summary": ("summary.json", "summary.md")}
+
+
+def check_step_paths(args: argparse.Namespace) -> None:
+    """No output of a step is one of its inputs (testbed/common/outputs.py)."""
+    names = ("config", "plan", "selected", "samples", "morris", "sobol")
+    inputs = [(f"--{n}", getattr(args, n, None)) for n in names]
+    inputs += [("--batches", b) for b in getattr(args, "batches", None) or []]
+    if args.step == "analyze" and args.morris:
+        inputs.append(("--morris", Path(args.morris) / "selected.json"))
+    members = STEP_MEMBERS.get(args.step)
+    check_distinct(inputs, [Out("--out", args.out, "members" if members else "file", members or ())])
+
+
 def run(args: argparse.Namespace) -> int:
+    check_step_paths(args)
     if args.step == "run":
         if args.jobs < 1:
             raise InputError(None, "--jobs", f"a positive number, got {args.jobs}")

@@ -28,6 +28,7 @@ import io
 from pathlib import Path
 
 from testbed.common.atomic import atomic_members
+from testbed.common.outputs import Out, check_distinct
 from testbed.starpu.lu_codelets import KIND_SYMBOL
 from testbed.traces.traces import read_tasks, worker_sort_key
 
@@ -116,5 +117,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_distinct([("", args.tasks)], [Out("--out", args.out, "members", tuple(OUT_FILES))])
     print(export_starvz(args.tasks, args.out))
     return 0

@@ -18,9 +18,10 @@ from pathlib import Path
 
 from testbed.analyze.runs_table import factor_columns
 from testbed.common.errors import InputError
+from testbed.common.outputs import Out, check_distinct
 from testbed.run.campaign import read_design, spec_for
 from testbed.run.simulate import simulate
-from testbed.traces.compare_traces import write_comparison
+from testbed.traces.compare_traces import OUT_FILES, UTILISATION_FILES, write_comparison
 from testbed.traces.traces import read_tasks, read_transfers
 from testbed.traces.utilisation import utilisation
 
@@ -53,6 +54,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if not 1 <= args.bins <= 100000:
         raise InputError(None, "--bins", f"a number of time bins in [1, 100000], got {args.bins}")
+    check_distinct([("--design", args.design), ("--best", args.best), ("--platform-dir", args.platform_dir)],
+                   [Out("--out", args.out, "members", tuple(OUT_FILES + UTILISATION_FILES))])
     design = read_design(args.design)
     factors = factor_columns(list(design.columns))
     try:
