@@ -203,7 +203,8 @@ def test_simulate_writes_paje(tmp_path):
     summary = json.loads(proc.stdout)
     states = [r for r in pj_dump_lines(tmp_path / "run.paje") if r[0] == "State"]
     assert len(states) == summary["tasks"]
-    assert sorted(tmp_path.iterdir()) == [tmp_path / "run.paje"]  # no CSV left behind
+    # no CSV left behind; the registry lists run.paje as the testbed's (testbed/common/atomic.py)
+    assert sorted(tmp_path.iterdir()) == [tmp_path / ".testbed-files", tmp_path / "run.paje"]
 
     proc = run_testbed(*case, "--seed", "2", "--trace", "t.csv", "--paje", "run2.paje", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -323,7 +324,7 @@ def test_trace_pair_reruns_default_and_best_from_the_design(tmp_path: Path) -> N
                           "--out", str(tmp_path / "traces")], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert "default (A- E-" in out.stderr and "best (A+ E-" in out.stderr
-    assert {p.name for p in (tmp_path / "traces").iterdir()} == {
+    assert {p.name for p in (tmp_path / "traces").iterdir()} == {".testbed-files",
         "compare.md", "compare.json", "durations-by-worker.png", "space-time.png", "utilisation.csv",
         "utilisation.png"}
     usage = pd.read_csv(tmp_path / "traces" / "utilisation.csv")

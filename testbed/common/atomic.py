@@ -107,18 +107,23 @@ def stamp(path: str | Path) -> str:
     return f"{st.st_size}\t{st.st_mtime_ns}"
 
 
-def registered(directory: str | Path) -> dict[str, str]:
-    """Files testbed commands wrote in `directory` (its REGISTRY): name -> stamp when written
-    (a file edited or replaced since is no longer the testbed's)."""
+def registered(directory: str | Path) -> dict[str, list[str]]:
+    """Files testbed commands wrote in `directory` (its REGISTRY): name -> stamps of its
+    last writes (a file edited or replaced since is no longer the testbed's; the previous
+    stamp stays valid while a concurrent writer renames its new file in)."""
     reg = Path(directory) / REGISTRY
     if reg.is_symlink() or not reg.is_file():
         return {}
-    out = {}
+    out: dict[str, list[str]] = {}
     for line in reg.read_text(errors="replace").splitlines():
         parts = line.split("\t")
         if len(parts) == 3 and parts[0] and not line.startswith("#"):
-            out[parts[0]] = f"{parts[1]}\t{parts[2]}"
+            out.setdefault(parts[0], []).append(f"{parts[1]}\t{parts[2]}")
     return out
+
+
+#: stamps kept per file name in a REGISTRY
+KEEP_STAMPS = 4
 
 
 def register(directory: str | Path, files: dict[str, str]) -> None:
@@ -127,15 +132,16 @@ def register(directory: str | Path, files: dict[str, str]) -> None:
     reg = Path(directory) / REGISTRY
     with file_lock(reg):
         known = registered(directory)
-        if all(known.get(n) == i for n, i in files.items()):
+        if all(known.get(n, [None])[-1] == st for n, st in files.items()):
             return
-        known.update(files)
+        for name, st in files.items():
+            known[name] = [x for x in known.get(name, []) if x != st][-(KEEP_STAMPS - 1):] + [st]
         fd, tmpname = tempfile.mkstemp(prefix=f".{REGISTRY}.tmp-{_tag()}-", dir=directory)
         try:
             with os.fdopen(fd, "w") as fh:
                 fh.write("# files written here by testbed commands (name, size, mtime in ns): a rerun may "
                          "replace them while unchanged; no other file here is replaced\n")
-                fh.writelines(f"{n}\t{i}\n" for n, i in sorted(known.items()))
+                fh.writelines(f"{n}\t{st}\n" for n in sorted(known) for st in known[n])
             os.chmod(tmpname, 0o644)
             os.replace(tmpname, reg)
         except BaseException:
@@ -147,7 +153,7 @@ def register(directory: str | Path, files: dict[str, str]) -> None:
 def owned_file(path: Path) -> bool:
     """`path` is a file a testbed command wrote, unchanged since (listed in its directory's REGISTRY)."""
     try:
-        return registered(path.parent).get(path.name) == stamp(path)
+        return stamp(path) in registered(path.parent).get(path.name, [])
     except OSError:
         return False
 
