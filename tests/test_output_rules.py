@@ -311,6 +311,28 @@ def test_analysis_killed_in_its_figures_leaves_nothing_after_the_next_success(tm
     assert (res / "figures" / "main_effects.png").is_file()
 
 
+INTERRUPT_IN_PLOTS = """
+import os, signal, sys
+from testbed.traces import compare_traces
+def interrupted(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGINT)
+compare_traces.plot_space_time = interrupted
+from testbed.cli import main
+main(sys.argv[1:])
+"""
+
+
+def test_interrupted_comparison_leaves_no_out_folder(tmp_path: Path) -> None:
+    """Ctrl-C while compare-traces (as trace-pair, a Snakemake job) draws: no --out folder is
+    left for Snakemake to find incomplete."""
+    tasks = write(tmp_path / "t.csv", TASKS)
+    out = tmp_path / "traces"
+    p = subprocess.run([sys.executable, "-c", INTERRUPT_IN_PLOTS, "compare-traces", str(tasks), str(tasks),
+                        "--out", str(out)], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert p.returncode != 0 and "KeyboardInterrupt" in p.stderr
+    assert sorted(e.name for e in tmp_path.iterdir()) == ["t.csv"]
+
+
 def test_no_empty_out_folder_on_a_full_disk(small_fs, tmp_path: Path, capsys) -> None:  # noqa: F811
     """analyze, report, trace-starvz and compare-traces into a new --out on a full disk: exit 1,
     one line, no folder left."""

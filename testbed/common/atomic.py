@@ -345,19 +345,22 @@ def atomic_file(path: str | Path, mode: str = "w", option: str | None = None,
 
 @contextlib.contextmanager
 def atomic_members(directory: str | Path, names: Iterable[str], option: str = "--out") -> Iterator[Path]:
-    """Yield a scratch directory inside `directory` (created if absent); the files `names`
-    written there replace those of `directory` only if the block succeeds. Other files of
-    `directory` are never touched, and an existing file of a name in `names` only when a
-    testbed command wrote it (`check_output_file`)."""
+    """Yield a scratch directory; the files `names` written there replace those of
+    `directory` only if the block succeeds. Other files of `directory` are never touched,
+    and an existing file of a name in `names` only when a testbed command wrote it
+    (`check_output_file`). An absent `directory` appears only once complete (the scratch
+    directory, beside it, is renamed to it): a kill leaves no partial `directory`."""
     out = Path(directory)
     names = list(names)
     if (out.exists() or out.is_symlink()) and not out.is_dir():
         raise InputError(out, option, "a directory, found a file (not replaced)")
     for name in names:
         check_output_file(out / name, option)
-    created = _make_dir(out, option)
+    fresh = not out.exists()
+    created = _make_dir(out.parent if fresh else out, option)
     try:
-        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{_tag()}-", dir=out))
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-{_tag()}-" if fresh else f".tmp-{_tag()}-",
+                                    dir=out.parent if fresh else out))
     except BaseException as exc:
         _remove_made(created)
         if isinstance(exc, OSError):
@@ -365,11 +368,24 @@ def atomic_members(directory: str | Path, names: Iterable[str], option: str = "-
         raise
     try:
         yield tmp
-        for name in names:
-            check_output_file(out / name, option)  # nothing appeared meanwhile
-        register(out, {name: stamp(tmp / name) for name in names})
-        for name in names:  # renames within one file system: they do not fail for space
-            os.replace(tmp / name, out / name)
+        stamps = {name: stamp(tmp / name) for name in names}
+        if fresh and not out.exists():
+            for entry in tmp.iterdir():  # only the named files go in
+                if entry.name in names:
+                    continue
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry)
+                else:
+                    entry.unlink()
+            register(tmp, stamps)
+            tmp.chmod(0o755)  # mkdtemp makes it private; outputs are ordinary folders
+            tmp.rename(out)
+        else:
+            for name in names:
+                check_output_file(out / name, option)  # nothing appeared meanwhile
+            register(out, stamps)
+            for name in names:  # renames within one file system: they do not fail for space
+                os.replace(tmp / name, out / name)
     except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         _remove_made(created)
@@ -378,3 +394,4 @@ def atomic_members(directory: str | Path, names: Iterable[str], option: str = "-
         raise
     shutil.rmtree(tmp, ignore_errors=True)
     _sweep(out, ".tmp-")
+    _sweep(out.parent, f".{out.name}.tmp-")
