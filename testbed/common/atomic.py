@@ -41,7 +41,7 @@ from testbed.common.outputs import file_lock
 #: then, after the line FILES_HEADER, the path of every file and folder it wrote there.
 MARKER = ".testbed-output"
 FILES_HEADER = "# files:"
-#: File in a directory listing the files that testbed commands wrote in it (one name a line).
+#: File in a directory listing the files that testbed commands wrote in it (a line per write: name, size, mtime).
 REGISTRY = ".testbed-files"
 
 

@@ -119,7 +119,7 @@ def write_batch(out: Path, rows: list[dict], option: str = "--out") -> int:
             read_runs(out)  # a valid runs table (InputError naming the row otherwise)
             with io.StringIO(out.read_text(), newline="") as fh:
                 old = list(csv.DictReader(fh))
-            new_header = [c for c in _header(columns)]
+            new_header = _header(columns)
             if old and list(old[0]) != new_header:
                 raise InputError(out, option, f"a batch table of this design (columns {', '.join(new_header)}); it "
                                               "holds runs of another one (not merged; choose another path)")
