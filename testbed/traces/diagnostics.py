@@ -1,0 +1,473 @@
+"""`testbed diagnose TRACE.csv [--transfers T.csv] [--platform-dir DIR --b B] --out DIR`: what a
+traced run spent its time on, as tidy tables (StarVZ's split: tables here, figures drawn from them).
+
+* `kernels.csv`: kernel durations per machine type x worker type x NUMA node of the worker (CPU
+  workers together, each GPU apart: `worker` is `cpu` or the GPU's local name, `gpu0`), per kind:
+  count, median, Q1, Q3, IQR, and the share StarVZ flags as outliers; `numa` is the worker
+  thread's NUMA node (a CUDA worker's: its driver thread's), `device_numa` the GPU's (from the
+  platform's machine descriptions). StarVZ's rule, matched on
+  schnorr/starvz R/phase1_parse_csv.R `read_worker_csv` ("Outlier detection using standard model":
+  group_by(Value, ResourceType), Outlier = Duration > outlier_fun(Duration)) with
+  R/phase1_outlier.R `outlier_definition` (Q3 + 1.5 (Q3 − Q1), R's default type-7 quantiles, the
+  same as numpy's): per kind x resource type (CPU, CUDA: the worker name without digits) over the
+  whole trace, every node and machine type together.
+* `bound.csv`: per node, the area bound of its own tasks (the LU's owner-computes mapping keeps
+  them there) and how far the node's last task end is above it; `bound_summary.csv` the same per
+  machine type against the run's makespan. The area bound is the optimum of the linear program
+  "every worker busy, nothing else": tasks of each kind split (fractionally) over the node's
+  resource classes that ran that kind (its CPU workers as one class, each GPU as its own), each
+  class's load (Σ tasks × time per task / workers) ≤ T, minimise T. Dependencies, transfers and
+  the scheduler are left out, so the makespan is ≥ it. Computed twice: with the perf models'
+  mean times (`bound_model_s`, the StarPU history models numasim samples from; needs
+  `--platform-dir` and `--b`) and with the trace's own mean durations per machine type x class
+  (`bound_trace_s`: the kernels as they ran, NUMA effects included).
+* `copies.csv` (with `--transfers`): per copy class (direction, and whether the copy crosses
+  the inter-socket link), the ratio of each copy's duration to the scheduler's estimate of it
+  (numasim's transfer log `Estimate`: StarPU's starpu_transfer_predict, the data penalty that
+  STARPU_SCHED_BETA, factor E, scales) and to the bus calibration's figure it starts from
+  (`Calibrated`: latency + bytes / bandwidth, one copy on an idle node; estimate = calibrated
+  × 2 × ngpus for most buses); MPI messages between nodes have neither.
+* `overheads.csv`: per machine type x worker type, the workers' time in tasks and idle, and the
+  time their threads spent copying (StarPU's `DriverCopy`, `DriverCopyAsync` states) and allocating
+  or freeing (`Allocating`, `AllocatingReuse`, `Freeing`; src/debug/traces/starpu_paje.c memory-node
+  states), read from a thread-state table (`--states`: StarVZ's paje.worker_state columns
+  ResourceId, Start, End, Value) when the engine writes one; empty (NaN) otherwise, and
+  `thread_states` says so. `copies_s` is what the transfer log does say: the summed duration of
+  the copies into or out of the machine type's GPUs (on `cuda` rows: their drivers issue them) and
+  of its RAM-to-RAM copies (on `cpu` rows: StarPU has a CPU worker or a CUDA driver memcpy them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from testbed.common.errors import InputError
+from testbed.traces.traces import _check_columns, _check_numbers, _read_csv, read_tasks, read_transfers
+from testbed.traces.utilisation import link_class
+
+#: StarPU's state names (src/debug/traces/starpu_paje.c, memory-node states "MS") counted as copies
+#: and as allocations in a thread-state table
+COPY_STATES = ("DriverCopy", "DriverCopyAsync")
+ALLOC_STATES = ("Allocating", "AllocatingReuse", "Freeing")
+STATE_COLUMNS = ["ResourceId", "Start", "End", "Value"]
+TABLES = ["kernels.csv", "bound.csv", "bound_summary.csv", "copies.csv", "overheads.csv"]
+KERNEL_COLUMNS = ["run", "machine", "worker_type", "worker", "numa", "device_numa", "kind", "tasks", "median_s",
+                  "q1_s", "q3_s", "iqr_s", "mean_s", "starvz_threshold_s", "outliers", "outlier_share"]
+BOUND_COLUMNS = ["run", "node", "machine", "tasks", "cpu_workers", "gpus", "end_s", "busy_s", "bound_model_s",
+                 "bound_trace_s", "end_over_bound_model", "end_over_bound_trace"]
+SUMMARY_COLUMNS = ["run", "machine", "nodes", "makespan_s", "last_end_s", "bound_model_s", "bound_trace_s",
+                   "makespan_over_bound_model", "makespan_over_bound_trace", "busy_fraction"]
+COPY_COLUMNS = ["run", "copy_class", "link_classes", "copies", "bytes", "duration_median_s", "estimate_median_s",
+                "actual_over_estimate_median", "actual_over_estimate_p10", "actual_over_estimate_p90",
+                "actual_over_estimate_of_sums", "actual_over_calibrated_median", "actual_over_calibrated_p90",
+                "estimate_over_calibrated_median"]
+OVERHEAD_COLUMNS = ["run", "machine", "worker_type", "workers", "task_s", "idle_s", "copies_s", "thread_copy_s",
+                    "thread_alloc_s", "thread_states"]
+
+
+# ------------------------------------------------------------------ inputs
+def machine_of_node(name: str) -> str:
+    """A node's machine type from its name when no platform says it: `chifflet-3` -> `chifflet`."""
+    return re.sub(r"-\d+$", "", name)
+
+
+def node_machines(tasks: pd.DataFrame, platform_dir: Path | None = None) -> dict[str, str]:
+    """Node name -> machine type: the platform's summary.json when given, else the name's stem."""
+    names = sorted(tasks["NodeName"].unique())
+    if platform_dir is None:
+        return {n: machine_of_node(n) for n in names}
+    summary = Path(platform_dir) / "summary.json"
+    try:
+        nodes = {n["name"]: n["machine"] for n in json.loads(summary.read_text())["nodes"]}
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise InputError(summary, "nodes", f"the platform's node list (testbed platform; {err})") from None
+    missing = [n for n in names if n not in nodes]
+    if missing:
+        raise InputError(summary, "nodes", f"the trace's nodes (missing {missing[0]}): the run's platform")
+    return {n: nodes[n] for n in names}
+
+
+def model_means(platform_dir: Path, machines: set[str], b: int) -> dict[tuple[str, str, str], float]:
+    """{(machine, kind, worker class): mean seconds} of the perf models a numasim run on this
+    platform samples from, for b x b tiles: class `cpu` or `gpu<j>` (history arch cpu0 / cuda<j>).
+    Chameleon's symbols (testbed/starpu/lu_codelets.py); a raw sampling directory (`perfmodels`
+    of summary.json) is read under its own host name."""
+    from testbed.starpu.lu_codelets import BY_KIND
+    from testbed.starpu.perfmodel_files import history_means
+
+    platform_dir = Path(platform_dir)
+    try:
+        raw = json.loads((platform_dir / "summary.json").read_text()).get("perfmodels", {})
+    except (OSError, ValueError, AttributeError) as err:
+        raise InputError(platform_dir / "summary.json", None, f"a platform summary (testbed platform; {err})") from None
+    out = {}
+    for machine in sorted(machines):
+        if machine in raw:
+            sampling, host = Path(raw[machine]["dir"]), raw[machine]["host"]
+        else:
+            sampling, host = platform_dir / "starpu" / machine / "sampling", machine
+        for kind in ("getrf", "trsm", "gemm"):
+            codelet = BY_KIND[kind]
+            path = sampling / "codelets" / "45" / f"{codelet.symbol}.{host}"
+            if not path.is_file():
+                continue
+            size = codelet.size_bytes(b)
+            for arch, entries in history_means(path).items():
+                if size in entries:
+                    m = re.fullmatch(r"(cpu|cuda)(\d+)_impl0", arch)
+                    if m:
+                        cls = "cpu" if m[1] == "cpu" else f"gpu{m[2]}"
+                        out[(machine, kind, cls)] = entries[size] * 1e-6
+    return out
+
+
+def gpu_numa_nodes(platform_dir: Path) -> dict[tuple[str, str], int]:
+    """{(machine, `gpu<j>`): NUMA node of GPU j} from the machine descriptions a platform was
+    generated from (summary.json `machines`; the YAML's `gpus[j].numa_node`)."""
+    from testbed.describe.machines import load_machine
+
+    summary = Path(platform_dir) / "summary.json"
+    try:
+        machines = json.loads(summary.read_text())["machines"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise InputError(summary, "machines", f"the platform's machine descriptions (testbed platform; {err})") from None
+    return {(name, f"gpu{j}"): g.numa_node for name, path in machines.items()
+            for j, g in enumerate(load_machine(path).gpus)}
+
+
+def read_states(path: str | Path) -> pd.DataFrame:
+    """A thread-state table (StarVZ's paje.worker_state columns ResourceId, Start, End, Value; s)."""
+    path = Path(path)
+    df = _read_csv(path, "thread states")
+    _check_columns(df, path, "thread states", STATE_COLUMNS)
+    _check_numbers(df, path, "thread states", ["Start", "End"])
+    df["ResourceId"] = df["ResourceId"].astype(str)
+    df["Value"] = df["Value"].astype(str)
+    return df
+
+
+# ------------------------------------------------------------------ tables
+def worker_class(resource: str, worker_type: str) -> str:
+    """`cpu`, or the GPU's local name (`chifflet-1.gpu0` -> `gpu0`)."""
+    return resource.split(".", 1)[-1] if worker_type == "cuda" else "cpu"
+
+
+def starvz_outliers(tasks: pd.DataFrame) -> pd.Series:
+    """StarVZ's Outlier column: Duration > Q3 + 1.5 IQR of its kind x resource type over the whole
+    trace (R/phase1_parse_csv.R read_worker_csv, R/phase1_outlier.R outlier_definition)."""
+    return tasks["Duration"] > starvz_thresholds(tasks)
+
+
+def starvz_thresholds(tasks: pd.DataFrame) -> pd.Series:
+    """Each task's StarVZ threshold, Q3 + 1.5 (Q3 − Q1) of its kind x worker type."""
+    g = tasks.groupby(["Value", "WorkerType"])["Duration"]
+    q1, q3 = g.transform(lambda d: np.quantile(d, 0.25)), g.transform(lambda d: np.quantile(d, 0.75))
+    return q3 + 1.5 * (q3 - q1)
+
+
+def kernel_table(tasks: pd.DataFrame, machines: dict[str, str], run: str = "",
+                 gpu_numa: dict[tuple[str, str], int] | None = None) -> pd.DataFrame:
+    """`numa` is the worker thread's NUMA node (the trace's WorkerNuma: a CUDA worker's is its
+    driver thread's); `device_numa` the GPU's own (`gpu_numa`, from the platform), NaN for CPUs."""
+    gpu_numa = gpu_numa or {}
+    t = tasks.assign(machine=tasks["NodeName"].map(machines), threshold=starvz_thresholds(tasks),
+                     worker=[worker_class(r, w) for r, w in zip(tasks["ResourceId"], tasks["WorkerType"], strict=True)])
+    t["outlier"] = t["Duration"] > t["threshold"]
+    rows = []
+    for (machine, wtype, worker, numa, kind), g in t.groupby(["machine", "WorkerType", "worker", "WorkerNuma", "Value"]):
+        d = g["Duration"].to_numpy(dtype=float)
+        q1, med, q3 = np.quantile(d, [0.25, 0.5, 0.75])
+        rows.append({"run": run, "machine": machine, "worker_type": wtype, "worker": worker, "numa": int(numa),
+                     "device_numa": gpu_numa.get((machine, worker), math.nan), "kind": kind, "tasks": len(d), "median_s": med, "q1_s": q1, "q3_s": q3, "iqr_s": q3 - q1,
+                     "mean_s": float(d.mean()), "starvz_threshold_s": float(g["threshold"].iloc[0]),
+                     "outliers": int(g["outlier"].sum()), "outlier_share": float(g["outlier"].mean())})
+    return pd.DataFrame(rows, columns=KERNEL_COLUMNS)
+
+
+def area_bound(work: dict[str, float], times: dict[tuple[str, str], float], capacity: dict[str, int]) -> float:
+    """min T such that the `work[k]` tasks of each kind k, split over the classes r with a time
+    `times[(k, r)]`, load no class beyond T: Σ_k x_kr times[k, r] ≤ capacity[r] T, Σ_r x_kr = work[k],
+    x ≥ 0 (a linear program, solved by scipy's HiGHS). NaN when a kind has no class to run on."""
+    from scipy.optimize import linprog
+
+    kinds = [k for k, n in work.items() if n > 0]
+    if not kinds:
+        return 0.0
+    pairs = [(k, r) for k in kinds for r in capacity if math.isfinite(times.get((k, r), math.nan))
+             and capacity[r] > 0]
+    if any(not any(p[0] == k for p in pairs) for k in kinds):
+        return math.nan
+    nvar = len(pairs) + 1  # x_kr, then T
+    c = np.zeros(nvar)
+    c[-1] = 1.0
+    a_ub, b_ub = [], []
+    for r in capacity:
+        row = np.zeros(nvar)
+        for i, (_, rr) in enumerate(pairs):
+            if rr == r:
+                row[i] = times[pairs[i]]
+        if row.any():
+            row[-1] = -capacity[r]
+            a_ub.append(row)
+            b_ub.append(0.0)
+    a_eq = [np.array([1.0 if p[0] == k else 0.0 for p in pairs] + [0.0]) for k in kinds]
+    res = linprog(c, A_ub=np.array(a_ub), b_ub=b_ub, A_eq=np.array(a_eq), b_eq=[work[k] for k in kinds],
+                  bounds=[(0, None)] * nvar, method="highs")
+    if not res.success:  # feasible by construction (every kind on some class): a solver failure
+        raise RuntimeError(f"area bound: linear program not solved ({res.message})")
+    return float(res.x[-1])
+
+
+def bound_table(tasks: pd.DataFrame, machines: dict[str, str], means: dict | None = None,
+                run: str = "") -> pd.DataFrame:
+    """Per node: its tasks, CPU workers and GPUs (those in the trace), its last task end, and the
+    area bound with the perf models' means (NaN without them) and with the trace's."""
+    t = tasks.assign(machine=tasks["NodeName"].map(machines),
+                     cls=[worker_class(r, w) for r, w in zip(tasks["ResourceId"], tasks["WorkerType"], strict=True)])
+    # the trace's own mean per machine type x kind x class; a class runs a kind if the trace shows it
+    trace_means = t.groupby(["machine", "Value", "cls"])["Duration"].mean()
+    rows = []
+    for node, g in sorted(t.groupby("NodeName"), key=lambda kv: kv[0]):
+        machine = machines[node]
+        capacity = {"cpu": int(g.loc[g["cls"] == "cpu", "ResourceId"].nunique())}
+        capacity.update({c: 1 for c in sorted(set(g["cls"]) - {"cpu"})})
+        work = g["Value"].value_counts().to_dict()
+        ran = {(k, r): float(v) for (m, k, r), v in trace_means.items() if m == machine}
+        model = {key: means.get((machine, *key), math.nan) for key in ran} if means is not None else None
+        b_trace = area_bound(work, ran, capacity)
+        b_model = area_bound(work, model, capacity) if model is not None else math.nan
+        end = float(g["End"].max())
+        rows.append({"run": run, "node": node, "machine": machine, "tasks": len(g), "cpu_workers": capacity["cpu"],
+                     "gpus": len(capacity) - 1, "end_s": end, "busy_s": float(g["Duration"].sum()),
+                     "bound_model_s": b_model, "bound_trace_s": b_trace,
+                     "end_over_bound_model": end / b_model if b_model > 0 else math.nan,
+                     "end_over_bound_trace": end / b_trace if b_trace > 0 else math.nan})
+    return pd.DataFrame(rows, columns=BOUND_COLUMNS)
+
+
+def bound_summary(bounds: pd.DataFrame, makespan: float, run: str = "") -> pd.DataFrame:
+    """Per machine type: the largest node bound (the makespan cannot be below any node's) against
+    the run's makespan, and the share of its workers' time in tasks."""
+    rows = []
+    for machine, g in bounds.groupby("machine"):
+        bm, bt = float(g["bound_model_s"].max()), float(g["bound_trace_s"].max())
+        workers = (g["cpu_workers"] + g["gpus"]).sum()
+        rows.append({"run": run, "machine": machine, "nodes": len(g), "makespan_s": makespan,
+                     "last_end_s": float(g["end_s"].max()), "bound_model_s": bm, "bound_trace_s": bt,
+                     "makespan_over_bound_model": makespan / bm if bm > 0 else math.nan,
+                     "makespan_over_bound_trace": makespan / bt if bt > 0 else math.nan,
+                     "busy_fraction": float(g["busy_s"].sum()) / (workers * makespan) if makespan > 0 else math.nan})
+    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+
+
+def memory_kind(host: str) -> str:
+    """`ram` or `gpu` from a memory node's host name (`chifflet-1.ram0`, `chifflet-1.gpu1`);
+    the real engine's `<node>.memnode<k>` is `ram` (its transfers are MPI messages)."""
+    local = host.split(".", 1)[-1]
+    return "gpu" if local.startswith("gpu") else "ram"
+
+
+def copy_class(src: str, dst: str, links: str) -> str:
+    """`RAM->GPU`, `GPU->RAM`, `GPU->GPU`, `RAM->RAM` within a node (", across sockets" when a
+    link crossed is inter-socket), or `network (MPI)` between nodes."""
+    if src.split(".", 1)[0] != dst.split(".", 1)[0]:
+        return "network (MPI)"
+    name = f"{memory_kind(src).upper()}->{memory_kind(dst).upper()}"
+    crosses = any(link_class(x) == "inter-socket" for x in links.split())
+    return f"{name}, {'across sockets' if crosses else 'one socket'}"
+
+
+def copy_table(transfers: pd.DataFrame, run: str = "") -> pd.DataFrame:
+    t = transfers.copy()
+    links = t["Links"].fillna("").astype(str) if "Links" in t.columns else pd.Series([""] * len(t), index=t.index)
+    t["cls"] = [copy_class(s, d, x) for s, d, x in zip(t["Src"], t["Dst"], links, strict=True)]
+    t["links"] = links.map(lambda s: "+".join(sorted({link_class(x) for x in s.split()})))
+    t["dur"] = t["End"] - t["Start"]
+    for col in ("Estimate", "Calibrated"):
+        t[col] = pd.to_numeric(t[col], errors="coerce") if col in t.columns else math.nan
+    rows = []
+    for cls, g in t.groupby("cls"):
+        est = g["Estimate"].to_numpy(dtype=float)
+        cal = g["Calibrated"].to_numpy(dtype=float)
+        dur = g["dur"].to_numpy(dtype=float)
+        ok = np.isfinite(est) & (est > 0)
+        okc = np.isfinite(cal) & (cal > 0)
+        r_est, r_cal = dur[ok] / est[ok], dur[okc] / cal[okc]
+        both = ok & okc
+
+        def q(x, p):
+            return float(np.quantile(x, p)) if len(x) else math.nan
+
+        rows.append({"run": run, "copy_class": cls, "link_classes": " | ".join(sorted(set(g["links"]))),
+                     "copies": len(g), "bytes": float(g["Bytes"].sum()), "duration_median_s": q(dur, 0.5),
+                     "estimate_median_s": q(est[ok], 0.5),
+                     "actual_over_estimate_median": q(r_est, 0.5), "actual_over_estimate_p10": q(r_est, 0.1),
+                     "actual_over_estimate_p90": q(r_est, 0.9),
+                     "actual_over_estimate_of_sums": float(dur[ok].sum() / est[ok].sum()) if ok.any() else math.nan,
+                     "actual_over_calibrated_median": q(r_cal, 0.5), "actual_over_calibrated_p90": q(r_cal, 0.9),
+                     "estimate_over_calibrated_median": q(est[both] / cal[both], 0.5)})
+    return pd.DataFrame(rows, columns=COPY_COLUMNS)
+
+
+def overhead_table(tasks: pd.DataFrame, machines: dict[str, str], transfers: pd.DataFrame | None = None,
+                   states: pd.DataFrame | None = None, run: str = "") -> pd.DataFrame:
+    span = float(tasks["End"].max())
+    t = tasks.assign(machine=tasks["NodeName"].map(machines))
+    copies = {}
+    if transfers is not None and len(transfers):
+        tr = transfers.assign(dur=transfers["End"] - transfers["Start"])
+        same = tr["Src"].str.split(".").str[0] == tr["Dst"].str.split(".").str[0]
+        tr = tr[same]
+        node = tr["Src"].str.split(".").str[0]
+        gpu = (tr["Src"].map(memory_kind) == "gpu") | (tr["Dst"].map(memory_kind) == "gpu")
+        for (m, g), d in tr.groupby([node.map(lambda n: machines.get(n, machine_of_node(n))), gpu])["dur"]:
+            copies[(m, "cuda" if g else "cpu")] = float(d.sum())
+    by_worker = {}
+    if states is not None:
+        known = dict(zip(t["ResourceId"], zip(t["machine"], t["WorkerType"], strict=True), strict=False))
+        s = states[states["ResourceId"].isin(known)]
+        for (rid, value), d in (s["End"] - s["Start"]).groupby([s["ResourceId"], s["Value"]]):
+            what = "copy" if value in COPY_STATES else "alloc" if value in ALLOC_STATES else None
+            if what:
+                key = (*known[rid], what)
+                by_worker[key] = by_worker.get(key, 0.0) + float(d.sum())
+    rows = []
+    for (machine, wtype), g in t.groupby(["machine", "WorkerType"]):
+        workers = int(g["ResourceId"].nunique())
+        busy = float(g["Duration"].sum())
+        rows.append({"run": run, "machine": machine, "worker_type": wtype, "workers": workers, "task_s": busy,
+                     "idle_s": workers * span - busy,
+                     "copies_s": copies.get((machine, wtype), 0.0 if transfers is not None else math.nan),
+                     "thread_copy_s": by_worker.get((machine, wtype, "copy"), 0.0) if states is not None else math.nan,
+                     "thread_alloc_s": by_worker.get((machine, wtype, "alloc"), 0.0) if states is not None else math.nan,
+                     "thread_states": "read" if states is not None else "not traced (the engine writes no thread states)"})
+    return pd.DataFrame(rows, columns=OVERHEAD_COLUMNS)
+
+
+def diagnose(tasks: pd.DataFrame, transfers: pd.DataFrame | None = None, machines: dict[str, str] | None = None,
+             means: dict | None = None, states: pd.DataFrame | None = None, run: str = "",
+             gpu_numa: dict[tuple[str, str], int] | None = None) -> dict[str, pd.DataFrame]:
+    """All the tables of one traced run, keyed by file name (TABLES)."""
+    machines = machines or {n: machine_of_node(n) for n in tasks["NodeName"].unique()}
+    bounds = bound_table(tasks, machines, means, run)
+    return {
+        "kernels.csv": kernel_table(tasks, machines, run, gpu_numa),
+        "bound.csv": bounds,
+        "bound_summary.csv": bound_summary(bounds, float(tasks["End"].max()), run),
+        "copies.csv": copy_table(transfers, run) if transfers is not None else pd.DataFrame(columns=COPY_COLUMNS),
+        "overheads.csv": overhead_table(tasks, machines, transfers, states, run),
+    }
+
+
+def concat_runs(tables: list[dict[str, pd.DataFrame]]) -> dict[str, pd.DataFrame]:
+    """Several runs' tables as one per file (their `run` column tells them apart)."""
+    return {name: pd.concat([t[name] for t in tables if len(t[name])] or [tables[0][name]], ignore_index=True)
+            for name in TABLES}
+
+
+def write_tables(tables: dict[str, pd.DataFrame], out: Path) -> None:
+    for name in TABLES:
+        tables[name].to_csv(out / name, index=False, float_format="%.9g")
+
+
+# ------------------------------------------------------------------ the report's digest
+def digest(tables: dict[str, pd.DataFrame]) -> str:
+    """A short markdown digest of the tables, one column per run: makespan against the area bound
+    per machine type, CPU dgemm per NUMA node, GPU tasks per GPU, copies per class."""
+    runs = list(dict.fromkeys(tables["bound_summary.csv"]["run"]))
+
+    def fmt(x, spec=".3g"):
+        return "–" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, spec)
+
+    def table(head: list[str], rows: list[list[str]]) -> str:
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows]) + "\n"
+
+    parts = []
+    s = tables["bound_summary.csv"]
+    rows = []
+    for machine in sorted(set(s["machine"])):
+        cells = []
+        for r in runs:
+            x = s[(s["run"] == r) & (s["machine"] == machine)]
+            cells.append("–" if x.empty else f"{x['makespan_s'].iloc[0]:.3f} s / {fmt(x['bound_model_s'].iloc[0], '.3f')}"
+                         f" / {fmt(x['bound_trace_s'].iloc[0], '.3f')} (busy {x['busy_fraction'].iloc[0]:.0%})")
+        rows.append([machine, *cells])
+    parts.append("Makespan / area bound with the perf models' means / with the trace's means, per machine type "
+                 "(the largest node bound; busy: share of the type's worker time in tasks)\n\n"
+                 + table(["machine", *runs], rows))
+    k = tables["kernels.csv"]
+    rows = []
+    for (machine, wtype, worker, numa, kind) in sorted(set(zip(k["machine"], k["worker_type"], k["worker"], k["numa"],
+                                                               k["kind"], strict=True))):
+        if not ((wtype == "cpu" and kind == "gemm") or wtype == "cuda"):
+            continue
+        cells = []
+        for r in runs:
+            x = k[(k["run"] == r) & (k["machine"] == machine) & (k["worker"] == worker) & (k["numa"] == numa)
+                  & (k["kind"] == kind)]
+            cells.append("–" if x.empty else f"{x['median_s'].iloc[0] * 1e3:.2f} ms (IQR {x['iqr_s'].iloc[0] * 1e3:.2f}), "
+                         f"{x['outlier_share'].iloc[0]:.1%} out.")
+        dev = k.loc[(k["machine"] == machine) & (k["worker"] == worker), "device_numa"].dropna()
+        where = f"NUMA {numa}" if wtype == "cpu" else (
+            f"on NUMA {int(dev.iloc[0])}, driver on {numa}" if len(dev) else f"driver on NUMA {numa}")
+        rows.append([f"{machine} {worker} {where} {kind}", *cells])
+    parts.append("Kernel durations: median, IQR and the share StarVZ flags (> Q3 + 1.5 IQR of kind × worker type over "
+                 "the whole trace); CPU dgemm per NUMA node, every kind per GPU\n\n" + table(["worker", *runs], rows))
+    c = tables["copies.csv"]
+    if len(c):
+        rows = []
+        for cls in sorted(set(c["copy_class"])):
+            cells = []
+            for r in runs:
+                x = c[(c["run"] == r) & (c["copy_class"] == cls)]
+                cells.append("–" if x.empty else f"{fmt(x['actual_over_estimate_median'].iloc[0])} "
+                             f"[{fmt(x['actual_over_estimate_p10'].iloc[0])}, {fmt(x['actual_over_estimate_p90'].iloc[0])}]"
+                             f"; ÷ calibrated {fmt(x['actual_over_calibrated_median'].iloc[0])} ({int(x['copies'].iloc[0])})")
+            rows.append([cls, *cells])
+        parts.append("Copies: actual / scheduler estimate, median [p10, p90] (the estimate STARPU_SCHED_BETA scales); "
+                     "actual / bus calibration median; (copies)\n\n" + table(["copy class", *runs], rows))
+    return "\n".join(parts)
+
+
+# ------------------------------------------------------------------ command
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("trace", help="task trace CSV (testbed simulate --trace)")
+    p.add_argument("--transfers", default=None, help="transfer log CSV of the same run (--transfers)")
+    p.add_argument("--states", default=None,
+                   help="thread-state CSV (ResourceId, Start, End, Value: StarPU's DriverCopy, Allocating, ...)")
+    p.add_argument("--platform-dir", default=None,
+                   help="the run's platform (testbed platform): machine types, and the perf models of the bound")
+    p.add_argument("--b", type=int, default=None, help="tile size of the run (with --platform-dir: the models' entry)")
+    p.add_argument("--run", default="run", help="label of the run in the tables' `run` column (default: run)")
+    p.add_argument("--out", required=True, help="directory for the CSV tables and digest.md")
+
+
+def run(args: argparse.Namespace) -> int:
+    from testbed.common.atomic import atomic_members
+
+    if args.platform_dir is not None and args.b is None:
+        raise InputError(None, "--b", "the run's tile size with --platform-dir (the perf models' entry)")
+    if args.b is not None and args.b <= 0:
+        raise InputError(None, "--b", f"a positive tile size, got {args.b}")
+    tasks = read_tasks(args.trace)
+    transfers = read_transfers(args.transfers) if args.transfers else None
+    states = read_states(args.states) if args.states else None
+    platform = Path(args.platform_dir) if args.platform_dir else None
+    machines = node_machines(tasks, platform)
+    means = model_means(platform, set(machines.values()), args.b) if platform is not None else None
+    gpu_numa = gpu_numa_nodes(platform) if platform is not None else None
+    tables = diagnose(tasks, transfers, machines, means, states, args.run, gpu_numa)
+    text = digest(tables)
+    with atomic_members(args.out, [*TABLES, "digest.md"]) as tmp:
+        write_tables(tables, tmp)
+        (tmp / "digest.md").write_text(text)
+    print(text, end="")
+    return 0
