@@ -18,13 +18,16 @@ from testbed.common import paths
 from testbed.traces.diagnostics import (
     TABLES,
     area_bound,
+    concat_runs,
     copy_class,
     diagnose,
+    digest,
     gpu_numa_nodes,
     kernel_table,
     model_means,
     overhead_table,
     starvz_outliers,
+    write_tables,
 )
 from testbed.traces.traces import read_tasks, read_transfers
 
@@ -203,3 +206,24 @@ def test_diagnose_command_writes_the_tables_and_refuses_bad_input(chifflet, tmp_
         proc = run_cli("diagnose", *args, "--out", tmp_path / "never")
         assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
         assert needle in proc.stderr and not (tmp_path / "never").exists()
+
+
+@needs_numasim
+def test_report_shows_the_diagnostics_digest(chifflet, tmp_path):
+    """The report's trace section carries the digest `testbed trace-pair` writes, tables as HTML."""
+    from testbed.report.report import trace_section
+
+    d, runs = chifflet
+    traces = tmp_path / "exp" / "traces"
+    traces.mkdir(parents=True)
+    (traces / "compare.md").write_text("| kind |\n|---|\n| gemm |\n")
+    tables = [diagnose(read_tasks(t), read_transfers(x), {"chifflet-1": "chifflet"}, run=label)
+              for label, (t, x, _) in runs.items()]
+    (traces / "diagnostics").mkdir()
+    merged = concat_runs(tables)
+    write_tables(merged, traces / "diagnostics")
+    (traces / "diagnostics" / "digest.md").write_text(digest(merged))
+    section = trace_section("exp", traces, tmp_path)
+    assert "| machine | default | A=1 |" in section.markdown and "area bound" in section.markdown
+    assert section.html.count("<table") == 3 and "RAM-&gt;GPU, one socket" in section.html
+    assert "chifflet gpu1" in section.html
