@@ -169,7 +169,9 @@ def test_diagnostics_of_a_real_run(chifflet):
     gpus = k[k["worker_type"] == "cuda"]
     assert set(gpus["worker"]) == {"gpu0", "gpu1"} and k.loc[k["worker_type"] == "cpu", "device_numa"].isna().all()
     assert dict(zip(gpus["worker"], gpus["device_numa"], strict=True)) == {"gpu0": 0, "gpu1": 1}
-    c = tables["copies.csv"].set_index("copy_class")
+    c = tables["copies.csv"]
+    assert set(c["machine"]) == {"chifflet"}  # one node: no MPI message
+    c = c.set_index("copy_class")
     assert "RAM->GPU, one socket" in c.index and "GPU->RAM, one socket" in c.index
     assert c["copies"].sum() == len(transfers)
     # what E scales: the estimate is 4 x the idle figure, so actual / estimate sits near 1/4 unloaded
@@ -225,5 +227,5 @@ def test_report_shows_the_diagnostics_digest(chifflet, tmp_path):
     (traces / "diagnostics" / "digest.md").write_text(digest(merged))
     section = trace_section("exp", traces, tmp_path)
     assert "| machine | default | A=1 |" in section.markdown and "area bound" in section.markdown
-    assert section.html.count("<table") == 3 and "RAM-&gt;GPU, one socket" in section.html
+    assert section.html.count("<table") == 4 and "chifflet: RAM-&gt;GPU, one socket" in section.html
     assert "chifflet gpu1" in section.html

@@ -21,8 +21,8 @@ traced run spent its time on, as tidy tables (StarVZ's split: tables here, figur
   mean times (`bound_model_s`, the StarPU history models numasim samples from; needs
   `--platform-dir` and `--b`) and with the trace's own mean durations per machine type x class
   (`bound_trace_s`: the kernels as they ran, NUMA effects included).
-* `copies.csv` (with `--transfers`): per copy class (direction, and whether the copy crosses
-  the inter-socket link), the ratio of each copy's duration to the scheduler's estimate of it
+* `copies.csv` (with `--transfers`): per machine type x copy class (direction, and whether the
+  copy crosses the inter-socket link; MPI messages under machine `cluster`), the ratio of each copy's duration to the scheduler's estimate of it
   (numasim's transfer log `Estimate`: StarPU's starpu_transfer_predict, the data penalty that
   STARPU_SCHED_BETA, factor E, scales) and to the bus calibration's figure it starts from
   (`Calibrated`: latency + bytes / bandwidth, one copy on an idle node; estimate = calibrated
@@ -64,7 +64,7 @@ BOUND_COLUMNS = ["run", "node", "machine", "tasks", "cpu_workers", "gpus", "end_
                  "bound_trace_s", "end_over_bound_model", "end_over_bound_trace"]
 SUMMARY_COLUMNS = ["run", "machine", "nodes", "makespan_s", "last_end_s", "bound_model_s", "bound_trace_s",
                    "makespan_over_bound_model", "makespan_over_bound_trace", "busy_fraction"]
-COPY_COLUMNS = ["run", "copy_class", "link_classes", "copies", "bytes", "duration_median_s", "estimate_median_s",
+COPY_COLUMNS = ["run", "machine", "copy_class", "link_classes", "copies", "bytes", "duration_median_s", "estimate_median_s",
                 "actual_over_estimate_median", "actual_over_estimate_p10", "actual_over_estimate_p90",
                 "actual_over_estimate_of_sums", "actual_over_calibrated_median", "actual_over_calibrated_p90",
                 "estimate_over_calibrated_median"]
@@ -284,16 +284,21 @@ def copy_class(src: str, dst: str, links: str) -> str:
     return f"{name}, {'across sockets' if crosses else 'one socket'}"
 
 
-def copy_table(transfers: pd.DataFrame, run: str = "") -> pd.DataFrame:
+def copy_table(transfers: pd.DataFrame, run: str = "", machines: dict[str, str] | None = None) -> pd.DataFrame:
+    """Per machine type of the source node (`cluster` for MPI messages) x copy class."""
+    machines = machines or {}
     t = transfers.copy()
+    src_node = t["Src"].str.split(".").str[0]
+    t["machine"] = [machines.get(n, machine_of_node(n)) for n in src_node]
     links = t["Links"].fillna("").astype(str) if "Links" in t.columns else pd.Series([""] * len(t), index=t.index)
     t["cls"] = [copy_class(s, d, x) for s, d, x in zip(t["Src"], t["Dst"], links, strict=True)]
+    t.loc[t["cls"] == "network (MPI)", "machine"] = "cluster"
     t["links"] = links.map(lambda s: "+".join(sorted({link_class(x) for x in s.split()})))
     t["dur"] = t["End"] - t["Start"]
     for col in ("Estimate", "Calibrated"):
         t[col] = pd.to_numeric(t[col], errors="coerce") if col in t.columns else math.nan
     rows = []
-    for cls, g in t.groupby("cls"):
+    for (machine, cls), g in t.groupby(["machine", "cls"]):
         est = g["Estimate"].to_numpy(dtype=float)
         cal = g["Calibrated"].to_numpy(dtype=float)
         dur = g["dur"].to_numpy(dtype=float)
@@ -305,7 +310,7 @@ def copy_table(transfers: pd.DataFrame, run: str = "") -> pd.DataFrame:
         def q(x, p):
             return float(np.quantile(x, p)) if len(x) else math.nan
 
-        rows.append({"run": run, "copy_class": cls, "link_classes": " | ".join(sorted(set(g["links"]))),
+        rows.append({"run": run, "machine": machine, "copy_class": cls, "link_classes": " | ".join(sorted(set(g["links"]))),
                      "copies": len(g), "bytes": float(g["Bytes"].sum()), "duration_median_s": q(dur, 0.5),
                      "estimate_median_s": q(est[ok], 0.5),
                      "actual_over_estimate_median": q(r_est, 0.5), "actual_over_estimate_p10": q(r_est, 0.1),
@@ -361,7 +366,7 @@ def diagnose(tasks: pd.DataFrame, transfers: pd.DataFrame | None = None, machine
         "kernels.csv": kernel_table(tasks, machines, run, gpu_numa),
         "bound.csv": bounds,
         "bound_summary.csv": bound_summary(bounds, float(tasks["End"].max()), run),
-        "copies.csv": copy_table(transfers, run) if transfers is not None else pd.DataFrame(columns=COPY_COLUMNS),
+        "copies.csv": copy_table(transfers, run, machines) if transfers is not None else pd.DataFrame(columns=COPY_COLUMNS),
         "overheads.csv": overhead_table(tasks, machines, transfers, states, run),
     }
 
@@ -424,16 +429,35 @@ def digest(tables: dict[str, pd.DataFrame]) -> str:
     c = tables["copies.csv"]
     if len(c):
         rows = []
-        for cls in sorted(set(c["copy_class"])):
+        for machine, cls in sorted(set(zip(c["machine"], c["copy_class"], strict=True))):
             cells = []
             for r in runs:
-                x = c[(c["run"] == r) & (c["copy_class"] == cls)]
+                x = c[(c["run"] == r) & (c["machine"] == machine) & (c["copy_class"] == cls)]
                 cells.append("–" if x.empty else f"{fmt(x['actual_over_estimate_median'].iloc[0])} "
                              f"[{fmt(x['actual_over_estimate_p10'].iloc[0])}, {fmt(x['actual_over_estimate_p90'].iloc[0])}]"
                              f"; ÷ calibrated {fmt(x['actual_over_calibrated_median'].iloc[0])} ({int(x['copies'].iloc[0])})")
-            rows.append([cls, *cells])
+            rows.append([f"{machine}: {cls}", *cells])
         parts.append("Copies: actual / scheduler estimate, median [p10, p90] (the estimate STARPU_SCHED_BETA scales); "
                      "actual / bus calibration median; (copies)\n\n" + table(["copy class", *runs], rows))
+    o = tables["overheads.csv"]
+    rows = []
+    for machine, wtype in sorted(set(zip(o["machine"], o["worker_type"], strict=True))):
+        cells = []
+        for r in runs:
+            x = o[(o["run"] == r) & (o["machine"] == machine) & (o["worker_type"] == wtype)]
+            if x.empty:
+                cells.append("–")
+                continue
+            x = x.iloc[0]
+            total = x["task_s"] + x["idle_s"]
+            cells.append(f"{x['task_s'] / total:.0%} / {x['idle_s'] / total:.0%}; copies {fmt(x['copies_s'], '.4g')} s; "
+                         f"thread copy {fmt(x['thread_copy_s'], '.4g')} s, alloc {fmt(x['thread_alloc_s'], '.4g')} s")
+        rows.append([f"{machine} {wtype} ({int(o[(o['machine'] == machine) & (o['worker_type'] == wtype)]['workers'].iloc[0])}"
+                     " workers)", *cells])
+    states = "; ".join(sorted(set(o["thread_states"])))
+    parts.append("Worker time: in tasks / idle; copies: summed duration of the copies to or from the GPUs (cuda rows) "
+                 f"and between RAM nodes (cpu rows); threads' own copy and allocation time ({states})\n\n"
+                 + table(["workers", *runs], rows))
     return "\n".join(parts)
 
 
