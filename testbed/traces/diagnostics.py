@@ -10,7 +10,7 @@ traced run spent its time on, as tidy tables (StarVZ's split: tables here, figur
   group_by(Value, ResourceType), Outlier = Duration > outlier_fun(Duration)) with
   R/phase1_outlier.R `outlier_definition` (Q3 + 1.5 (Q3 − Q1), R's default type-7 quantiles, the
   same as numpy's): per kind x resource type (CPU, CUDA: the worker name without digits) over the
-  whole trace, every node and machine type together.
+  whole trace, every node and machine type together (StarVZ master, commit 7426178).
 * `bound.csv`: per node, the area bound of its own tasks (the LU's owner-computes mapping keeps
   them there) and how far the node's last task end is above it; `bound_summary.csv` the same per
   machine type against the run's makespan. The area bound is the optimum of the linear program
