@@ -18,6 +18,7 @@ from testbed.common import paths
 from testbed.traces.diagnostics import (
     TABLES,
     area_bound,
+    bound_table,
     concat_runs,
     copy_class,
     diagnose,
@@ -83,6 +84,16 @@ def test_area_bound_by_hand():
     assert area_bound({"gemm": 12}, times, {"cpu": 0, "gpu0": 1, "gpu1": 1}) == pytest.approx(8.0)
     # a kind nothing can run: no bound
     assert math.isnan(area_bound({"getrf": 1}, {("gemm", "cpu"): 1.0}, {"cpu": 1}))
+
+
+def test_bound_counts_the_workers_of_the_machine_type():
+    """A worker that ran nothing is not in a trace: a node's CPU workers are the most any node of
+    its machine type used, so a node that kept one of its two workers idle is bound by two."""
+    t = tasks_frame([("a-1.cpu0", 0.0, 1.0, "gemm", 0), ("a-1.cpu1", 0.0, 1.0, "gemm", 1),
+                     ("a-2.cpu0", 0.0, 1.0, "gemm", 0), ("a-2.cpu0", 1.0, 2.0, "gemm", 0)])
+    bound = bound_table(t, {"a-1": "a", "a-2": "a"}, {("a", "gemm", "cpu"): 0.5}).set_index("node")
+    assert bound.loc["a-2", "cpu_workers"] == 2 and bound.loc["a-2", "bound_trace_s"] == pytest.approx(1.0)
+    assert bound.loc["a-2", "bound_model_s"] == pytest.approx(0.5) and bound.loc["a-2", "end_over_bound_trace"] == 2.0
 
 
 def test_copy_classes_from_numasim_names():

@@ -16,7 +16,9 @@ traced run spent its time on, as tidy tables (StarVZ's split: tables here, figur
   machine type against the run's makespan. The area bound is the optimum of the linear program
   "every worker busy, nothing else": tasks of each kind split (fractionally) over the node's
   resource classes that ran that kind (its CPU workers as one class, each GPU as its own), each
-  class's load (Σ tasks × time per task / workers) ≤ T, minimise T. Dependencies, transfers and
+  class's load (Σ tasks × time per task / workers) ≤ T, minimise T. A node's workers are its
+  machine type's as the trace shows them (the most CPU workers any node of the type ran tasks on,
+  every GPU any used: a worker that ran nothing is not in a trace). Dependencies, transfers and
   the scheduler are left out, so the makespan is ≥ it. Computed twice: with the perf models'
   mean times (`bound_model_s`, the StarPU history models numasim samples from; needs
   `--platform-dir` and `--b`) and with the trace's own mean durations per machine type x class
@@ -227,17 +229,22 @@ def area_bound(work: dict[str, float], times: dict[tuple[str, str], float], capa
 
 def bound_table(tasks: pd.DataFrame, machines: dict[str, str], means: dict | None = None,
                 run: str = "") -> pd.DataFrame:
-    """Per node: its tasks, CPU workers and GPUs (those in the trace), its last task end, and the
-    area bound with the perf models' means (NaN without them) and with the trace's."""
+    """Per node: its tasks, CPU workers and GPUs (its machine type's, as the trace shows them), its
+    last task end, and the area bound with the perf models' means (NaN without them) and with the
+    trace's."""
     t = tasks.assign(machine=tasks["NodeName"].map(machines),
                      cls=[worker_class(r, w) for r, w in zip(tasks["ResourceId"], tasks["WorkerType"], strict=True)])
     # the trace's own mean per machine type x kind x class; a class runs a kind if the trace shows it
     trace_means = t.groupby(["machine", "Value", "cls"])["Duration"].mean()
+    # A worker that ran nothing is not in a trace: a machine type's nodes have the CPU workers of
+    # the one that ran tasks on the most, and every GPU any of them used.
+    cpus = t[t["cls"] == "cpu"].groupby(["machine", "NodeName"])["ResourceId"].nunique().groupby("machine").max()
+    gpus = t[t["cls"] != "cpu"].groupby("machine")["cls"].unique()
     rows = []
     for node, g in sorted(t.groupby("NodeName"), key=lambda kv: kv[0]):
         machine = machines[node]
-        capacity = {"cpu": int(g.loc[g["cls"] == "cpu", "ResourceId"].nunique())}
-        capacity.update({c: 1 for c in sorted(set(g["cls"]) - {"cpu"})})
+        capacity = {"cpu": int(cpus.get(machine, 0))}
+        capacity.update({c: 1 for c in sorted(gpus.get(machine, []))})
         work = g["Value"].value_counts().to_dict()
         ran = {(k, r): float(v) for (m, k, r), v in trace_means.items() if m == machine}
         model = {key: means.get((machine, *key), math.nan) for key in ran} if means is not None else None
