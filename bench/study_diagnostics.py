@@ -60,12 +60,14 @@ def main(argv: list[str] | None = None) -> int:
             for name, levels in configs.items():
                 s = spec(levels, seed, args.nt, pdir, Path(tmp) / "tasks.csv")
                 s.transfers = Path(tmp) / "transfers.csv"
-                makespan = simulate(s)["makespan_s"]
+                result = simulate(s)
+                makespan = result["makespan_s"]
                 print(f"{name}, seed {seed}: makespan {makespan:.3f} s", file=sys.stderr)
                 tasks, transfers = read_tasks(s.trace), read_transfers(s.transfers)
                 machines = node_machines(tasks, pdir)
                 tables.append(diagnose(tasks, transfers, machines, model_means(pdir, set(machines.values()), 960),
-                                       run=f"{name} seed {seed}", gpu_numa=gpu_numa))
+                                       run=f"{name} seed {seed}", gpu_numa=gpu_numa,
+                                       cpu_workers_by_rank=result["cpu_workers_by_rank"]))
     merged = concat_runs(tables)
     text = digest(merged)
     with atomic_members(args.out, [*TABLES, "digest.md"]) as out:

@@ -134,8 +134,20 @@ def chifflet(tmp_path_factory):
                        "--platform-dir", d / "platform", "--seed", 3, "--trace", tasks, "--transfers", transfers,
                        *(["--factors", factors] if factors else []))
         assert proc.returncode == 0, proc.stderr
+        (d / f"{label}.json").write_text(proc.stdout)
         runs[label] = (tasks, transfers, json.loads(proc.stdout)["makespan_s"])
     return d, runs
+
+
+@needs_numasim
+def test_numasim_counts_each_ranks_cpu_workers(chifflet):
+    """cpu_workers_by_rank: one count per rank, summing to the CPU workers; the trace may show fewer."""
+    d, runs = chifflet
+    result = json.loads((d / "default.json").read_text())
+    assert len(result["cpu_workers_by_rank"]) == 1
+    assert sum(result["cpu_workers_by_rank"]) == result["workers_by_type"]["cpu"] > 0
+    tasks = read_tasks(runs["default"][0])
+    assert tasks.loc[tasks["WorkerType"] == "cpu", "ResourceId"].nunique() <= result["cpu_workers_by_rank"][0]
 
 
 @needs_numasim
@@ -165,9 +177,15 @@ def test_diagnostics_of_a_real_run(chifflet):
     assert {("chifflet", "gemm", c) for c in ("cpu", "gpu0", "gpu1")} <= set(means)
     gpu_numa = gpu_numa_nodes(d / "platform")
     assert gpu_numa == {("chifflet", "gpu0"): 0, ("chifflet", "gpu1"): 1}  # platforms/machines/chifflet.yaml
-    tables = diagnose(tasks, transfers, machines, means, run="default", gpu_numa=gpu_numa)
+    counts = json.loads((d / "default.json").read_text())["cpu_workers_by_rank"]
+    tables = diagnose(tasks, transfers, machines, means, run="default", gpu_numa=gpu_numa, cpu_workers_by_rank=counts)
     bound = tables["bound.csv"].iloc[0]
-    assert bound["cpu_workers"] == tasks[tasks["WorkerType"] == "cpu"]["ResourceId"].nunique() and bound["gpus"] == 2
+    assert bound["cpu_workers"] == counts[0] and bound["workers_from"] == "run" and bound["gpus"] == 2
+    # without the run's counts, the workers the trace shows: as many or fewer, so a bound as high or higher
+    alone = diagnose(tasks, transfers, machines, means)["bound.csv"].iloc[0]
+    assert alone["workers_from"] == "trace" and alone["cpu_workers"] == tasks.loc[
+        tasks["WorkerType"] == "cpu", "ResourceId"].nunique() <= counts[0]
+    assert alone["bound_model_s"] >= bound["bound_model_s"]
     # the makespan is the last task's end: never below either bound
     assert 0 < bound["bound_model_s"] <= makespan and 0 < bound["bound_trace_s"] <= makespan
     assert bound["end_s"] == pytest.approx(makespan, rel=1e-6)
@@ -201,12 +219,13 @@ def test_diagnose_command_writes_the_tables_and_refuses_bad_input(chifflet, tmp_
     tasks, transfers, _ = runs["A=1"]
     out = tmp_path / "diag"
     proc = run_cli("diagnose", tasks, "--transfers", transfers, "--platform-dir", d / "platform", "--b", 960,
-                   "--run", "A=1", "--out", out)
+                   "--result", d / "A=1.json", "--run", "A=1", "--out", out)
     assert proc.returncode == 0, proc.stderr
     assert {p.name for p in out.iterdir()} == {*TABLES, "digest.md"}
     assert "chifflet" in proc.stdout and "RAM->GPU" in proc.stdout
     for name in TABLES:
         assert set(pd.read_csv(out / name)["run"]) == {"A=1"}
+    assert set(pd.read_csv(out / "bound.csv")["workers_from"]) == {"run"}
     # A = 1: replicas on every NUMA node, so RAM-to-RAM copies appear
     assert any(c.startswith("RAM->RAM") for c in pd.read_csv(out / "copies.csv")["copy_class"])
     # bad input: one line naming the option or the file, exit 2, nothing written
@@ -215,7 +234,8 @@ def test_diagnose_command_writes_the_tables_and_refuses_bad_input(chifflet, tmp_
     for args, needle in (([tasks, "--platform-dir", d / "platform"], "--b"),
                          ([bad], "bad.csv"),
                          ([tasks, "--transfers", tmp_path / "none.csv"], "none.csv"),
-                         ([tasks, "--platform-dir", d, "--b", 960], "summary.json")):
+                         ([tasks, "--platform-dir", d, "--b", 960], "summary.json"),
+                         ([tasks, "--result", bad], "cpu_workers_by_rank")):
         proc = run_cli("diagnose", *args, "--out", tmp_path / "never")
         assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
         assert needle in proc.stderr and not (tmp_path / "never").exists()

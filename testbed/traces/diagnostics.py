@@ -16,9 +16,10 @@ traced run spent its time on, as tidy tables (StarVZ's split: tables here, figur
   machine type against the run's makespan. The area bound is the optimum of the linear program
   "every worker busy, nothing else": tasks of each kind split (fractionally) over the node's
   resource classes that ran that kind (its CPU workers as one class, each GPU as its own), each
-  class's load (Σ tasks × time per task / workers) ≤ T, minimise T. A node's workers are its
-  machine type's as the trace shows them (the most CPU workers any node of the type ran tasks on,
-  every GPU any used: a worker that ran nothing is not in a trace). Dependencies, transfers and
+  class's load (Σ tasks × time per task / workers) ≤ T, minimise T. A node's CPU workers are the
+  run's (`--result`: numasim's `cpu_workers_by_rank`), else its machine type's as the trace shows
+  them (the most any node of the type ran tasks on: a worker that ran nothing is not in a trace);
+  its GPUs every GPU any node of the type used; `workers_from` says which. Dependencies, transfers and
   the scheduler are left out, so the makespan is ≥ it. Computed twice: with the perf models'
   mean times (`bound_model_s`, the StarPU history models numasim samples from; needs
   `--platform-dir` and `--b`) and with the trace's own mean durations per machine type x class
@@ -62,7 +63,7 @@ STATE_COLUMNS = ["ResourceId", "Start", "End", "Value"]
 TABLES = ["kernels.csv", "bound.csv", "bound_summary.csv", "copies.csv", "overheads.csv"]
 KERNEL_COLUMNS = ["run", "machine", "worker_type", "worker", "numa", "device_numa", "kind", "tasks", "median_s",
                   "q1_s", "q3_s", "iqr_s", "mean_s", "starvz_threshold_s", "outliers", "outlier_share"]
-BOUND_COLUMNS = ["run", "node", "machine", "tasks", "cpu_workers", "gpus", "end_s", "busy_s", "bound_model_s",
+BOUND_COLUMNS = ["run", "node", "machine", "tasks", "cpu_workers", "workers_from", "gpus", "end_s", "busy_s", "bound_model_s",
                  "bound_trace_s", "end_over_bound_model", "end_over_bound_trace"]
 SUMMARY_COLUMNS = ["run", "machine", "nodes", "makespan_s", "last_end_s", "bound_model_s", "bound_trace_s",
                    "makespan_over_bound_model", "makespan_over_bound_trace", "busy_fraction"]
@@ -142,6 +143,21 @@ def gpu_numa_nodes(platform_dir: Path) -> dict[tuple[str, str], int]:
         raise InputError(summary, "machines", f"the platform's machine descriptions (testbed platform; {err})") from None
     return {(name, f"gpu{j}"): g.numa_node for name, path in machines.items()
             for j, g in enumerate(load_machine(path).gpus)}
+
+
+def read_result_workers(path: str | Path | None) -> list[int] | None:
+    """`cpu_workers_by_rank` of a run's JSON output (testbed simulate, numasim); None without a path."""
+    if path is None:
+        return None
+    try:
+        counts = json.loads(Path(path).read_text())["cpu_workers_by_rank"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise InputError(path, "cpu_workers_by_rank", f"numasim's per-rank CPU worker counts (a run's JSON "
+                                                      f"output; {type(err).__name__})") from None
+    if not isinstance(counts, list) or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0
+                                               for c in counts):
+        raise InputError(path, "cpu_workers_by_rank", "a list of non-negative integers")
+    return counts
 
 
 def read_states(path: str | Path) -> pd.DataFrame:
@@ -228,10 +244,10 @@ def area_bound(work: dict[str, float], times: dict[tuple[str, str], float], capa
 
 
 def bound_table(tasks: pd.DataFrame, machines: dict[str, str], means: dict | None = None,
-                run: str = "") -> pd.DataFrame:
-    """Per node: its tasks, CPU workers and GPUs (its machine type's, as the trace shows them), its
-    last task end, and the area bound with the perf models' means (NaN without them) and with the
-    trace's."""
+                run: str = "", cpu_workers: dict[str, int] | None = None) -> pd.DataFrame:
+    """Per node: its tasks, CPU workers (`cpu_workers`, node -> count, from the run's own output;
+    else its machine type's as the trace shows them) and GPUs, its last task end, and the area
+    bound with the perf models' means (NaN without them) and with the trace's."""
     t = tasks.assign(machine=tasks["NodeName"].map(machines),
                      cls=[worker_class(r, w) for r, w in zip(tasks["ResourceId"], tasks["WorkerType"], strict=True)])
     # the trace's own mean per machine type x kind x class; a class runs a kind if the trace shows it
@@ -243,7 +259,7 @@ def bound_table(tasks: pd.DataFrame, machines: dict[str, str], means: dict | Non
     rows = []
     for node, g in sorted(t.groupby("NodeName"), key=lambda kv: kv[0]):
         machine = machines[node]
-        capacity = {"cpu": int(cpus.get(machine, 0))}
+        capacity = {"cpu": int(cpu_workers[node] if cpu_workers else cpus.get(machine, 0))}
         capacity.update({c: 1 for c in sorted(gpus.get(machine, []))})
         work = g["Value"].value_counts().to_dict()
         ran = {(k, r): float(v) for (m, k, r), v in trace_means.items() if m == machine}
@@ -252,6 +268,7 @@ def bound_table(tasks: pd.DataFrame, machines: dict[str, str], means: dict | Non
         b_model = area_bound(work, model, capacity) if model is not None else math.nan
         end = float(g["End"].max())
         rows.append({"run": run, "node": node, "machine": machine, "tasks": len(g), "cpu_workers": capacity["cpu"],
+                     "workers_from": "run" if cpu_workers else "trace",
                      "gpus": len(capacity) - 1, "end_s": end, "busy_s": float(g["Duration"].sum()),
                      "bound_model_s": b_model, "bound_trace_s": b_trace,
                      "end_over_bound_model": end / b_model if b_model > 0 else math.nan,
@@ -329,7 +346,10 @@ def copy_table(transfers: pd.DataFrame, run: str = "", machines: dict[str, str] 
 
 
 def overhead_table(tasks: pd.DataFrame, machines: dict[str, str], transfers: pd.DataFrame | None = None,
-                   states: pd.DataFrame | None = None, run: str = "") -> pd.DataFrame:
+                   states: pd.DataFrame | None = None, run: str = "",
+                   cpu_workers: dict[str, int] | None = None) -> pd.DataFrame:
+    """Per machine type x worker type; the CPU workers are the run's (`cpu_workers`, node -> count)
+    when given, else those in the trace."""
     span = float(tasks["End"].max())
     t = tasks.assign(machine=tasks["NodeName"].map(machines))
     copies = {}
@@ -353,6 +373,8 @@ def overhead_table(tasks: pd.DataFrame, machines: dict[str, str], transfers: pd.
     rows = []
     for (machine, wtype), g in t.groupby(["machine", "WorkerType"]):
         workers = int(g["ResourceId"].nunique())
+        if cpu_workers and wtype == "cpu":
+            workers = sum(cpu_workers[n] for n in g["NodeName"].unique())
         busy = float(g["Duration"].sum())
         rows.append({"run": run, "machine": machine, "worker_type": wtype, "workers": workers, "task_s": busy,
                      "idle_s": workers * span - busy,
@@ -365,16 +387,25 @@ def overhead_table(tasks: pd.DataFrame, machines: dict[str, str], transfers: pd.
 
 def diagnose(tasks: pd.DataFrame, transfers: pd.DataFrame | None = None, machines: dict[str, str] | None = None,
              means: dict | None = None, states: pd.DataFrame | None = None, run: str = "",
-             gpu_numa: dict[tuple[str, str], int] | None = None) -> dict[str, pd.DataFrame]:
-    """All the tables of one traced run, keyed by file name (TABLES)."""
+             gpu_numa: dict[tuple[str, str], int] | None = None,
+             cpu_workers_by_rank: list[int] | None = None) -> dict[str, pd.DataFrame]:
+    """All the tables of one traced run, keyed by file name (TABLES). `cpu_workers_by_rank` is
+    numasim's output of that name (the run's CPU workers, a trace lists only those that ran)."""
     machines = machines or {n: machine_of_node(n) for n in tasks["NodeName"].unique()}
-    bounds = bound_table(tasks, machines, means, run)
+    cpu_workers = None
+    if cpu_workers_by_rank is not None:
+        ranks = dict(zip(tasks["NodeName"], tasks["Node"].astype(int), strict=False))
+        if any(not 0 <= r < len(cpu_workers_by_rank) for r in ranks.values()):
+            raise InputError(None, "cpu_workers_by_rank", f"a count for each of the trace's ranks "
+                                                          f"(0..{max(ranks.values())}), got {len(cpu_workers_by_rank)}")
+        cpu_workers = {n: int(cpu_workers_by_rank[r]) for n, r in ranks.items()}
+    bounds = bound_table(tasks, machines, means, run, cpu_workers)
     return {
         "kernels.csv": kernel_table(tasks, machines, run, gpu_numa),
         "bound.csv": bounds,
         "bound_summary.csv": bound_summary(bounds, float(tasks["End"].max()), run),
         "copies.csv": copy_table(transfers, run, machines) if transfers is not None else pd.DataFrame(columns=COPY_COLUMNS),
-        "overheads.csv": overhead_table(tasks, machines, transfers, states, run),
+        "overheads.csv": overhead_table(tasks, machines, transfers, states, run, cpu_workers),
     }
 
 
@@ -477,6 +508,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--platform-dir", default=None,
                    help="the run's platform (testbed platform): machine types, and the perf models of the bound")
     p.add_argument("--b", type=int, default=None, help="tile size of the run (with --platform-dir: the models' entry)")
+    p.add_argument("--result", default=None,
+                   help="the run's JSON output (testbed simulate, numasim): its cpu_workers_by_rank counts the CPU "
+                        "workers that ran nothing too")
     p.add_argument("--run", default="run", help="label of the run in the tables' `run` column (default: run)")
     p.add_argument("--out", required=True, help="directory for the CSV tables and digest.md")
 
@@ -495,7 +529,7 @@ def run(args: argparse.Namespace) -> int:
     machines = node_machines(tasks, platform)
     means = model_means(platform, set(machines.values()), args.b) if platform is not None else None
     gpu_numa = gpu_numa_nodes(platform) if platform is not None else None
-    tables = diagnose(tasks, transfers, machines, means, states, args.run, gpu_numa)
+    tables = diagnose(tasks, transfers, machines, means, states, args.run, gpu_numa, read_result_workers(args.result))
     text = digest(tables)
     with atomic_members(args.out, [*TABLES, "digest.md"]) as tmp:
         write_tables(tables, tmp)
