@@ -67,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
                 machines = node_machines(tasks, pdir)
                 tables.append(diagnose(tasks, transfers, machines, model_means(pdir, set(machines.values()), 960),
                                        run=f"{name} seed {seed}", gpu_numa=gpu_numa,
-                                       cpu_workers_by_rank=result["cpu_workers_by_rank"]))
+                                       cpu_workers_by_rank=result["cpu_workers_by_rank"],
+                                       runtime_costs=result.get("runtime_costs")))
     merged = concat_runs(tables)
     text = digest(merged)
     with atomic_members(args.out, [*TABLES, "digest.md"]) as out:

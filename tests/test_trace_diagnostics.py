@@ -119,6 +119,23 @@ def test_overheads_read_thread_states_when_given():
     assert got.loc["cpu", "thread_copy_s"] == 0.25 and got.loc["cpu", "thread_alloc_s"] == 0.0
 
 
+def test_overheads_read_the_transfer_logs_thread_and_the_runs_runtime_costs():
+    """A transfer log naming the thread that ran each memcpy (`Thread`) gives the threads' copy time
+    per machine type x worker type; the run's runtime_costs add a cluster-wide row."""
+    t = tasks_frame([("a-1.cpu0", 0.0, 4.0, "gemm", 0), ("a-1.gpu0", 1.0, 2.0, "gemm", 0)])
+    transfers = pd.DataFrame({"Start": [0.0, 1.0, 2.0], "End": [0.5, 1.25, 3.0], "Bytes": [8.0, 8.0, 8.0],
+                              "Src": ["a-1.ram0", "a-1.ram1", "a-1.ram0"], "Dst": ["a-1.ram1", "a-1.ram0", "a-1.gpu0"],
+                              "Links": ["", "", ""], "Thread": ["a-1.cpu0", "a-1.gpu0", math.nan]})
+    costs = {"thread_copy_s": 0.75, "pinned_alloc_s": 0.1, "gpu_malloc_s": 0.2, "gpu_free_s": 0.3, "gpu_mallocs": 4}
+    got = overhead_table(t, {"a-1": "a"}, transfers, runtime_costs=costs).set_index(["machine", "worker_type"])
+    assert got.loc[("a", "cpu"), "thread_copy_s"] == 0.5 and got.loc[("a", "cuda"), "thread_copy_s"] == 0.25
+    assert got.loc[("a", "cpu"), "thread_alloc_s"] != got.loc[("a", "cpu"), "thread_alloc_s"]  # NaN: not traced
+    assert got.loc[("a", "cpu"), "copies_s"] == 0.75 and got.loc[("a", "cuda"), "copies_s"] == 1.0
+    cluster = got.loc[("cluster", "all")]
+    assert cluster["thread_copy_s"] == 0.75 and cluster["thread_alloc_s"] == pytest.approx(0.6)
+    assert cluster["workers"] == 2 and cluster["task_s"] == 5.0
+
+
 # ------------------------------------------------------------------ real numasim runs
 @pytest.fixture(scope="module")
 def chifflet(tmp_path_factory):
@@ -231,11 +248,14 @@ def test_diagnose_command_writes_the_tables_and_refuses_bad_input(chifflet, tmp_
     # bad input: one line naming the option or the file, exit 2, nothing written
     bad = tmp_path / "bad.csv"
     bad.write_text("ResourceId,Start,End\nx.cpu0,0,1\n")
+    bad_costs = tmp_path / "costs.json"
+    bad_costs.write_text('{"cpu_workers_by_rank": [4], "runtime_costs": {"thread_copy_s": "x"}}')
     for args, needle in (([tasks, "--platform-dir", d / "platform"], "--b"),
                          ([bad], "bad.csv"),
                          ([tasks, "--transfers", tmp_path / "none.csv"], "none.csv"),
                          ([tasks, "--platform-dir", d, "--b", 960], "summary.json"),
-                         ([tasks, "--result", bad], "cpu_workers_by_rank")):
+                         ([tasks, "--result", bad], "cpu_workers_by_rank"),
+                         ([tasks, "--result", bad_costs], "runtime_costs")):
         proc = run_cli("diagnose", *args, "--out", tmp_path / "never")
         assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
         assert needle in proc.stderr and not (tmp_path / "never").exists()

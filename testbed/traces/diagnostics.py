@@ -34,8 +34,10 @@ traced run spent its time on, as tidy tables (StarVZ's split: tables here, figur
   time their threads spent copying (StarPU's `DriverCopy`, `DriverCopyAsync` states) and allocating
   or freeing (`Allocating`, `AllocatingReuse`, `Freeing`; src/debug/traces/starpu_paje.c memory-node
   states), read from a thread-state table (`--states`: StarVZ's paje.worker_state columns
-  ResourceId, Start, End, Value) when the engine writes one; empty (NaN) otherwise, and
-  `thread_states` says so. `copies_s` is what the transfer log does say: the summed duration of
+  ResourceId, Start, End, Value) when the engine writes one, else the copies from the transfer
+  log's `Thread` column (the worker whose thread ran a memcpy) when it has one; empty (NaN)
+  otherwise, and `thread_states` says which. With `--result` holding numasim's `runtime_costs`
+  (the cluster's thread_copy_s, pinned_alloc_s, gpu_malloc_s, gpu_free_s) a row `cluster`, `all`. `copies_s` is what the transfer log does say: the summed duration of
   the copies into or out of the machine type's GPUs (on `cuda` rows: their drivers issue them) and
   of its RAM-to-RAM copies (on `cpu` rows: StarPU has a CPU worker or a CUDA driver memcpy them).
 """
@@ -52,7 +54,15 @@ import numpy as np
 import pandas as pd
 
 from testbed.common.errors import InputError
-from testbed.traces.traces import _check_columns, _check_numbers, _read_csv, read_tasks, read_transfers
+from testbed.traces.traces import (
+    _check_columns,
+    _check_numbers,
+    _read_csv,
+    node_name,
+    read_tasks,
+    read_transfers,
+    worker_type,
+)
 from testbed.traces.utilisation import link_class
 
 #: StarPU's state names (src/debug/traces/starpu_paje.c, memory-node states "MS") counted as copies
@@ -145,19 +155,25 @@ def gpu_numa_nodes(platform_dir: Path) -> dict[tuple[str, str], int]:
             for j, g in enumerate(load_machine(path).gpus)}
 
 
-def read_result_workers(path: str | Path | None) -> list[int] | None:
-    """`cpu_workers_by_rank` of a run's JSON output (testbed simulate, numasim); None without a path."""
+def read_result(path: str | Path | None) -> tuple[list[int] | None, dict | None]:
+    """(`cpu_workers_by_rank`, `runtime_costs` or None) of a run's JSON output (testbed simulate,
+    numasim); (None, None) without a path."""
     if path is None:
-        return None
+        return None, None
     try:
-        counts = json.loads(Path(path).read_text())["cpu_workers_by_rank"]
+        result = json.loads(Path(path).read_text())
+        counts = result["cpu_workers_by_rank"]
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise InputError(path, "cpu_workers_by_rank", f"numasim's per-rank CPU worker counts (a run's JSON "
                                                       f"output; {type(err).__name__})") from None
     if not isinstance(counts, list) or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0
                                                for c in counts):
         raise InputError(path, "cpu_workers_by_rank", "a list of non-negative integers")
-    return counts
+    costs = result.get("runtime_costs")
+    if costs is not None and not (isinstance(costs, dict) and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in costs.values())):
+        raise InputError(path, "runtime_costs", "an object of numbers (numasim's summary)")
+    return counts, costs
 
 
 def read_states(path: str | Path) -> pd.DataFrame:
@@ -346,10 +362,13 @@ def copy_table(transfers: pd.DataFrame, run: str = "", machines: dict[str, str] 
 
 
 def overhead_table(tasks: pd.DataFrame, machines: dict[str, str], transfers: pd.DataFrame | None = None,
-                   states: pd.DataFrame | None = None, run: str = "",
-                   cpu_workers: dict[str, int] | None = None) -> pd.DataFrame:
+                   states: pd.DataFrame | None = None, run: str = "", cpu_workers: dict[str, int] | None = None,
+                   runtime_costs: dict | None = None) -> pd.DataFrame:
     """Per machine type x worker type; the CPU workers are the run's (`cpu_workers`, node -> count)
-    when given, else those in the trace."""
+    when given, else those in the trace. Threads' copy time from the thread states, else from the
+    transfer log's `Thread` column (the worker whose thread ran a memcpy) when it has one; with the
+    run's `runtime_costs` (numasim's summary: thread_copy_s, pinned_alloc_s, gpu_malloc_s,
+    gpu_free_s, the whole cluster's) one more row, machine `cluster`, worker type `all`."""
     span = float(tasks["End"].max())
     t = tasks.assign(machine=tasks["NodeName"].map(machines))
     copies = {}
@@ -362,7 +381,17 @@ def overhead_table(tasks: pd.DataFrame, machines: dict[str, str], transfers: pd.
         for (m, g), d in tr.groupby([node.map(lambda n: machines.get(n, machine_of_node(n))), gpu])["dur"]:
             copies[(m, "cuda" if g else "cpu")] = float(d.sum())
     by_worker = {}
+    source = "not traced (the engine writes no thread states)"
+    threads = transfers is not None and "Thread" in transfers.columns
+    if threads and states is None:
+        source = "copies: the transfer log's Thread; allocations: not traced"
+        th = transfers[transfers["Thread"].notna() & (transfers["Thread"].astype(str).str.strip() != "")]
+        for rid, d in (th["End"] - th["Start"]).groupby(th["Thread"].astype(str)):
+            node = node_name(rid)
+            key = (machines.get(node, machine_of_node(node)), worker_type(rid), "copy")
+            by_worker[key] = by_worker.get(key, 0.0) + float(d.sum())
     if states is not None:
+        source = "thread states"
         known = dict(zip(t["ResourceId"], zip(t["machine"], t["WorkerType"], strict=True), strict=False))
         s = states[states["ResourceId"].isin(known)]
         for (rid, value), d in (s["End"] - s["Start"]).groupby([s["ResourceId"], s["Value"]]):
@@ -370,6 +399,7 @@ def overhead_table(tasks: pd.DataFrame, machines: dict[str, str], transfers: pd.
             if what:
                 key = (*known[rid], what)
                 by_worker[key] = by_worker.get(key, 0.0) + float(d.sum())
+    known_copy = states is not None or threads
     rows = []
     for (machine, wtype), g in t.groupby(["machine", "WorkerType"]):
         workers = int(g["ResourceId"].nunique())
@@ -379,16 +409,26 @@ def overhead_table(tasks: pd.DataFrame, machines: dict[str, str], transfers: pd.
         rows.append({"run": run, "machine": machine, "worker_type": wtype, "workers": workers, "task_s": busy,
                      "idle_s": workers * span - busy,
                      "copies_s": copies.get((machine, wtype), 0.0 if transfers is not None else math.nan),
-                     "thread_copy_s": by_worker.get((machine, wtype, "copy"), 0.0) if states is not None else math.nan,
+                     "thread_copy_s": by_worker.get((machine, wtype, "copy"), 0.0) if known_copy else math.nan,
                      "thread_alloc_s": by_worker.get((machine, wtype, "alloc"), 0.0) if states is not None else math.nan,
-                     "thread_states": "read" if states is not None else "not traced (the engine writes no thread states)"})
+                     "thread_states": source})
+    if runtime_costs:
+        workers = sum(r["workers"] for r in rows)
+        busy = float(t["Duration"].sum())
+        rc = {k: float(runtime_costs.get(k, math.nan)) for k in ("thread_copy_s", "pinned_alloc_s", "gpu_malloc_s",
+                                                                   "gpu_free_s")}
+        rows.append({"run": run, "machine": "cluster", "worker_type": "all", "workers": workers, "task_s": busy,
+                     "idle_s": workers * span - busy, "copies_s": sum(copies.values()) if copies else math.nan,
+                     "thread_copy_s": rc["thread_copy_s"],
+                     "thread_alloc_s": rc["pinned_alloc_s"] + rc["gpu_malloc_s"] + rc["gpu_free_s"],
+                     "thread_states": "the run's runtime_costs (pinned, cudaMalloc, cudaFree calls)"})
     return pd.DataFrame(rows, columns=OVERHEAD_COLUMNS)
 
 
 def diagnose(tasks: pd.DataFrame, transfers: pd.DataFrame | None = None, machines: dict[str, str] | None = None,
              means: dict | None = None, states: pd.DataFrame | None = None, run: str = "",
              gpu_numa: dict[tuple[str, str], int] | None = None,
-             cpu_workers_by_rank: list[int] | None = None) -> dict[str, pd.DataFrame]:
+             cpu_workers_by_rank: list[int] | None = None, runtime_costs: dict | None = None) -> dict[str, pd.DataFrame]:
     """All the tables of one traced run, keyed by file name (TABLES). `cpu_workers_by_rank` is
     numasim's output of that name (the run's CPU workers, a trace lists only those that ran)."""
     machines = machines or {n: machine_of_node(n) for n in tasks["NodeName"].unique()}
@@ -405,7 +445,7 @@ def diagnose(tasks: pd.DataFrame, transfers: pd.DataFrame | None = None, machine
         "bound.csv": bounds,
         "bound_summary.csv": bound_summary(bounds, float(tasks["End"].max()), run),
         "copies.csv": copy_table(transfers, run, machines) if transfers is not None else pd.DataFrame(columns=COPY_COLUMNS),
-        "overheads.csv": overhead_table(tasks, machines, transfers, states, run, cpu_workers),
+        "overheads.csv": overhead_table(tasks, machines, transfers, states, run, cpu_workers, runtime_costs),
     }
 
 
@@ -529,7 +569,7 @@ def run(args: argparse.Namespace) -> int:
     machines = node_machines(tasks, platform)
     means = model_means(platform, set(machines.values()), args.b) if platform is not None else None
     gpu_numa = gpu_numa_nodes(platform) if platform is not None else None
-    tables = diagnose(tasks, transfers, machines, means, states, args.run, gpu_numa, read_result_workers(args.result))
+    tables = diagnose(tasks, transfers, machines, means, states, args.run, gpu_numa, *read_result(args.result))
     text = digest(tables)
     with atomic_members(args.out, [*TABLES, "digest.md"]) as tmp:
         write_tables(tables, tmp)

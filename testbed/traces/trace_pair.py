@@ -120,7 +120,8 @@ def run(args: argparse.Namespace) -> int:
             means = model_means(platform_dir, set(machines.values()), int(row["b"])) if platform_dir else None
             gpu_numa = gpu_numa_nodes(platform_dir) if platform_dir else None
             diagnostics.append(diagnose(tasks, transfers, machines, means, run=run_label, gpu_numa=gpu_numa,
-                                        cpu_workers_by_rank=result.get("cpu_workers_by_rank")))
+                                        cpu_workers_by_rank=result.get("cpu_workers_by_rank"),
+                                        runtime_costs=result.get("runtime_costs")))
         names = (f"all default (seed {default_row['seed']})",
                  f"best: {label(best_row, factors)} (seed {best_row['seed']})")
         tables = concat_runs(diagnostics)
