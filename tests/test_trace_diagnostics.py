@@ -27,6 +27,7 @@ from testbed.traces.diagnostics import (
     kernel_table,
     model_means,
     overhead_table,
+    plot_diagnostics,
     starvz_outliers,
     write_tables,
 )
@@ -238,7 +239,8 @@ def test_diagnose_command_writes_the_tables_and_refuses_bad_input(chifflet, tmp_
     proc = run_cli("diagnose", tasks, "--transfers", transfers, "--platform-dir", d / "platform", "--b", 960,
                    "--result", d / "A=1.json", "--run", "A=1", "--out", out)
     assert proc.returncode == 0, proc.stderr
-    assert {p.name for p in out.iterdir()} == {*TABLES, "digest.md"}
+    assert {p.name for p in out.iterdir()} == {*TABLES, "digest.md", "diagnostics.png"}
+    assert (out / "diagnostics.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "chifflet" in proc.stdout and "RAM->GPU" in proc.stdout
     for name in TABLES:
         assert set(pd.read_csv(out / name)["run"]) == {"A=1"}
@@ -276,7 +278,9 @@ def test_report_shows_the_diagnostics_digest(chifflet, tmp_path):
     merged = concat_runs(tables)
     write_tables(merged, traces / "diagnostics")
     (traces / "diagnostics" / "digest.md").write_text(digest(merged))
+    plot_diagnostics(merged, traces / "diagnostics" / "diagnostics.png")
     section = trace_section("exp", traces, tmp_path)
     assert "| machine | default | A=1 |" in section.markdown and "area bound" in section.markdown
     assert section.html.count("<table") == 4 and "chifflet: RAM-&gt;GPU, one socket" in section.html
     assert "chifflet gpu1" in section.html
+    assert section.html.count("data:image/png;base64,") == 1 and "![diagnostics](" in section.markdown

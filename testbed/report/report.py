@@ -380,6 +380,16 @@ def trace_section(name: str, traces: Path, report_dir: Path) -> Section:
         page.append(f"<p>{html.escape(head)}</p>" + "".join(
             _html_table(_md_table(block)) if block.lstrip().startswith("|") else f"<p>{html.escape(block)}</p>"
             for block in re.split(r"\n\n+", text.strip())))
+        fig = traces / "diagnostics" / "diagnostics.png"
+        if fig.is_file():
+            caption = ("the same, drawn: dgemm median and Q1–Q3 per machine type, CPU NUMA node (N0, N1) and GPU, "
+                       "one colour per run, labelled with the share StarVZ flags; copies' actual / estimated "
+                       "duration (median, 10–90 %; below 1: faster than the scheduler assumed); makespan over "
+                       "the area bound per machine type.")
+            md.append(f"![diagnostics]({os.path.relpath(fig, report_dir)})\n\n{caption}\n")
+            data = base64.b64encode(fig.read_bytes()).decode("ascii")
+            page.append(f"<figure><img alt=\"diagnostics\" src=\"data:image/png;base64,{data}\"/>"
+                        f"<figcaption>{html.escape(caption)}</figcaption></figure>")
     for stem, caption in TRACE_CAPTIONS.items():
         fig = traces / f"{stem}.png"
         if not fig.is_file():

@@ -539,6 +539,91 @@ def digest(tables: dict[str, pd.DataFrame]) -> str:
     return "\n".join(parts)
 
 
+# ------------------------------------------------------------------ figure (from the tables only)
+def plot_diagnostics(tables: dict[str, pd.DataFrame], path: Path) -> Path:
+    """Three panels, one colour per run: dgemm median and IQR per machine type x worker (CPU per
+    NUMA node, each GPU) with StarVZ's outlier share; copies' actual / estimate (median, p10-p90)
+    per machine type x class; makespan / area bound per machine type."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = list(dict.fromkeys(tables["bound_summary.csv"]["run"]))
+    colours = {r: plt.get_cmap("tab10")(i % 10) for i, r in enumerate(runs)}
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), gridspec_kw={"width_ratios": [3, 3, 1.4]})
+    width = 0.8 / max(1, len(runs))
+    k = tables["kernels.csv"]
+    gemm = k[k["kind"] == "gemm"]
+    groups = sorted(set(zip(gemm["machine"], gemm["worker"], gemm["numa"], strict=True)))
+    ax = axes[0]
+    for i, run in enumerate(runs):
+        for j, (machine, worker, numa) in enumerate(groups):
+            x = gemm[(gemm["run"] == run) & (gemm["machine"] == machine) & (gemm["worker"] == worker)
+                     & (gemm["numa"] == numa)]
+            if x.empty:
+                continue
+            x = x.iloc[0]
+            pos = j + (i - (len(runs) - 1) / 2) * width
+            ax.errorbar(pos, 1e3 * x["median_s"], yerr=[[1e3 * (x["median_s"] - x["q1_s"])],
+                                                      [1e3 * (x["q3_s"] - x["median_s"])]],
+                        fmt="o", color=colours[run], capsize=3, label=run if j == 0 else None)
+            ax.annotate(f"{x['outlier_share']:.1%}", (pos, 1e3 * x["q3_s"]), xytext=(0, 3),
+                        textcoords="offset points", ha="center", fontsize=6, color=colours[run])
+    def tick(m: str, w: str, n: int) -> str:
+        dev = gemm.loc[(gemm["machine"] == m) & (gemm["worker"] == w), "device_numa"].dropna()
+        if w == "cpu":
+            return f"{m}\ncpu N{n}"
+        return f"{m}\n{w} on N{int(dev.iloc[0])}\ndriver N{n}" if len(dev) else f"{m}\n{w}\ndriver N{n}"
+
+    ax.set_xticks(range(len(groups)), [tick(*g) for g in groups], fontsize=7)
+    ax.set_yscale("log")
+    ax.set_ylabel("dgemm duration (ms): median, Q1-Q3")
+    ax.set_title("dgemm per NUMA node and GPU (label: share StarVZ flags)", fontsize=9)
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3, axis="y")
+    c = tables["copies.csv"]
+    c = c[c["actual_over_estimate_median"].notna()]
+    classes = sorted(set(zip(c["machine"], c["copy_class"], strict=True)))
+    ax = axes[1]
+    for i, run in enumerate(runs):
+        for j, (machine, cls) in enumerate(classes):
+            x = c[(c["run"] == run) & (c["machine"] == machine) & (c["copy_class"] == cls)]
+            if x.empty:
+                continue
+            x = x.iloc[0]
+            med = x["actual_over_estimate_median"]
+            ax.errorbar(j + (i - (len(runs) - 1) / 2) * width, med,
+                        yerr=[[med - x["actual_over_estimate_p10"]], [x["actual_over_estimate_p90"] - med]],
+                        fmt="s", color=colours[run], capsize=3)
+    ax.axhline(1.0, color="grey", linewidth=0.8)
+    ax.set_xticks(range(len(classes)), [f"{m}\n{cl}".replace(", ", "\n") for m, cl in classes], fontsize=6)
+    ax.set_yscale("log")
+    ax.set_ylabel("actual / scheduler estimate: median, p10-p90")
+    ax.set_title("copies against the estimate STARPU_SCHED_BETA scales", fontsize=9)
+    ax.grid(alpha=0.3, axis="y")
+    b = tables["bound_summary.csv"]
+    machines = sorted(set(b["machine"]))
+    ax = axes[2]
+    for i, run in enumerate(runs):
+        for j, machine in enumerate(machines):
+            x = b[(b["run"] == run) & (b["machine"] == machine)]
+            if not x.empty:
+                ratio = x["makespan_over_bound_model"].iloc[0]
+                if not math.isfinite(ratio):
+                    ratio = x["makespan_over_bound_trace"].iloc[0]
+                ax.bar(j + (i - (len(runs) - 1) / 2) * width, ratio, width, color=colours[run])
+    ax.axhline(1.0, color="grey", linewidth=0.8)
+    ax.set_xticks(range(len(machines)), machines, fontsize=8)
+    ax.set_ylabel("makespan / area bound")
+    ax.set_title("room above the area bound", fontsize=9)
+    ax.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
 # ------------------------------------------------------------------ command
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("trace", help="task trace CSV (testbed simulate --trace)")
@@ -571,8 +656,9 @@ def run(args: argparse.Namespace) -> int:
     gpu_numa = gpu_numa_nodes(platform) if platform is not None else None
     tables = diagnose(tasks, transfers, machines, means, states, args.run, gpu_numa, *read_result(args.result))
     text = digest(tables)
-    with atomic_members(args.out, [*TABLES, "digest.md"]) as tmp:
+    with atomic_members(args.out, [*TABLES, "digest.md", "diagnostics.png"]) as tmp:
         write_tables(tables, tmp)
         (tmp / "digest.md").write_text(text)
+        plot_diagnostics(tables, tmp / "diagnostics.png")
     print(text, end="")
     return 0

@@ -34,6 +34,7 @@ from testbed.traces.diagnostics import (
     gpu_numa_nodes,
     model_means,
     node_machines,
+    plot_diagnostics,
     write_tables,
 )
 from testbed.traces.traces import read_tasks, read_transfers
@@ -127,7 +128,8 @@ def run(args: argparse.Namespace) -> int:
         tables = concat_runs(diagnostics)
         out = Path(args.out)
         write_comparison(traces[0], traces[1], *names, out, labels=("all default", "best"), utilisation=usage)
-        with atomic_members(out / "diagnostics", [*TABLES, "digest.md"]) as tmp:
+        with atomic_members(out / "diagnostics", [*TABLES, "digest.md", "diagnostics.png"]) as tmp:
             write_tables(tables, tmp)
             (tmp / "digest.md").write_text(digest(tables))
+            plot_diagnostics(tables, tmp / "diagnostics.png")
     return 0
