@@ -26,6 +26,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "trace-starvz": ("testbed.traces.starvz", "a numasim task trace as StarVZ phase-1 input (worker states, entities)"),
     "compare-traces": ("testbed.traces.compare_traces", "two task traces side by side: kernel durations, idle time, plots"),
     "trace-pair": ("testbed.traces.trace_pair", "traced reruns of an experiment's all-default and best configurations, compared"),
+    "diagnose": ("testbed.traces.diagnostics", "a traced run's diagnostics: kernel durations per NUMA node and GPU, "
+                                               "area bound, copies against estimates, overheads (CSV)"),
 }
 
 

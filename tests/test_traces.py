@@ -307,6 +307,11 @@ def test_trace_pair_bad_best_is_one_line(tmp_path: Path) -> None:
                           "--out", str(tmp_path / "traces"), "--bins", "0"], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
     assert "--bins" in out.stderr and "[1, 100000]" in out.stderr and not (tmp_path / "traces").exists()
+    best.write_text('{"best": {"levels": {}}}')
+    out = subprocess.run([sys.executable, "-m", "testbed", "trace-pair", "--design", str(design), "--best", str(best),
+                          "--out", str(tmp_path / "traces"), "--extra", "Z=1"], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert "--extra" in out.stderr and "'Z'" in out.stderr and not (tmp_path / "traces").exists()
 
 
 def test_trace_pair_reruns_default_and_best_from_the_design(tmp_path: Path) -> None:
@@ -321,12 +326,20 @@ def test_trace_pair_reruns_default_and_best_from_the_design(tmp_path: Path) -> N
     best = tmp_path / "best.json"
     best.write_text(json.dumps({"best": {"levels": {"A": 1, "E": -1}}}))
     out = subprocess.run([sys.executable, "-m", "testbed", "trace-pair", "--design", str(design), "--best", str(best),
-                          "--out", str(tmp_path / "traces")], cwd=ROOT, capture_output=True, text=True)
+                          "--extra", "E=1", "--out", str(tmp_path / "traces")], cwd=ROOT, capture_output=True,
+                         text=True)
     assert out.returncode == 0, out.stderr
-    assert "default (A- E-" in out.stderr and "best (A+ E-" in out.stderr
+    assert "default (A- E-" in out.stderr and "best (A+ E-" in out.stderr and "default, E=+1 (A- E+" in out.stderr
     assert {p.name for p in (tmp_path / "traces").iterdir()} == {".testbed-files",
         "compare.md", "compare.json", "durations-by-worker.png", "space-time.png", "utilisation.csv",
-        "utilisation.png"}
+        "utilisation.png", "diagnostics"}
+    # the diagnostics of the three runs, one `run` column (testbed/traces/diagnostics.py)
+    diag = tmp_path / "traces" / "diagnostics"
+    kernels = pd.read_csv(diag / "kernels.csv")
+    assert set(kernels["run"]) == {"all default", "best", "default, E=+1"}
+    bound = pd.read_csv(diag / "bound_summary.csv")
+    assert (bound["makespan_over_bound_trace"] >= 1).all() and set(bound["machine"]) == {"chifflet"}
+    assert "default, E=+1" in (diag / "digest.md").read_text()
     usage = pd.read_csv(tmp_path / "traces" / "utilisation.csv")
     assert set(usage["run"]) == {"all default", "best"} and (usage.groupby("run")["time_s"].nunique() == 100).all()
     busy = usage[usage["metric"] == "busy_fraction"]

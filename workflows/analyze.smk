@@ -68,10 +68,11 @@ rule trace_pair:
         platform=lambda wildcards, input: (
             f"--platform-dir {input.platform}" if input.platform else ""
         ),
+        extra=" ".join(f"--extra {x}" for x in config["report"].get("traced_extra", ["A=1"])),
     conda:
         "envs/testbed.yaml"
     log:
         "results/{experiment}/logs/trace_pair.log",
     shell:
         "testbed trace-pair --design {input.design} --best {input.best} {params.platform} "
-        "--out {output} > {log} 2>&1"
+        "{params.extra} --out {output} > {log} 2>&1"
