@@ -239,7 +239,7 @@ def test_diagnose_command_writes_the_tables_and_refuses_bad_input(chifflet, tmp_
     proc = run_cli("diagnose", tasks, "--transfers", transfers, "--platform-dir", d / "platform", "--b", 960,
                    "--result", d / "A=1.json", "--run", "A=1", "--out", out)
     assert proc.returncode == 0, proc.stderr
-    assert {p.name for p in out.iterdir()} == {*TABLES, "digest.md", "diagnostics.png"}
+    assert {p.name for p in out.iterdir()} == {*TABLES, "digest.md", "diagnostics.png", ".testbed-files"}
     assert (out / "diagnostics.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "chifflet" in proc.stdout and "RAM->GPU" in proc.stdout
     for name in TABLES:

@@ -642,7 +642,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from testbed.common.atomic import atomic_members
+    from testbed.common.outputs import Out, check_distinct
 
+    check_distinct([("TRACE", args.trace), ("--transfers", args.transfers), ("--states", args.states),
+                    ("--result", args.result), ("--platform-dir", args.platform_dir)],
+                   [Out("--out", args.out, "members", (*TABLES, "digest.md", "diagnostics.png"))])
     if args.platform_dir is not None and args.b is None:
         raise InputError(None, "--b", "the run's tile size with --platform-dir (the perf models' entry)")
     if args.b is not None and args.b <= 0:
