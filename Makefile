@@ -15,7 +15,7 @@ run: setup build
 sensitivity: setup build
 	snakemake --cores $(CORES) sensitivity
 
-# Issue 13's speed figures in one run (bench/RESULTS.md; ~2 min on this 2-core machine, quiet):
+# The speed figures in one run (bench/RESULTS.md; ~2 min on this 2-core machine, quiet):
 # study scale with both mappings, cost growth with tiles and nodes, testbed simulate's overhead
 # and StarPU-SimGrid at 20² and 40². JSON under bench/results/. The campaign's own time is
 # `snakemake --cores 2 all --config scale=study` (about an hour; bench/data/campaign-study/).
@@ -46,8 +46,8 @@ build-lu:
 test-cpp:
 	@cd $(BUILD)/simulator && if [ -x numasim_tests ]; then ctest --output-on-failure; else echo "no C++ tests built"; fi
 
-# numasim's C++ tests again under AddressSanitizer and UndefinedBehaviorSanitizer (issue 19: the
-# heap overflow and the signed overflow found by hand were of this kind), in a build directory of
+# numasim's C++ tests again under AddressSanitizer and UndefinedBehaviorSanitizer (a heap overflow
+# and a signed overflow found by hand were of this kind), in a build directory of
 # its own; only numasim_tests is built there. UBSan findings are fatal. SimGrid switches actor
 # stacks by hand: ASan warns once about it, and detect_stack_use_after_return must be off.
 # tcmalloc is left out (it replaces the allocator ASan instruments).

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Per-run Python overhead of a campaign batch (issue 11: at most 0.05 s per run).
+"""Per-run Python overhead of a campaign batch (target: at most 0.05 s per run).
 
 One batch of the embedded default experiment (g5k-lille-21, 30 x 30 tiles of b = 960, numasim,
 a slice of its design: --runs rows), run the way Snakemake runs it (`testbed.run.campaign.run_batch`,

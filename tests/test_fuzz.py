@@ -1,4 +1,4 @@
-"""Bounded, deterministic fuzzing of the input boundaries (issue 19): machine and cluster YAML
+"""Bounded, deterministic fuzzing of the input boundaries: machine and cluster YAML
 (`testbed platform`, then a run on what it wrote), StarPU perf-model files (both readers:
 testbed.starpu.perfmodel_files and numasim through `testbed simulate`), numasim's run JSON, and
 runs.csv (`testbed analyze`).
@@ -254,7 +254,7 @@ def test_machine_and_cluster_yaml(tmp_path):
                 ET.parse(out / "numasim.xml")
             except (OSError, ET.ParseError) as e:
                 return f"exit 0 but no valid numasim.xml: {e}"
-            # What the platform says must also run (issue 19: numasim aborted later on such values).
+            # What the platform says must also run (numasim once aborted later on such values).
             rc2, out2, err2 = cli(["simulate", "--engine", "numasim", "--cluster", str(d / "c.yaml"),
                                    "--platform-dir", str(out), "--n", "1920", "--b", "960"])
             problem = verdict(rc2, err2, lambda: simulate_ok(out2))

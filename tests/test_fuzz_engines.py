@@ -1,8 +1,7 @@
-"""Bad input fed to the two engines that run the real StarPU (issue 19: "bad inputs also fed to the
-starpu-simgrid and real engines"): StarPU-SimGrid reads the perf models, the bus files, the SMPI
-platform and hostfile of `testbed platform`'s output itself, and apps/lu (both builds) reads
-StarPU's variables and the tile-distribution file. Whatever the damage, the contract of
-tests/test_fuzz.py holds: exit 0 with a finite positive makespan, or exit 2 with at most 3 lines
+"""Bad input fed to the two engines that run the real StarPU: StarPU-SimGrid reads the perf
+models, the bus files, the SMPI platform and hostfile of `testbed platform`'s output itself, and
+apps/lu (both builds) reads StarPU's variables and the tile-distribution file. Whatever the
+damage, the contract of tests/test_fuzz.py holds: exit 0 with a finite positive makespan, or exit 2 with at most 3 lines
 starting with "error: " - never a signal, a traceback, exit 1 or a hang.
 
 Deterministic (fixed seed); `FUZZ_ONLY=<target>:<case>` replays one case, `FUZZ_SCALE` scales the

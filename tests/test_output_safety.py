@@ -1,6 +1,6 @@
 """Outputs never destroy what they did not write, and a failed write leaves nothing behind.
 
-Issue 19's data-loss cases, each reproduced: `--out` onto a directory or a file that another
+The data-loss cases once found, each reproduced: `--out` onto a directory or a file that another
 command (or the user) wrote is refused and left intact; a rerun replaces its own output; a full
 disk or a read-only file system is one line, exit 1, with the previous output intact and no
 temporary file left (Python writers and numasim). The full disk is a small tmpfs mounted here
@@ -113,7 +113,7 @@ def fill(fs: Path) -> None:
 
 # ------------------------------------------------------------------ --out never replaces what it did not write
 def test_platform_out_onto_a_results_dir_is_refused(tmp_path: Path, capsys) -> None:
-    """Issue 19: `platform --cluster chifflet-1 --out results` deleted runs.csv and the batch tables."""
+    """`platform --cluster chifflet-1 --out results` deleted runs.csv and the batch tables."""
     results = results_dir(tmp_path)
     before = snapshot(results)
     assert main([*PLATFORM, str(results)]) == 2
@@ -180,7 +180,7 @@ def test_machine_yaml_out_replaces_only_a_generated_file(tmp_path: Path, capsys)
 
 
 def test_report_writes_inside_and_keeps_unrelated_files(tmp_path: Path, experiment: Path, capsys) -> None:
-    """Issue 19: `report --out DIR` deleted the other files of DIR."""
+    """`report --out DIR` deleted the other files of DIR."""
     out = results_dir(tmp_path)
     before = snapshot(out)
     for _ in range(2):
@@ -196,7 +196,7 @@ def test_report_writes_inside_and_keeps_unrelated_files(tmp_path: Path, experime
 
 
 def test_analyze_figures_into_an_unrelated_dir_is_refused(tmp_path: Path, experiment: Path, capsys) -> None:
-    """Issue 19: `analyze --figures DIR` deleted the other files of DIR."""
+    """`analyze --figures DIR` deleted the other files of DIR."""
     runs = experiment / "runs.csv"
     mine = tmp_path / "pictures"
     mine.mkdir()
@@ -321,7 +321,7 @@ def numasim(*args: str, stdout=subprocess.PIPE) -> subprocess.CompletedProcess:
 
 @needs_numasim
 def test_numasim_out_on_a_full_disk(small_fs, tmp_path: Path) -> None:
-    """Issue 19: `numasim --out` on a full disk wrote a 0-byte summary and exited 0."""
+    """`numasim --out` on a full disk wrote a 0-byte summary and exited 0."""
     run = run_description(tmp_path)
     fs = small_fs("256k")
     summary = fs / "summary.json"

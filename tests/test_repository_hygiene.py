@@ -1,5 +1,5 @@
 """What a fresh clone needs to read the repository: no path of the machine that wrote a file, and
-every reference note a committed file cites is in the repository (issue 11)."""
+every reference note a committed file cites is in the repository; no work diary in the project's files."""
 
 from __future__ import annotations
 
@@ -41,3 +41,21 @@ def test_cited_reference_notes_exist() -> None:
     assert cited, "no citation found: the pattern is wrong"
     missing = sorted(c for c in cited if not (ROOT / c).is_file())
     assert missing == [], missing
+
+
+#: where the project's history may be told: the measurements as they were made, the change log
+HISTORY_FILES = ("bench/RESULTS.md", "CHANGELOG.md", "LICENSE")
+#: "session" in the senses a reader meets outside this project's history (a batch scheduler's or a
+#: shell's session) may stay
+OTHER_SESSIONS = re.compile(r"(OAR|SLURM|MPI|ssh|SSH|login|interactive|tmux|screen|user|X11) sessions?\b")
+
+
+def test_no_work_diary_outside_the_history() -> None:
+    """README, docs, code and tests name behaviours, not the tracker's issue numbers or the work
+    sessions that produced them (an issue tracker is not in the repository); the history lives in
+    bench/RESULTS.md's History and CHANGELOG.md."""
+    pattern = r"\bsessions?\b|\bissues? #?[0-9]"
+    excluded = [*HISTORY_FILES, "tests/test_repository_hygiene.py"]  # this file names the words
+    hits = git_grep("-i", "-E", pattern, "--", ".", *[f":!{f}" for f in excluded])
+    hits = [h for h in hits if not OTHER_SESSIONS.search(h)]
+    assert hits == [], "\n".join(hits)
