@@ -78,12 +78,12 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="campaign-overhead-") as tmp:
         design = read_design(design_slice(args.runs, Path(tmp)))
         cluster, b = design["cluster"].iloc[0], int(design["b"].iloc[0])
-        run_batch(design, 0, None, progress=open(os.devnull, "w"))  # warm-up (caches, page cache)
+        run_batch(design, 0, None)  # warm-up (caches, page cache)
         per_run, batch_walls, alone_walls = [], [], []
         for _ in range(args.reps):
             with ProcessTimer(numasim) as timer:
                 t0 = time.perf_counter()
-                run_batch(design, 0, None, progress=open(os.devnull, "w"))
+                run_batch(design, 0, None)
                 batch = time.perf_counter() - t0
             batch_walls.append(batch)
             alone_walls.append(timer.total)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import logging
 import math
 from pathlib import Path
 
@@ -35,6 +36,8 @@ from testbed.analyze.diagnostics import (
 from testbed.analyze.runs_table import check_one_design, factor_columns, read_runs
 from testbed.common.atomic import atomic_dir, atomic_members, check_output_dir
 from testbed.common.errors import InputError
+
+log = logging.getLogger(__name__)
 
 RESPONSE = "makespan_s"
 #: Figures of the plots step (a figure directory written before markers existed holds only these).
@@ -493,11 +496,11 @@ def run(args: argparse.Namespace) -> int:
                          legacy=FIGURE_NAMES)
     if args.stage in ("all", "tables"):
         facts = write_tables(args.runs, out, args.p_max, args.min_variance, args.pool)
-        print(f"analyze: {facts['n_runs']} runs, {len(facts['factors'])} factors, R² = {facts['r2']:.4f} -> {out}")
+        log.info(f"analyze: {facts['n_runs']} runs, {len(facts['factors'])} factors, R² = {facts['r2']:.4f} -> {out}")
     if args.stage in ("all", "plots"):
         facts = json.loads((out / "model.json").read_text()) if (out / "model.json").exists() else {"factors": []}
         subsets = parse_subsets(args.boxplot) or [facts["factors"][:1] or ["A"]]
         figures = write_plots(out, args.runs, args.figures or out / "figures", subsets,
                               "--figures" if args.figures else "--out")
-        print(f"analyze: {len(figures)} figures -> {args.figures or out / 'figures'}")
+        log.info(f"analyze: {len(figures)} figures -> {args.figures or out / 'figures'}")
     return 0

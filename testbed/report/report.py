@@ -11,6 +11,7 @@ import argparse
 import base64
 import html
 import json
+import logging
 import math
 import os
 import re
@@ -25,6 +26,8 @@ from testbed.analyze.analyze import fmt, fmt_p, markdown_table, paper_table
 from testbed.common.atomic import atomic_members
 from testbed.common.errors import InputError
 from testbed.common.yaml_input import load_yaml
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -500,5 +503,5 @@ def run(args: argparse.Namespace) -> int:
         (tmp / "report.html").write_text(page)
         for figure, data in figures.items():
             (tmp / figure).write_bytes(data)
-    print(f"report: {out / 'report.html'}, {out / 'report.md'}")
+    log.info(f"report: {out / 'report.html'}, {out / 'report.md'}")
     return 0

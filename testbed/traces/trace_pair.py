@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
+import logging
 import tempfile
 from pathlib import Path
 
@@ -23,6 +23,8 @@ from testbed.run.simulate import simulate
 from testbed.traces.compare_traces import write_comparison
 from testbed.traces.traces import read_tasks, read_transfers
 from testbed.traces.utilisation import utilisation
+
+log = logging.getLogger(__name__)
 
 
 def pick_rows(design, factors: list[str], best: dict[str, int], where: str) -> tuple[dict, dict]:
@@ -71,8 +73,8 @@ def run(args: argparse.Namespace) -> int:
             spec.trace = Path(scratch) / f"{name}.csv"
             spec.transfers = Path(scratch) / f"{name}-transfers.csv"
             result = simulate(spec)
-            print(f"trace-pair: {name} ({label(row, factors)}, seed {row['seed']}): makespan "
-                  f"{result['makespan_s']:.3f} s", file=sys.stderr)
+            log.info(f"trace-pair: {name} ({label(row, factors)}, seed {row['seed']}): makespan "
+                     f"{result['makespan_s']:.3f} s")
             traces.append(read_tasks(spec.trace))
             usage["all default" if name == "default" else "best"] = utilisation(
                 traces[-1], read_transfers(spec.transfers), args.bins)
