@@ -128,6 +128,28 @@ def test_dry_run_of_the_embedded_default_and_the_study_scale(tmp_path: Path):
     assert jobs(study.stdout)["campaign_batch"] == 128
 
 
+def test_rules_run_the_venvs_testbed_without_an_activated_venv(tmp_path: Path):
+    """`.venv/bin/snakemake` with a PATH that lacks the venv (not activated): the rules call the
+    testbed through the interpreter snakemake runs under, not a `testbed` looked up on PATH
+    (exit status 127 in the rule before). The design rule runs for real; the dry run of `all`
+    shows every rule's command."""
+    wf = workflow_copy(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    env["PATH"] = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep)
+                                  if Path(p).resolve() != SNAKEMAKE.parent.resolve())
+    assert shutil.which("testbed", path=env["PATH"]) is None, "a testbed outside the venv is on PATH"
+    plan = subprocess.run([str(SNAKEMAKE), "-n", "-p", "--cores", "1", "all"], cwd=wf, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert plan.returncode == 0, plan.stderr
+    interpreters = {Path(line.split(" -m testbed ")[0].split()[-1]).resolve()
+                    for line in plan.stdout.splitlines() if " -m testbed " in line}
+    assert interpreters == {Path(sys.executable).resolve()}, plan.stdout[-3000:]
+    run = subprocess.run([str(SNAKEMAKE), "--cores", "1", "results/lille21/design.csv"], cwd=wf, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:] + (wf / "results/lille21/logs/design.log").read_text()
+    assert len((wf / "results/lille21/design.csv").read_text().splitlines()) == 1 + 384
+
+
 def test_bad_config_stops_before_any_job(tmp_path: Path):
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     config["experiments"][0]["engine"] = "gem5"
