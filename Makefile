@@ -63,9 +63,10 @@ test-cpp-asan:
 	ASAN_OPTIONS=detect_stack_use_after_return=0 UBSAN_OPTIONS=print_stacktrace=1 \
 	  FUZZ_NUMASIM=$(ASAN_BUILD)/numasim FUZZ_SCALE=0.4 $(PY) -m pytest -q tests/test_fuzz.py -k numasim_run_json
 
-# -rs: the reason of every skipped test (e.g. no SLURM or OAR cluster can start here)
+# -rs: the reason of every skipped test (e.g. no SLURM or OAR cluster can start here);
+# --durations=15: the slowest tests (`-m "not slow"` leaves out those marked slow in pyproject.toml)
 test-python:
-	$(PY) -m pytest -q -rs
+	$(PY) -m pytest -q -rs --durations=15
 
 # the campaigns on one-node SLURM and OAR clusters only (tests/test_slurm.py, tests/test_oar.py;
 # TESTBED_SLURM=1 TESTBED_OAR=1 bash envs/setup.sh installs them)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_workflow import snakemake, workflow_copy
+from support.workflow import snakemake, workflow_copy
 
 from testbed import ROOT
 from testbed.common import paths

@@ -15,10 +15,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_fuzz import NASTY_TEXT, cli, mutate_bytes, run_cases, simulate_ok, verdict
+from support.fuzzing import NASTY_TEXT, cli, mutate_bytes, run_cases, simulate_ok, verdict
 
 from testbed.cli import main
 from testbed.common import paths
+
+pytestmark = [pytest.mark.usefixtures("private_cache"), pytest.mark.slow]  # caches in each test's directory
 
 needs_simgrid = pytest.mark.skipif(not paths.LU_SIMGRID.exists(), reason="apps/lu SimGrid build missing")
 needs_real = pytest.mark.skipif(not paths.LU_REAL.exists(), reason="apps/lu native build missing")
@@ -33,9 +35,6 @@ VARIABLES = ["STARPU_NCPU", "STARPU_NCUDA", "STARPU_SCHED", "STARPU_SCHED_BETA",
              "STARPU_RESERVE_NCPU", "STARPU_USE_NUMA", "STARPU_PREFETCH", "STARPU_LIMIT_CUDA_MEM"]
 
 
-@pytest.fixture(autouse=True)
-def private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("TESTBED_CACHE", str(tmp_path / "cache"))
 
 
 @pytest.fixture(scope="module")

@@ -19,13 +19,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_analyze import synthetic_runs
+from support.experiments import synthetic_runs
 
 from testbed import ROOT
-from testbed.analyze.analyze import write_plots, write_tables
 from testbed.cli import main
 from testbed.common import paths
-from testbed.study.design import design_table
 
 SPEC = {"name": "syn", "cluster": "g5k-lille-21", "engine": "real",
         "workload": {"n": 960, "b": 192, "distribution": {"kind": "block-cyclic"}},
@@ -61,17 +59,6 @@ def results_dir(tmp_path: Path) -> Path:
     synthetic_runs("AB", reps=2).to_csv(results / "runs.csv", index=False)
     (results / "batches" / "batch-000.csv").write_text("experiment,batch\nsyn,0\n")
     return results
-
-
-@pytest.fixture(scope="module")
-def experiment(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("results") / "syn"
-    out.mkdir()
-    design_table(SPEC).to_csv(out / "design.csv", index=False)
-    synthetic_runs().to_csv(out / "runs.csv", index=False)
-    write_tables(out / "runs.csv", out)
-    write_plots(out, out / "runs.csv", out / "figures", [["A"]])
-    return out
 
 
 @pytest.fixture
@@ -149,9 +136,9 @@ def test_platform_rerun_replaces_its_own_output(tmp_path: Path, capsys) -> None:
     assert leftovers(tmp_path) == []
 
 
-def test_platform_out_onto_another_commands_output_is_refused(tmp_path: Path, experiment: Path, capsys) -> None:
+def test_platform_out_onto_another_commands_output_is_refused(tmp_path: Path, experiment_dir: Path, capsys) -> None:
     figures = tmp_path / "figures"
-    shutil.copytree(experiment / "figures", figures)
+    shutil.copytree(experiment_dir / "figures", figures)
     before = snapshot(figures)
     assert main([*PLATFORM, str(figures)]) == 2
     assert "output of `testbed analyze`" in one_error_line(capsys.readouterr().err)
@@ -179,30 +166,30 @@ def test_machine_yaml_out_replaces_only_a_generated_file(tmp_path: Path, capsys)
     assert leftovers(tmp_path) == []
 
 
-def test_report_writes_inside_and_keeps_unrelated_files(tmp_path: Path, experiment: Path, capsys) -> None:
+def test_report_writes_inside_and_keeps_unrelated_files(tmp_path: Path, experiment_dir: Path, capsys) -> None:
     """`report --out DIR` deleted the other files of DIR."""
     out = results_dir(tmp_path)
     before = snapshot(out)
     for _ in range(2):
-        assert main(["report", "--experiment", f"syn={experiment}", "--out", str(out),
+        assert main(["report", "--experiment", f"syn={experiment_dir}", "--out", str(out),
                      "--platforms-dir", str(tmp_path / "none")]) == 0
     after = snapshot(out)
     assert {k: v for k, v in after.items() if k in before} == before
     assert sorted(set(after) - set(before)) == ["report.html", "report.md"]
     target = tmp_path / "report-file"
     target.write_text("mine\n")
-    assert main(["report", "--experiment", f"syn={experiment}", "--out", str(target)]) == 2
+    assert main(["report", "--experiment", f"syn={experiment_dir}", "--out", str(target)]) == 2
     assert target.read_text() == "mine\n"
 
 
-def test_analyze_figures_into_an_unrelated_dir_is_refused(tmp_path: Path, experiment: Path, capsys) -> None:
+def test_analyze_figures_into_an_unrelated_dir_is_refused(tmp_path: Path, experiment_dir: Path, capsys) -> None:
     """`analyze --figures DIR` deleted the other files of DIR."""
-    runs = experiment / "runs.csv"
+    runs = experiment_dir / "runs.csv"
     mine = tmp_path / "pictures"
     mine.mkdir()
     (mine / "holiday.png").write_bytes(b"\x89PNG not a figure of ours")
     before = snapshot(mine)
-    assert main(["analyze", str(runs), "--out", str(experiment), "--stage", "plots", "--figures", str(mine)]) == 2
+    assert main(["analyze", str(runs), "--out", str(experiment_dir), "--stage", "plots", "--figures", str(mine)]) == 2
     line = one_error_line(capsys.readouterr().err)
     assert f"{mine}: --figures: expected" in line and "holiday.png" in line
     assert snapshot(mine) == before
@@ -220,10 +207,10 @@ def test_analyze_figures_into_an_unrelated_dir_is_refused(tmp_path: Path, experi
     # a rerun replaces its own figures
     figures = tmp_path / "figures"
     for boxplot in ("A", "B"):
-        assert main(["analyze", str(runs), "--out", str(experiment), "--stage", "plots",
+        assert main(["analyze", str(runs), "--out", str(experiment_dir), "--stage", "plots",
                      "--boxplot", boxplot, "--figures", str(figures)]) == 0
     assert (figures / "boxplot_B.png").is_file() and not (figures / "boxplot_A.png").exists()
-    assert leftovers(tmp_path) == [] and leftovers(experiment) == []
+    assert leftovers(tmp_path) == [] and leftovers(experiment_dir) == []
 
 
 def test_calibrate_out_onto_a_non_bundle_dir_is_refused(tmp_path: Path, capsys) -> None:
@@ -258,10 +245,10 @@ def test_platform_on_a_full_disk_keeps_the_previous_output(small_fs, capsys) -> 
     assert sorted(p.name for p in fs.iterdir()) == ["filler", "platform"]
 
 
-def test_analyze_and_report_on_a_full_disk(small_fs, experiment: Path, capsys) -> None:
+def test_analyze_and_report_on_a_full_disk(small_fs, experiment_dir: Path, capsys) -> None:
     fs = small_fs("2m")
     exp = fs / "syn"
-    shutil.copytree(experiment, exp)
+    shutil.copytree(experiment_dir, exp)
     report = fs / "report"
     report_args = ["report", "--experiment", f"syn={exp}", "--out", str(report), "--platforms-dir", str(fs / "none")]
     assert main(report_args) == 0

@@ -3,20 +3,13 @@ every reference note a committed file cites is in the repository; no work diary 
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 
+from support.hygiene import MACHINE_DIRS, MACHINE_PATH
+
 from testbed import ROOT
-
-#: top-level directories that hold a machine's checkouts, homes and temporary files (written as
-#: names, so this file does not itself hold such a path)
-MACHINE_DIRS = ("work", "root", "home", "tmp")
-MACHINE_PATH = "(^|[^A-Za-z0-9_.~-])/(" + "|".join(MACHINE_DIRS) + ")/[A-Za-z0-9_.-]"
-
-
-def machine_paths(text: str) -> list[str]:
-    """The lines of `text` that name a path under one of MACHINE_DIRS."""
-    return [line for line in text.splitlines() if re.search(MACHINE_PATH, line)]
 
 
 def git_grep(*args: str) -> list[str]:
@@ -59,3 +52,17 @@ def test_no_work_diary_outside_the_history() -> None:
     hits = git_grep("-i", "-E", pattern, "--", ".", *[f":!{f}" for f in excluded])
     hits = [h for h in hits if not OTHER_SESSIONS.search(h)]
     assert hits == [], "\n".join(hits)
+
+
+def test_no_test_module_imports_another() -> None:
+    """Shared fixtures live in tests/conftest.py and shared helpers in tests/support/: a test module
+    importing another runs that module's import-time code twice and ties the two together."""
+    modules = {p.stem for p in (ROOT / "tests").glob("test_*.py")}
+    found = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            found += [f"{path.relative_to(ROOT)}:{node.lineno}: {n}" for n in names
+                      if n.split(".")[-1] in modules or n.startswith("tests.")]
+    assert found == [], "\n".join(found)

@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from test_repository_hygiene import machine_paths
-from test_workflow import jobs, snakemake, workflow_copy
+from support.hygiene import machine_paths
+from support.workflow import jobs, snakemake, workflow_copy
 
 from testbed import ROOT
 from testbed.cli import main
@@ -328,22 +328,6 @@ def sensitivity_dir(tmp_path_factory) -> Path:
     summary = sa.summarize(plan, morris, indices, noise, chosen, sobol, sa.sobol_indices(plan, sobol, chosen["selected"]))
     out = tmp_path_factory.mktemp("sensitivity")
     (out / "summary.json").write_text(json.dumps(summary, allow_nan=True))
-    return out
-
-
-@pytest.fixture(scope="module")
-def experiment_dir(tmp_path_factory) -> Path:
-    from test_analyze import synthetic_runs
-    from test_report import SPEC
-
-    from testbed.analyze.analyze import write_tables
-    from testbed.study.design import design_table
-
-    out = tmp_path_factory.mktemp("results") / "syn"
-    out.mkdir()
-    design_table(SPEC).to_csv(out / "design.csv", index=False)
-    synthetic_runs().to_csv(out / "runs.csv", index=False)
-    write_tables(out / "runs.csv", out)
     return out
 
 
