@@ -336,12 +336,13 @@ def test_report_section_with_bands_ranks_and_advice(experiment_dir: Path, sensit
     base = ["report", "--experiment", f"syn={experiment_dir}", "--out", str(out), "--platforms-dir", str(tmp_path)]
     assert main(base) == 0
     assert "sensitivity" not in (out / "report.md").read_text()
+    images = (out / "report.html").read_text().count("data:image/png;base64,")  # the experiment's figures
     assert main(base + ["--sensitivity", f"syn={sensitivity_dir}"]) == 0
     md, page = (out / "report.md").read_text(), (out / "report.html").read_text()
     assert "## syn: sensitivity to the machine parameters" in md and "sensitivity to the machine parameters</h2>" in page
     assert "| A:B (= C:D) |" in md and "Parameter band (s)" in md and "Run-to-run 95% CI" in md
     assert "Calibrate first: `p1`" in md and "before trusting the sign of A" in md
     assert (out / "sensitivity_syn.png").stat().st_size > 1000 and "![syn effects and parameter bands](sensitivity_syn.png)" in md
-    assert page.count("data:image/png;base64,") == 1
+    assert page.count("data:image/png;base64,") == images + 1  # and the sensitivity figure, embedded
     assert main(base + ["--sensitivity", f"other={sensitivity_dir}"]) == 2
     assert "--sensitivity: expected the name of a reported experiment" in capsys.readouterr().err
