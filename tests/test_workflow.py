@@ -128,6 +128,7 @@ def test_bad_config_stops_before_any_job(tmp_path: Path):
     assert "engine" in out and "gem5" in out
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not LU_REAL.exists(), reason="apps/lu not built (make build)")
 def test_interrupted_campaign_resumes_without_rerunning_finished_batches(tmp_path: Path):
     config = {"experiments": [{k: v for k, v in TINY.items()}],
