@@ -39,8 +39,9 @@ def test_cited_reference_notes_exist() -> None:
 #: where the project's history may be told: the measurements as they were made, the change log
 HISTORY_FILES = ("bench/RESULTS.md", "CHANGELOG.md", "LICENSE")
 #: "session" in the senses a reader meets outside this project's history (a batch scheduler's or a
-#: shell's session) may stay
-OTHER_SESSIONS = re.compile(r"(OAR|SLURM|MPI|ssh|SSH|login|interactive|tmux|screen|user|X11) sessions?\b")
+#: shell's session, pytest's session-scoped fixtures) may stay
+OTHER_SESSIONS = re.compile(r"(OAR|SLURM|MPI|ssh|SSH|login|interactive|tmux|screen|user|X11) sessions?\b"
+                            r"|scope=.session.|session-scoped")
 
 
 def test_no_work_diary_outside_the_history() -> None:
