@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import logging
 import math
 from pathlib import Path
 
@@ -36,6 +37,8 @@ from testbed.analyze.runs_table import check_one_design, factor_columns, read_ru
 from testbed.common.atomic import atomic_dir, atomic_members, check_output_dir, check_output_file
 from testbed.common.errors import InputError
 from testbed.common.outputs import Out, check_distinct
+
+log = logging.getLogger(__name__)
 
 RESPONSE = "makespan_s"
 #: Figures of the plots step (a figure directory written before markers existed holds only these).
@@ -509,18 +512,18 @@ def run(args: argparse.Namespace) -> int:
             check_output_file(out / name, "--out")
     if args.stage == "tables":
         facts = write_tables(args.runs, out, args.p_max, args.min_variance, args.pool)
-        print(f"analyze: {facts['n_runs']} runs, {len(facts['factors'])} factors, R² = {facts['r2']:.4f} -> {out}")
+        log.info(f"analyze: {facts['n_runs']} runs, {len(facts['factors'])} factors, R² = {facts['r2']:.4f} -> {out}")
         return 0
     if args.stage == "plots":
         facts = json.loads((out / "model.json").read_text()) if (out / "model.json").exists() else {"factors": []}
         figures = write_plots(out, args.runs, figures_dir, subsets or [facts["factors"][:1] or ["A"]], figures_option)
-        print(f"analyze: {len(figures)} figures -> {figures_dir}")
+        log.info(f"analyze: {len(figures)} figures -> {figures_dir}")
         return 0
     # all: the tables and the figures appear together or not at all (a failure leaves the
     # previous analysis as it was, not new tables beside old figures)
     with atomic_members(out, TABLE_FILES) as t:
         facts = tables_into(t, args.runs, args.p_max, args.min_variance, args.pool)
         figures = write_plots(t, args.runs, figures_dir, subsets or [facts["factors"][:1] or ["A"]], figures_option)
-    print(f"analyze: {facts['n_runs']} runs, {len(facts['factors'])} factors, R² = {facts['r2']:.4f} -> {out}")
-    print(f"analyze: {len(figures)} figures -> {figures_dir}")
+    log.info(f"analyze: {facts['n_runs']} runs, {len(facts['factors'])} factors, R² = {facts['r2']:.4f} -> {out}")
+    log.info(f"analyze: {len(figures)} figures -> {figures_dir}")
     return 0

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import subprocess
-import sys
 from pathlib import Path
 
 from testbed.common.atomic import atomic_dir, atomic_file, check_output_dir
@@ -32,6 +32,8 @@ from testbed.describe.hwloc_xml import describe_local, write_topology
 from testbed.describe.machines import Cluster, load_cluster
 from testbed.platform.platform_xml import expected_counts, write_platform
 from testbed.starpu.sampling import DEFAULT_TILE_SIZES, write_starpu_dir
+
+log = logging.getLogger(__name__)
 
 #: What `testbed platform --cluster` writes (an output written before the marker existed
 #: is recognised by these names, the first one required).
@@ -142,7 +144,7 @@ def write_cluster_out(args: argparse.Namespace, machine_yaml: Path) -> None:
         cluster = Path(args.cluster_out)
         with atomic_file(cluster, option="--cluster-out", recognise=generated_yaml) as fh:
             fh.write(one_node_cluster_text(machine_yaml, cluster))
-        print(f"wrote {cluster}", file=sys.stderr)
+        log.info(f"wrote {cluster}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -166,15 +168,14 @@ def run(args: argparse.Namespace) -> int:
         if not args.host:
             raise InputError(None, "--host", "the STARPU_HOSTNAME the sampling directory's files are named by")
         summary = write_platform_dir(Path(args.from_starpu), args.host, out)
-        print(f"wrote {out} (one node {args.host}, models {summary['symbols']})", file=sys.stderr)
+        log.info(f"wrote {out} (one node {args.host}, models {summary['symbols']})")
         return 0
     if args.from_calibration:
         from testbed.describe.from_calibration import write_machine
 
         missing = write_machine(Path(args.from_calibration), out)
-        print(f"wrote {out}; not provided by the bundle (needs_calibration placeholders):", file=sys.stderr)
-        for m in missing:
-            print(f"  {m}", file=sys.stderr)
+        log.info("\n".join([f"wrote {out}; not provided by the bundle (needs_calibration placeholders):",
+                            *(f"  {m}" for m in missing)]))
         write_cluster_out(args, out)
         return 0
     if args.describe_local:
@@ -185,10 +186,10 @@ def run(args: argparse.Namespace) -> int:
         text = describe_local(xml, name=out.stem, kernels=args.kernels)
         with atomic_file(out, option="--out", recognise=generated_yaml) as fh:
             fh.write(text)
-        print(f"wrote {out}", file=sys.stderr)
+        log.info(f"wrote {out}")
         write_cluster_out(args, out)
         return 0
     cluster = load_cluster(args.cluster)
     generate(cluster, out, _tile_sizes(args.tile_sizes))
-    print(f"wrote {out} ({len(cluster.nodes)} nodes, machines: {', '.join(cluster.machines)})", file=sys.stderr)
+    log.info(f"wrote {out} ({len(cluster.nodes)} nodes, machines: {', '.join(cluster.machines)})")
     return 0

@@ -11,6 +11,7 @@ import argparse
 import base64
 import html
 import json
+import logging
 import math
 import os
 import re
@@ -26,6 +27,8 @@ from testbed.common.atomic import atomic_members, check_output_file
 from testbed.common.errors import InputError
 from testbed.common.outputs import Out, check_distinct
 from testbed.common.yaml_input import load_yaml
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -533,5 +536,5 @@ def run(args: argparse.Namespace) -> int:
         (tmp / "report.html").write_text(page)
         for figure, data in figures.items():
             (tmp / figure).write_bytes(data)
-    print(f"report: {out / 'report.html'}, {out / 'report.md'}")
+    log.info(f"report: {out / 'report.html'}, {out / 'report.md'}")
     return 0

@@ -12,8 +12,8 @@ import argparse
 import csv
 import io
 import json
+import logging
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -28,6 +28,8 @@ from testbed.describe.machines import load_cluster
 from testbed.run.engines import RunSpec
 from testbed.run.resolve import resolve_run_env
 from testbed.run.simulate import simulate
+
+log = logging.getLogger(__name__)
 
 DESIGN_REQUIRED = ["experiment", "run", "order", "batch", "config", "repetition", "seed",
                    "engine", "cluster", "n", "b", "distribution", "env", "variability"]
@@ -68,9 +70,9 @@ def spec_for(row: dict, factors: list[str], platform_dir: Path | None, workdir: 
 
 
 def run_batch(design: pd.DataFrame, batch: int, platform_dir: Path | None = None,
-              where: str = "design", progress=None) -> list[dict]:
-    """Run every design row of `batch` (in design order); returns the runs-table rows."""
-    progress = progress or sys.stderr
+              where: str = "design") -> list[dict]:
+    """Run every design row of `batch` (in design order); returns the runs-table rows. Logs a
+    progress line per run (INFO)."""
     rows = design[design["batch"] == batch].sort_values("order").to_dict("records")
     if not rows:
         batches = sorted(design["batch"].unique())
@@ -91,9 +93,8 @@ def run_batch(design: pd.DataFrame, batch: int, platform_dir: Path | None = None
             levels = " ".join(f"{f}{'+' if row[f] == 1 else '-'}" for f in factors)
             elapsed = time.perf_counter() - t0
             eta = elapsed / i * (len(rows) - i)
-            print(f"[{row['experiment']} batch {batch}] run {i}/{len(rows)} ({levels}, seed {row['seed']}): "
-                  f"makespan {record['makespan_s']:.3f} s, wall {record['wall_s']:.2f} s, eta {eta:.0f} s",
-                  file=progress, flush=True)
+            log.info(f"[{row['experiment']} batch {batch}] run {i}/{len(rows)} ({levels}, seed {row['seed']}): "
+                     f"makespan {record['makespan_s']:.3f} s, wall {record['wall_s']:.2f} s, eta {eta:.0f} s")
     return out
 
 
@@ -143,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
         check_distinct([("--merge", m) for m in args.merge], [Out("--out", args.out)])
         with atomic_file(args.out, option="--out") as fh:
             count = concat_runs(args.merge, fh)
-        print(f"campaign: {count} runs from {len(args.merge)} batches -> {args.out}", file=sys.stderr)
+        log.info(f"campaign: {count} runs from {len(args.merge)} batches -> {args.out}")
         return 0
     if args.design is None or args.batch is None:
         raise InputError(None, "--design/--batch", "a design table and a batch number (or --merge)")
@@ -159,15 +160,14 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def campaign_progress(design: pd.DataFrame, out: Path, batch_s: float, progress=None) -> None:
+def campaign_progress(design: pd.DataFrame, out: Path, batch_s: float) -> None:
     """One line for the whole campaign after a batch: batch tables written next to this one
     (the resume state), and the time left if the other batches take as long as this one on
     TESTBED_JOBS (default: all cores) parallel jobs, as `snakemake --cores N` runs them."""
-    progress = progress or sys.stderr
     total = int(design["batch"].nunique())
     done = len(list(out.parent.glob(f"*{out.suffix}")))
     jobs = max(1, int(os.environ.get("TESTBED_JOBS", os.cpu_count() or 1)))
     left = max(0, total - done)
     eta = left * batch_s / jobs
-    print(f"[campaign] {done}/{total} batches written; this batch {batch_s:.0f} s; "
-          f"about {eta / 60:.0f} min left on {jobs} jobs", file=progress, flush=True)
+    log.info(f"[campaign] {done}/{total} batches written; this batch {batch_s:.0f} s; "
+             f"about {eta / 60:.0f} min left on {jobs} jobs")

@@ -5,12 +5,15 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import logging
 import time
 from pathlib import Path
 
 from testbed.common.errors import InputError
 from testbed.run.engines import ENGINES, RunSpec
 from testbed.run.workload import limits_problem, size_problem
+
+log = logging.getLogger(__name__)
 
 
 def check_cfg(items: list[str], engine: str) -> list[str]:
@@ -248,12 +251,15 @@ def run_once(args: argparse.Namespace) -> int:
     if cached is not None:
         from testbed.run.engines.numasim import run_file_binary
 
+        log.debug(f"simulate: numasim on the cached run description {cached[0]}")
         t0 = time.perf_counter()
         result = run_file_binary(cached[0], check_cfg(args.cfg, args.engine))
         out = {**cached[1], **result}
         out.setdefault("wall_s", time.perf_counter() - t0)
     else:
-        out = simulate(spec_from_args(args))
+        spec = spec_from_args(args)
+        log.debug(f"simulate: engine {spec.engine}, cluster {spec.cluster}, variables {spec.env}")
+        out = simulate(spec)
     print(json.dumps(out, sort_keys=True))
     return 0
 

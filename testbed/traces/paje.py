@@ -24,11 +24,14 @@ What the file holds (times in seconds, as numasim's CSVs):
 from __future__ import annotations
 
 import argparse
+import logging
 from pathlib import Path
 
 from testbed.common.atomic import atomic_file
 from testbed.common.outputs import Out, check_distinct
 from testbed.traces.traces import node_name, read_tasks, read_transfers, worker_sort_key
+
+log = logging.getLogger(__name__)
 
 #: event ids, as declared in the header
 EV = {name: i for i, name in enumerate([
@@ -172,5 +175,5 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     check_distinct([("", args.tasks), ("--transfers", args.transfers)], [Out("--out", args.out)])
     out = export_paje(args.tasks, args.transfers, args.out)
-    print(out)
+    log.info(f"wrote {out}")
     return 0

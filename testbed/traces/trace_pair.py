@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
+import logging
 import tempfile
 from pathlib import Path
 
@@ -40,6 +40,8 @@ from testbed.traces.diagnostics import (
 )
 from testbed.traces.traces import read_tasks, read_transfers
 from testbed.traces.utilisation import utilisation
+
+log = logging.getLogger(__name__)
 
 
 def pick_rows(design, factors: list[str], best: dict[str, int], where: str) -> tuple[dict, dict]:
@@ -114,8 +116,8 @@ def run(args: argparse.Namespace) -> int:
             spec.trace = Path(scratch) / f"{name}.csv"
             spec.transfers = Path(scratch) / f"{name}-transfers.csv"
             result = simulate(spec)
-            print(f"trace-pair: {run_label} ({label(row, factors)}, seed {row['seed']}): makespan "
-                  f"{result['makespan_s']:.3f} s", file=sys.stderr)
+            log.info(f"trace-pair: {run_label} ({label(row, factors)}, seed {row['seed']}): makespan "
+                  f"{result['makespan_s']:.3f} s")
             tasks, transfers = read_tasks(spec.trace), read_transfers(spec.transfers)
             traces.append(tasks)
             if name in ("default", "best"):
