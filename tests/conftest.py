@@ -3,6 +3,7 @@ no test module imports another)."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -51,3 +52,25 @@ def private_cache(tmp_path: Path, monkeypatch) -> Path:
     """Platform and run caches in the test's directory, not results/cache (TESTBED_CACHE)."""
     monkeypatch.setenv("TESTBED_CACHE", str(tmp_path / "cache"))
     return tmp_path / "cache"
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path):
+    """Factory: a tmpfs of `size` mounted in tmp_path (skips, saying why, where mount fails)."""
+    mounted: list[Path] = []
+
+    def make(size: str, name: str = "fs") -> Path:
+        d = tmp_path / name
+        d.mkdir()
+        if shutil.which("mount") is None:
+            pytest.skip("no `mount` here: cannot make a small file system to fill")
+        p = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(d)],
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            pytest.skip(f"cannot mount a small tmpfs to fill (needs root): {p.stderr.strip() or p.returncode}")
+        mounted.append(d)
+        return d
+
+    yield make
+    for d in mounted:
+        subprocess.run(["umount", "-l", str(d)], check=False)

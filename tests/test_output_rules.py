@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from test_analyze import synthetic_runs
-from test_output_safety import fill, small_fs  # noqa: F401 (fixture)
+from support.experiments import synthetic_runs
+from support.filesystem import fill
 
 from testbed import ROOT
 from testbed.cli import main

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from support.experiments import synthetic_runs
+from support.filesystem import fill
 
 from testbed import ROOT
 from testbed.cli import main
@@ -60,43 +61,6 @@ def results_dir(tmp_path: Path) -> Path:
     synthetic_runs("AB", reps=2).to_csv(results / "runs.csv", index=False)
     (results / "batches" / "batch-000.csv").write_text("experiment,batch\nsyn,0\n")
     return results
-
-
-@pytest.fixture
-def small_fs(tmp_path: Path):
-    """Factory: a tmpfs of `size` mounted in tmp_path (skips, saying why, where mount fails)."""
-    mounted: list[Path] = []
-
-    def make(size: str, name: str = "fs") -> Path:
-        d = tmp_path / name
-        d.mkdir()
-        if shutil.which("mount") is None:
-            pytest.skip("no `mount` here: cannot make a small file system to fill")
-        p = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(d)],
-                           capture_output=True, text=True)
-        if p.returncode != 0:
-            pytest.skip(f"cannot mount a small tmpfs to fill (needs root): {p.stderr.strip() or p.returncode}")
-        mounted.append(d)
-        return d
-
-    yield make
-    for d in mounted:
-        subprocess.run(["umount", "-l", str(d)], check=False)
-
-
-def fill(fs: Path) -> None:
-    """Write to `fs` until it is full."""
-    chunk = b"\0" * 4096
-    with open(fs / "filler", "wb", buffering=0) as fh:
-        try:
-            while True:
-                fh.write(chunk)
-        except OSError as exc:
-            assert exc.errno == errno.ENOSPC
-    with pytest.raises(OSError):  # not even a byte more
-        with open(fs / "probe", "wb", buffering=0) as fh:
-            fh.write(chunk)
-    (fs / "probe").unlink(missing_ok=True)
 
 
 # ------------------------------------------------------------------ --out never replaces what it did not write

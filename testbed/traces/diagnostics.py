@@ -553,10 +553,22 @@ def plot_diagnostics(tables: dict[str, pd.DataFrame], path: Path) -> Path:
     colours = {r: plt.get_cmap("tab10")(i % 10) for i, r in enumerate(runs)}
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), gridspec_kw={"width_ratios": [3, 3, 1.4]})
     width = 0.8 / max(1, len(runs))
+    _plot_gemm(axes[0], tables, runs, colours, width)
+    _plot_copies(axes[1], tables, runs, colours, width)
+    _plot_bound(axes[2], tables, runs, colours, width)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+
+
+def _plot_gemm(ax, tables: dict[str, pd.DataFrame], runs: list[str], colours: dict, width: float) -> None:
+    """dgemm median and IQR per machine type x worker, with StarVZ's outlier share."""
     k = tables["kernels.csv"]
     gemm = k[k["kind"] == "gemm"]
     groups = sorted(set(zip(gemm["machine"], gemm["worker"], gemm["numa"], strict=True)))
-    ax = axes[0]
     for i, run in enumerate(runs):
         for j, (machine, worker, numa) in enumerate(groups):
             x = gemm[(gemm["run"] == run) & (gemm["machine"] == machine) & (gemm["worker"] == worker)
@@ -582,10 +594,13 @@ def plot_diagnostics(tables: dict[str, pd.DataFrame], path: Path) -> Path:
     ax.set_title("dgemm per NUMA node and GPU (label: share StarVZ flags)", fontsize=9)
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3, axis="y")
+
+
+def _plot_copies(ax, tables: dict[str, pd.DataFrame], runs: list[str], colours: dict, width: float) -> None:
+    """Copies' actual / estimate per machine type x class."""
     c = tables["copies.csv"]
     c = c[c["actual_over_estimate_median"].notna()]
     classes = sorted(set(zip(c["machine"], c["copy_class"], strict=True)))
-    ax = axes[1]
     for i, run in enumerate(runs):
         for j, (machine, cls) in enumerate(classes):
             x = c[(c["run"] == run) & (c["machine"] == machine) & (c["copy_class"] == cls)]
@@ -602,9 +617,12 @@ def plot_diagnostics(tables: dict[str, pd.DataFrame], path: Path) -> Path:
     ax.set_ylabel("actual / scheduler estimate: median, p10-p90")
     ax.set_title("copies against the estimate STARPU_SCHED_BETA scales", fontsize=9)
     ax.grid(alpha=0.3, axis="y")
+
+
+def _plot_bound(ax, tables: dict[str, pd.DataFrame], runs: list[str], colours: dict, width: float) -> None:
+    """Makespan / area bound per machine type."""
     b = tables["bound_summary.csv"]
     machines = sorted(set(b["machine"]))
-    ax = axes[2]
     for i, run in enumerate(runs):
         for j, machine in enumerate(machines):
             x = b[(b["run"] == run) & (b["machine"] == machine)]
@@ -618,10 +636,6 @@ def plot_diagnostics(tables: dict[str, pd.DataFrame], path: Path) -> Path:
     ax.set_ylabel("makespan / area bound")
     ax.set_title("room above the area bound", fontsize=9)
     ax.grid(alpha=0.3, axis="y")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
 
 
 # ------------------------------------------------------------------ command
