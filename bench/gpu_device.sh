@@ -35,8 +35,9 @@
 #   STARPU_REUSE=DIR   an installed native StarPU with FxT: no build (steps fxt and starpu skip)
 #   WORK=DIR           scratch folder (default build/gpu-device)
 #   BUDGET_S=S         wall-clock budget of all steps (default 450 s; packing OUT comes after)
-#   STARPU_LIMIT_S=S   time box of the StarPU build (default 300 s)
-#   SIZES, B, CHECK_N, REPS, CAL_REPS, TRACE_SIZES, NUMA_BENCH=auto|force|no, PYTHON
+#   LIMIT_<step>=S     another time box for a step (e.g. LIMIT_starpu=2400 on 2 cores)
+#   SIZES, B, CHECK_N, REPS, CAL_REPS, TRACE_SIZES, NUMA_BENCH=auto|force|no, NUMA_B, NUMA_REPS,
+#   NUMA_KERNELS, PYTHON (sizes and repetitions; defaults below, smaller in a rehearsal)
 set -uo pipefail
 SELF="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")"
 ROOT="$(cd "$(dirname "$SELF")/.." && pwd)"
@@ -52,11 +53,12 @@ export PYTHON="${PYTHON:-python3}"
 if [ "$REHEARSAL" = 1 ]; then
   export SIZES="${SIZES:-960 1920}" B="${B:-480}" CHECK_N="${CHECK_N:-1920}" REPS="${REPS:-1}"
   export CAL_REPS="${CAL_REPS:-1}" NUMA_B="${NUMA_B:-96}" NUMA_REPS="${NUMA_REPS:-3}" CUDA=no
+  export NUMA_KERNELS="${NUMA_KERNELS:-dgemm}"
 else
   export SIZES="${SIZES:-4800 9600 19200}" B="${B:-960}" CHECK_N="${CHECK_N:-3840}" REPS="${REPS:-3}"
   export CAL_REPS="${CAL_REPS:-2}" NUMA_B="${NUMA_B:-960}" NUMA_REPS="${NUMA_REPS:-20}" CUDA=yes
 fi
-export TRACE_SIZES="${TRACE_SIZES:-$SIZES}"
+export TRACE_SIZES="${TRACE_SIZES:-$SIZES}" NUMA_KERNELS="${NUMA_KERNELS:-dgemm dtrsm dgetrf_nopiv}"
 export STARPU_VERSION_TAG=1.4.10
 export FXT_PREFIX="$WORK/fxt"
 export PREFIX="${STARPU_REUSE:-$ROOT/.deps/starpu-native}"
@@ -151,8 +153,13 @@ check_starpu() { # the prefix has FxT (and CUDA on the device) and finds libfxt
   grep -q 'define STARPU_USE_FXT 1' "$h" || { echo "error: $h: StarPU without FxT"; return 1; }
   if have_cuda; then grep -q 'define STARPU_USE_CUDA 1' "$h" || { echo "error: $h: StarPU without CUDA"; return 1; }; fi
   [ -x "$PREFIX/bin/starpu_fxt_tool" ] || { echo "error: $PREFIX/bin/starpu_fxt_tool missing"; return 1; }
-  ldd "$PREFIX/lib/libstarpu-1.4.so" | grep -E 'fxt|cuda|not found'
-  ! ldd "$PREFIX/lib/libstarpu-1.4.so" | grep -q 'not found'
+  local deps; deps="$(ldd "$PREFIX/lib/libstarpu-1.4.so")"
+  echo "$deps" | grep -E 'fxt|cuda|not found'
+  ! echo "$deps" | grep -q 'not found' || return 1
+  # With the private FxT, the loader takes its libfxt (LD_LIBRARY_PATH), not another one.
+  if [ -n "$FXT_LIBDIR" ] && [ -z "$STARPU_REUSE" ]; then
+    echo "$deps" | grep -q "libfxt.so.2 => $FXT_LIBDIR/" || { echo "error: libfxt not taken from $FXT_LIBDIR"; return 1; }
+  fi
 }
 
 step_apps() {
@@ -246,7 +253,7 @@ step_runs() {
 step_numa() {
   local k rc=0
   "$MB/numa_bench" topology >"$RES/numa_topology.txt" || rc=1
-  for k in dgemm dtrsm dgetrf_nopiv; do
+  for k in $NUMA_KERNELS; do
     echo "# kernel $k b=$NUMA_B reps=$NUMA_REPS load=all" >>"$RES/numa_bench.csv"
     "$MB/numa_bench" kernel --kernel "$k" --b "$NUMA_B" --reps "$NUMA_REPS" --load all >>"$RES/numa_bench.csv" || rc=1
   done
@@ -258,12 +265,18 @@ if [ "${1:-}" = --step ]; then shift; name="$1"; shift; "step_$name" "$@"; exit 
 
 # ------------------------------------------------------------------ driver
 OUT="${1:?usage: bench/gpu_device.sh OUT   (REHEARSAL=1 for a machine without CUDA)}"
-mkdir -p "$OUT" && OUT="$(cd "$OUT" && pwd)" || exit 2
 case "$REHEARSAL" in 0|1) ;; *) echo "error: REHEARSAL=$REHEARSAL: expected 0 or 1" >&2; exit 2 ;; esac
 case "$NUMA_BENCH" in auto|force|no) ;; *) echo "error: NUMA_BENCH=$NUMA_BENCH: expected auto, force or no" >&2; exit 2 ;; esac
 if [ -n "$STARPU_REUSE" ] && [ ! -f "$STARPU_REUSE/lib/pkgconfig/starpu-1.4.pc" ]; then
   echo "error: STARPU_REUSE=$STARPU_REUSE: expected an installed StarPU 1.4 (lib/pkgconfig/starpu-1.4.pc)" >&2; exit 2
 fi
+for v in BUDGET_S B CHECK_N REPS CAL_REPS NUMA_B NUMA_REPS $(compgen -v LIMIT_); do
+  [[ "${!v}" =~ ^[1-9][0-9]*$ ]] || { echo "error: $v=${!v}: expected a positive integer" >&2; exit 2; }
+done
+for n in $SIZES $TRACE_SIZES; do
+  [[ "$n" =~ ^[1-9][0-9]*$ ]] && [ $((n % B)) = 0 ] || { echo "error: SIZES/TRACE_SIZES: $n: expected a multiple of B=$B" >&2; exit 2; }
+done
+mkdir -p "$OUT" && OUT="$(cd "$OUT" && pwd)" || exit 2
 rm -rf "$WORK" && mkdir -p "$LOGS" || exit 2
 : >"$WORK/gpu_device.log"
 
@@ -271,7 +284,12 @@ step() { # name limit_s [args]: runs `SELF --step name args` under timeout withi
   local name="$1" limit="$2"; shift 2
   local tag="$name${1:+-$*}" left=$((BUDGET_S - SECONDS)) t0=$SECONDS rc=0 status
   tag="${tag// /-}"
-  if [ "$left" -lt 5 ]; then skip "$tag" "budget of ${BUDGET_S} s spent"; return 1; fi
+  local own="LIMIT_$name"; limit="${!own:-$limit}"  # LIMIT_<step>=S: another time box
+  if [ "$left" -lt 5 ]; then
+    log "SKIP $tag: budget of $BUDGET_S s spent"
+    printf '{"step": "%s", "status": "budget", "reason": "budget of %d s spent"}\n' "$tag" "$BUDGET_S" >>"$RES/steps.jsonl"
+    return 1
+  fi
   [ "$limit" -gt "$left" ] && limit="$left"
   log "step $tag (limit $limit s)"
   timeout -k 5 "$limit" bash "$SELF" --step "$name" "$@" >>"$LOGS/$tag.log" 2>&1 || rc=$?
@@ -288,7 +306,8 @@ step() { # name limit_s [args]: runs `SELF --step name args` under timeout withi
 pack() { # OUT: at most 8 files, each under 15 MiB
   trap - EXIT INT TERM
   local limit=$((15 << 20)) n f
-  [ -d "$STARPU_HOME/.starpu/sampling" ] && cp -r "$STARPU_HOME/.starpu/sampling" "$RES/sampling"
+  [ -d "$STARPU_HOME/.starpu/sampling" ] && cp -r "$STARPU_HOME/.starpu/sampling" "$RES/sampling" \
+    && rm -rf "$RES/sampling/debug"
   mkdir -p "$RES/traces"
   for d in "$WORK"/traces/*/; do
     [ -d "$d" ] || continue
@@ -326,7 +345,7 @@ if [ -n "$STARPU_REUSE" ]; then
   step check_starpu_reused 20
 else
   step fxt 30
-  step starpu "${STARPU_LIMIT_S:-300}"
+  step starpu 300
 fi
 step apps 90
 step bus 90
@@ -350,5 +369,5 @@ else
   skip numa "$nodes NUMA node(s): no remote memory to measure (NUMA_BENCH=$NUMA_BENCH)"
 fi
 failed="$(grep -cv '"status": "\(ok\|skipped\)"' "$RES/steps.jsonl")"
-log "steps: $(grep -c '"status": "ok"' "$RES/steps.jsonl") ok, $failed failed or timed out, $(grep -c skipped "$RES/steps.jsonl") skipped"
+log "steps: $(grep -c '"status": "ok"' "$RES/steps.jsonl") ok, $failed failed, timed out or out of budget, $(grep -c '"status": "skipped"' "$RES/steps.jsonl") skipped"
 exit $((failed > 0))
