@@ -261,6 +261,34 @@ step_numa() {
   return "$rc"
 }
 
+step_summary() { # the numbers a reader of the call's output wants first (the files hold all)
+  "$PYTHON" - "$RES" <<'EOF'
+import csv, json, statistics, sys
+from pathlib import Path
+res = Path(sys.argv[1])
+runs = [json.loads(line) for line in (res / "runs.jsonl").read_text().splitlines() if line.strip()] \
+    if (res / "runs.jsonl").is_file() else []
+for r in runs:
+    if r["phase"] == "check":
+        print(f"check {r['variant']} n={r['n']}: residual {r.get('residual')}, {r.get('tasks_on_cuda')} tasks on CUDA")
+cells = {}
+for r in runs:
+    if r["phase"] in ("timed", "trace"):
+        cells.setdefault((r["phase"], r["n"], r["variant"]), []).append(r["makespan_s"])
+for (phase, n, variant), ms in sorted(cells.items()):
+    print(f"{phase} n={n} {variant}: makespan mean {statistics.mean(ms):.4f} s [{min(ms):.4f}, {max(ms):.4f}] ({len(ms)})")
+if (res / "cuda_bench.csv").is_file():  # median seconds per operation, per size
+    by_size = {}
+    for row in csv.DictReader((res / "cuda_bench.csv").read_text().splitlines()):
+        by_size.setdefault(row["bytes"], []).append(f"{row['what']} {float(row['median_s']) * 1e6:.1f}")
+    for size, cells in by_size.items():
+        print(f"cuda_bench {size} B (median us): " + ", ".join(cells))
+if (res / "task_overhead.csv").is_file():
+    for row in csv.DictReader((res / "task_overhead.csv").read_text().splitlines()):
+        print(f"task_overhead pipeline {row['pipeline']}: {float(row['per_task_s']) * 1e6:.2f} us per task")
+EOF
+}
+
 if [ "${1:-}" = --step ]; then shift; name="$1"; shift; "step_$name" "$@"; exit $?; fi
 
 # ------------------------------------------------------------------ driver
@@ -368,6 +396,7 @@ if [ "$NUMA_BENCH" = force ] || { [ "$NUMA_BENCH" = auto ] && [ "$nodes" -ge 2 ]
 else
   skip numa "$nodes NUMA node(s): no remote memory to measure (NUMA_BENCH=$NUMA_BENCH)"
 fi
+step summary 20 && sed 's/^/    /' "$LOGS/summary.log" | tee -a "$WORK/gpu_device.log" >&2
 failed="$(grep -cv '"status": "\(ok\|skipped\)"' "$RES/steps.jsonl")"
 log "steps: $(grep -c '"status": "ok"' "$RES/steps.jsonl") ok, $failed failed, timed out or out of budget, $(grep -c '"status": "skipped"' "$RES/steps.jsonl") skipped"
 exit $((failed > 0))

@@ -67,11 +67,14 @@ def test_rehearsal_runs_every_cpu_step_and_skips_cuda_with_a_reason(tmp_path):
         assert reason in proc.stderr and reason in log
     # a progress line per step, with the elapsed seconds
     assert "[gpu_device" in log and "step calibrate: ok (" in log
+    # the summary: residual and makespans in the call's output
+    assert "    check getrf-cpu n=1920: residual " in log
+    assert "    timed n=1920 getrf-cpu: makespan mean " in log and "    trace n=960 getrf-cpu: makespan mean " in log
 
     res = members(out / "results.tar.gz")
     steps = {s["step"]: s for s in jsonl(res["results/steps.jsonl"])}
     ok = {"node", "check_starpu_reused", "apps", "bus", "check", "calibrate", "trace-960", "trace-1920", "runs",
-          "convert-960", "convert-1920", "numa"}
+          "convert-960", "convert-1920", "numa", "summary"}
     assert {k for k, s in steps.items() if s["status"] == "ok"} == ok
     assert {k for k, s in steps.items() if s["status"] == "skipped"} == {"fxt", "starpu", "cudabench", "overhead",
                                                                          "getrf-gpu"}
