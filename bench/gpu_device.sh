@@ -16,12 +16,13 @@
 #   bus        starpu_machine_display: StarPU's bus calibration on its first start
 #   check      residual of apps/lu --check, getrf on the CPU and on the GPU (--getrf-gpu)
 #   calibrate  STARPU_CALIBRATE=1 runs: StarPU's codelet models of the node
-#   trace      one run per size and variant with STARPU_FXT_TRACE=1, models frozen;
-#              starpu_fxt_tool, then testbed/traces/fxt_trace.py: the testbed's task table
+#   trace      one run per size and variant with STARPU_FXT_TRACE=1, models frozen
+#   convert    starpu_fxt_tool, then testbed/traces/fxt_trace.py: the testbed's task table
 #   cudabench  cuda_bench per tile size: cudaMalloc, cudaFree, pinned cudaHostAlloc and
 #              cudaFreeHost, H2D/D2H copies
 #   overhead   starpu_task_overhead: host time of StarPU's CUDA worker per task (pipeline 1, 2)
-#   runs       timed apps/lu runs, models frozen, variants interleaved
+#   runs       timed apps/lu runs, models frozen, variants interleaved (last: earlier
+#              measurements of the node hold such runs already)
 #   numa       numa_bench remote-vs-local dgemm/dtrsm/dgetrf_nopiv, all cores busy (only with
 #              two or more NUMA nodes, or NUMA_BENCH=force)
 # Then OUT gets at most 8 files: gpu_device.log (these progress lines), results.tar.gz
@@ -304,6 +305,7 @@ done
 for n in $SIZES $TRACE_SIZES; do
   [[ "$n" =~ ^[1-9][0-9]*$ ]] && [ $((n % B)) = 0 ] || { echo "error: SIZES/TRACE_SIZES: $n: expected a multiple of B=$B" >&2; exit 2; }
 done
+case "$(realpath -m "$WORK")" in /|"$ROOT"|"$HOME") echo "error: WORK=$WORK: expected a scratch folder (it is emptied first)" >&2; exit 2 ;; esac
 mkdir -p "$OUT" && OUT="$(cd "$OUT" && pwd)" || exit 2
 rm -rf "$WORK" && mkdir -p "$LOGS" || exit 2
 : >"$WORK/gpu_device.log"
@@ -328,6 +330,9 @@ step() { # name limit_s [args]: runs `SELF --step name args` under timeout withi
   else log "step $tag: $status (rc $rc, $((SECONDS - t0)) s); last lines of logs/$tag.log:"
        tail -5 "$LOGS/$tag.log" | sed 's/^/    /' | tee -a "$WORK/gpu_device.log" >&2
   fi
+  # What is there so far, in OUT already: a call killed before the end still brings it back.
+  cp "$WORK/gpu_device.log" "$OUT/gpu_device.log" && tar -czf "$OUT/results.tmp.tar.gz" -C "$WORK" results \
+    && mv -f "$OUT/results.tmp.tar.gz" "$OUT/results.tar.gz"
   return "$rc"
 }
 
@@ -347,7 +352,7 @@ pack() { # OUT: at most 8 files, each under 15 MiB
   tar -czf "$OUT/results.tar.gz" -C "$WORK" results
   # FxT: the raw files (starpu_fxt_tool reads them again anywhere) and starpu_fxt_tool's
   # tasks.rec, paje.trace, data.rec, ...; trace.rec, dag.dot and trace.html are left out (derived).
-  export XZ_OPT="-6 -T0"
+  export XZ_OPT="-6 -T0 --block-size=8MiB"  # blocks: all cores compress one file
   for n in $TRACE_SIZES; do
     [ -d "$WORK/fxt-raw" ] && ls -d "$WORK"/fxt-raw/"$n"-* >/dev/null 2>&1 || continue
     f="$OUT/fxt-$n.tar.xz"
@@ -380,6 +385,7 @@ step bus 90
 step check 90
 step calibrate 150
 for n in $TRACE_SIZES; do step trace 60 "$n"; done
+for n in $TRACE_SIZES; do step convert 60 "$n"; done
 if have_cuda; then
   step cudabench 60
   step overhead 45
@@ -389,7 +395,6 @@ else
   skip getrf-gpu "rehearsal: no CUDA (apps/lu --getrf-gpu needs cuSOLVER): getrf on the CPU only"
 fi
 step runs 150
-for n in $TRACE_SIZES; do step convert 60 "$n"; done
 nodes="$(ls -d /sys/devices/system/node/node[0-9]* 2>/dev/null | wc -l)"
 if [ "$NUMA_BENCH" = force ] || { [ "$NUMA_BENCH" = auto ] && [ "$nodes" -ge 2 ]; }; then
   step numa 90

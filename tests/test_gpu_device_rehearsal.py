@@ -10,6 +10,7 @@ import io
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tarfile
 from pathlib import Path
@@ -121,6 +122,30 @@ def test_a_step_over_its_time_box_is_killed_and_the_next_steps_still_run(tmp_pat
     assert ps.stdout == ""
 
 
+@needs_starpu
+def test_a_call_killed_midway_still_leaves_the_finished_steps_in_out(tmp_path):
+    """SIGKILL to the whole process group (no trap runs) once the check step is done: OUT already
+    holds the progress lines and results.tar.gz with that step's records."""
+    out, work = tmp_path / "out", tmp_path / "work"
+    env = {**os.environ, "REHEARSAL": "1", "WORK": str(work), "STARPU_REUSE": str(STARPU_NATIVE),
+           "CAL_REPS": "100000"}
+    proc = subprocess.Popen(["bash", str(SCRIPT), str(out)], stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True)
+    try:
+        for line in proc.stderr:
+            if "step calibrate (limit" in line:  # logged after the check step's snapshot
+                break
+        os.killpg(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    assert "step check: ok" in (out / "gpu_device.log").read_text()
+    res = members(out / "results.tar.gz")
+    steps = {s["step"]: s["status"] for s in jsonl(res["results/steps.jsonl"])}
+    assert steps["check"] == "ok" and "calibrate" not in steps
+    assert [r["phase"] for r in jsonl(res["results/runs.jsonl"])] == ["check"]
+
+
 def test_out_is_packed_when_the_budget_is_spent(tmp_path):
     """No StarPU needed: every step is refused for the budget, OUT still gets the log and results."""
     proc, out, _ = rehearse(tmp_path, BUDGET_S="4")
@@ -138,6 +163,7 @@ def test_out_is_packed_when_the_budget_is_spent(tmp_path):
     ({"SIZES": "1000"}, "error: SIZES/TRACE_SIZES: 1000: expected a multiple of B=480"),
     ({"BUDGET_S": "x"}, "error: BUDGET_S=x: expected a positive integer"),
     ({"LIMIT_check": "0"}, "error: LIMIT_check=0: expected a positive integer"),
+    ({"WORK": "/"}, "error: WORK=/: expected a scratch folder (it is emptied first)"),
 ])
 def test_bad_settings_stop_before_anything_is_written(tmp_path, env, message):
     proc, out, work = rehearse(tmp_path, **env)
