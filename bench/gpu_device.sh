@@ -60,7 +60,6 @@ else
   export CAL_REPS="${CAL_REPS:-2}" NUMA_B="${NUMA_B:-960}" NUMA_REPS="${NUMA_REPS:-20}" CUDA=yes
 fi
 export TRACE_SIZES="${TRACE_SIZES:-$SIZES}" NUMA_KERNELS="${NUMA_KERNELS:-dgemm dtrsm dgetrf_nopiv}"
-export STARPU_VERSION_TAG=1.4.10
 export FXT_PREFIX="$WORK/fxt"
 export PREFIX="${STARPU_REUSE:-$ROOT/.deps/starpu-native}"
 export BUILD_DIR="$WORK/build" RES="$WORK/results" LOGS="$WORK/results/logs"
@@ -113,6 +112,7 @@ step_node() {
     echo "== tools"; for t in gcc mpicc make patch pkg-config dpkg xz "$PYTHON"; do
       printf '%s: %s\n' "$t" "$(command -v "$t" || echo MISSING)"; done
     gcc --version | head -1
+    echo "== environment"; env | grep -E '^(STARPU|CUDA|OMPI|OPENBLAS|OMP)_' | sort
   } >"$RES/node.txt" 2>&1
   nvidia-smi -q >"$RES/nvidia-smi-q.txt" 2>&1 || true
   grep -E '^(Model name|CPU\(s\)|Socket|NUMA node\(s\))' "$RES/node.txt" || true
@@ -140,10 +140,10 @@ step_starpu() {
   local rc=0
   TESTBED_APT=0 TESTBED_PYTHON=0 TESTBED_STARPU_BUILDS=native TESTBED_CUDA="$CUDA" \
     STARPU_SOURCE_TARBALL="$tarball" bash "$ROOT/envs/setup.sh" || rc=$?
-  tail -5 "$ROOT/.deps/build-native.log" 2>/dev/null
+  cp "$ROOT/.deps/build-native.log" "$LOGS/starpu-build.log" 2>/dev/null
   if [ "$rc" != 0 ]; then
     cp "$ROOT/.deps/build-native/config.log" "$LOGS/starpu-config.log" 2>/dev/null
-    tail -200 "$ROOT/.deps/build-native.log" >"$LOGS/starpu-build-tail.log" 2>/dev/null
+    tail -40 "$ROOT/.deps/build-native.log" 2>/dev/null
     return "$rc"
   fi
   check_starpu
@@ -151,6 +151,7 @@ step_starpu() {
 
 check_starpu() { # the prefix has FxT (and CUDA on the device) and finds libfxt
   local h="$PREFIX/include/starpu/1.4/starpu_config.h"
+  cp "$h" "$RES/starpu_config.h"
   grep -q 'define STARPU_USE_FXT 1' "$h" || { echo "error: $h: StarPU without FxT"; return 1; }
   if have_cuda; then grep -q 'define STARPU_USE_CUDA 1' "$h" || { echo "error: $h: StarPU without CUDA"; return 1; }; fi
   [ -x "$PREFIX/bin/starpu_fxt_tool" ] || { echo "error: $PREFIX/bin/starpu_fxt_tool missing"; return 1; }
