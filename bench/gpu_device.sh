@@ -85,12 +85,14 @@ lu_run() { # phase variant rep n [extra apps/lu args]: one apps/lu run, its JSON
   local phase="$1" variant="$2" rep="$3" n="$4" line; shift 4
   local args=(--n "$n" --b "$B" "$@")
   [ "$variant" = getrf-gpu ] && args+=(--getrf-gpu)
-  local t0=$SECONDS
+  local t0 t1; t0="$(date +%s.%N)"
   line="$("$LU" "${args[@]}" 2>>"$LOGS/lu.stderr" | tail -1)"
-  case "$line" in
-    \{*\}) printf '%s\n' "$line" | sed "s/}\$/, \"phase\": \"$phase\", \"variant\": \"$variant\", \"rep\": $rep}/" \
+  t1="$(date +%s.%N)"
+  local process_s; process_s="$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')"
+  case "$line" in  # process_s: the whole process (start-up, generation, shutdown)
+    \{*\}) printf '%s\n' "$line" | sed "s/}\$/, \"phase\": \"$phase\", \"variant\": \"$variant\", \"rep\": $rep, \"process_s\": $process_s}/" \
              >>"$RES/runs.jsonl"
-           echo "$phase $variant n=$n rep=$rep: $(printf '%s' "$line" | grep -o '"makespan_s": [^,]*') ($((SECONDS - t0)) s)" ;;
+           echo "$phase $variant n=$n rep=$rep: $(printf '%s' "$line" | grep -o '"makespan_s": [^,]*') (process $process_s s)" ;;
     *) echo "$phase $variant n=$n rep=$rep: no JSON line (stderr in logs/lu.stderr)"; return 1 ;;
   esac
 }
