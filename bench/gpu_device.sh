@@ -127,7 +127,9 @@ step_fxt() {
   local deb
   for deb in "$DEVICE_DIR"/libfxt2_*.deb "$DEVICE_DIR"/libfxt-dev_*.deb; do
     [ -f "$deb" ] || { echo "error: $deb missing"; return 2; }
-    dpkg -x "$deb" "$FXT_PREFIX" || return 1
+    if command -v dpkg >/dev/null; then dpkg -x "$deb" "$FXT_PREFIX" || return 1
+    else ar p "$deb" data.tar.xz | tar -xJ -C "$FXT_PREFIX" || return 1  # a .deb is an ar archive
+    fi
   done
   local pc; pc="$(ls "$FXT_PREFIX"/usr/lib/*-linux-gnu/pkgconfig/fxt.pc)" || return 1
   sed -i "s|^prefix=.*|prefix=$FXT_PREFIX/usr|" "$pc"

@@ -173,6 +173,23 @@ def test_bad_settings_stop_before_anything_is_written(tmp_path, env, message):
     assert not out.exists() and not work.exists()
 
 
+@pytest.mark.skipif(not (ROOT / ".device" / "SHA256SUMS").is_file(),
+                    reason="no .device folder (bench/gpu_device_prepare.sh fills it)")
+def test_fxt_step_unpacks_debians_fxt_into_a_private_prefix(tmp_path):
+    work = tmp_path / "work"
+    (work / "results" / "logs").mkdir(parents=True)
+    env = {**os.environ, "DEVICE_DIR": str(ROOT / ".device"), "WORK": str(work)}
+    proc = subprocess.run(["bash", str(SCRIPT), "--step", "fxt"], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    usr = work / "fxt" / "usr"
+    (pc,) = usr.glob("lib/*-linux-gnu/pkgconfig/fxt.pc")
+    assert f"prefix={usr}\n" in pc.read_text()
+    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "fxt"], capture_output=True, text=True,
+                           env={**os.environ, "PKG_CONFIG_PATH": str(pc.parent)}).stdout.split()
+    assert flags == [f"-I{usr}/include", f"-L{pc.parent.parent}", "-lfxt"]
+    assert (usr / "include" / "fxt" / "fxt.h").is_file() and (pc.parent.parent / "libfxt.so.2").exists()
+
+
 def test_fxt_step_refuses_files_whose_sha256_differs(tmp_path):
     device = tmp_path / "device"
     device.mkdir()
