@@ -27,8 +27,9 @@
 #              two or more NUMA nodes, or NUMA_BENCH=force)
 # Then OUT gets at most 8 files: gpu_device.log (these progress lines), results.tar.gz
 # (node.txt, steps.jsonl, runs.jsonl, csv files, StarPU's sampling/, logs/, the converted traces)
-# and one fxt-<N>.tar.xz per size (starpu_fxt_tool's outputs and the raw FxT files), each at
-# most 15 MiB. OUT is filled even when a step fails or the script is interrupted.
+# and one fxt-<N>.tar.xz per size (starpu_fxt_tool's outputs and the raw FxT files; .tar.gz
+# where xz is missing), each at most 15 MiB. OUT is filled even when a step fails or the script
+# is interrupted.
 #
 # Settings (environment):
 #   REHEARSAL=1        no CUDA: tiny sizes, CUDA steps and --getrf-gpu skipped with a message
@@ -358,16 +359,18 @@ pack() { # OUT: at most 8 files, each under 15 MiB
   # FxT: the raw files (starpu_fxt_tool reads them again anywhere) and starpu_fxt_tool's
   # tasks.rec, paje.trace, data.rec, ...; trace.rec, dag.dot and trace.html are left out (derived).
   export XZ_OPT="-6 -T0 --block-size=8MiB"  # blocks: all cores compress one file
+  local z=J ext=xz
+  command -v xz >/dev/null || { z=z; ext=gz; log "no xz: the FxT files go as .tar.gz"; }
   for n in $TRACE_SIZES; do
     [ -d "$WORK/fxt-raw" ] && ls -d "$WORK"/fxt-raw/"$n"-* >/dev/null 2>&1 || continue
-    f="$OUT/fxt-$n.tar.xz"
+    f="$OUT/fxt-$n.tar.$ext"
     local parts=(--exclude=trace.rec --exclude=dag.dot --exclude=trace.html)
     for drop in none paje.trace prof_file_; do
-      [ "$drop" = none ] || { log "fxt-$n.tar.xz over 15 MiB: again without $drop*"; parts+=("--exclude=$drop*"); }
-      (cd "$WORK" && tar -cJf "$f" "${parts[@]}" fxt-raw/"$n"-* $(ls -d traces/"$n"-*/fxt-tool 2>/dev/null))
+      [ "$drop" = none ] || { log "$(basename "$f") over 15 MiB: again without $drop*"; parts+=("--exclude=$drop*"); }
+      (cd "$WORK" && tar -c${z}f "$f" "${parts[@]}" fxt-raw/"$n"-* $(ls -d traces/"$n"-*/fxt-tool 2>/dev/null))
       [ "$(stat -c %s "$f")" -gt "$limit" ] || break
     done
-    [ "$(stat -c %s "$f")" -le "$limit" ] || { log "fxt-$n.tar.xz still over 15 MiB: left out"; rm -f "$f"; }
+    [ "$(stat -c %s "$f")" -le "$limit" ] || { log "$(basename "$f") still over 15 MiB: left out"; rm -f "$f"; }
   done
   log "done: $(cd "$OUT" && ls -s --block-size=K | tr '\n' ' ')"
   cp "$WORK/gpu_device.log" "$OUT/gpu_device.log"
