@@ -313,6 +313,7 @@ for n in $SIZES $TRACE_SIZES; do
 done
 case "$(realpath -m "$WORK")" in /|"$ROOT"|"$HOME") echo "error: WORK=$WORK: expected a scratch folder (it is emptied first)" >&2; exit 2 ;; esac
 mkdir -p "$OUT" && OUT="$(cd "$OUT" && pwd)" || exit 2
+rm -f "$OUT"/gpu_device.log "$OUT"/results.tar.gz "$OUT"/results.tmp.tar.gz "$OUT"/fxt-*.tar.xz "$OUT"/fxt-*.tar.gz
 rm -rf "$WORK" && mkdir -p "$LOGS" || exit 2
 : >"$WORK/gpu_device.log"
 

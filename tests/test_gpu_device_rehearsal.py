@@ -147,7 +147,10 @@ def test_a_call_killed_midway_still_leaves_the_finished_steps_in_out(tmp_path):
 
 
 def test_out_is_packed_when_the_budget_is_spent(tmp_path):
-    """No StarPU needed: every step is refused for the budget, OUT still gets the log and results."""
+    """No StarPU needed: every step is refused for the budget, OUT still gets the log and results
+    (and only this call's files: an earlier call's trace is removed)."""
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "fxt-960.tar.xz").write_bytes(b"an earlier call's")
     proc, out, _ = rehearse(tmp_path, BUDGET_S="4")
     assert proc.returncode == 1
     assert check_out_limits(out) == ["gpu_device.log", "results.tar.gz"]
