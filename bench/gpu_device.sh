@@ -4,6 +4,13 @@
 #   bash bench/gpu_device.sh OUT                 # on the GPU node (16 cores + CUDA)
 #   REHEARSAL=1 bash bench/gpu_device.sh OUT     # the same steps on a machine without CUDA
 #
+# For a node that gets a copy of the working tree and nothing from the network: first, where the
+# tree is, `bash bench/gpu_device_prepare.sh` (fills the ignored folder .device/, about 8 MB:
+# StarPU's source and Debian's FxT packages); send .device/ with the tree; on the node, from the
+# tree's root, `bash bench/gpu_device.sh "$OUT"`. On 16 cores + one H100 the steps should take
+# about 5 minutes (StarPU's build with CUDA took 56 s there before FxT was added); BUDGET_S (450 s)
+# bounds them, packing OUT takes seconds more.
+#
 # Steps, in order (each under `timeout`; a failed or timed-out step is recorded and the next
 # ones still run; a step that the remaining budget cannot hold is skipped):
 #   node       node.txt: lscpu, numactl -H, nvidia-smi (-q, topo), nvcc, OS, memory
