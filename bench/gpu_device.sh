@@ -294,11 +294,15 @@ for (phase, n, variant), ms in sorted(cells.items()):
 if (res / "cuda_bench.csv").is_file():  # median seconds per operation, per size
     by_size = {}
     for row in csv.DictReader((res / "cuda_bench.csv").read_text().splitlines()):
+        if row["what"] == "what":  # the header again (files of several runs put together)
+            continue
         by_size.setdefault(row["bytes"], []).append(f"{row['what']} {float(row['median_s']) * 1e6:.1f}")
     for size, cells in by_size.items():
         print(f"cuda_bench {size} B (median us): " + ", ".join(cells))
 if (res / "task_overhead.csv").is_file():
     for row in csv.DictReader((res / "task_overhead.csv").read_text().splitlines()):
+        if row["pipeline"] == "pipeline":
+            continue
         print(f"task_overhead pipeline {row['pipeline']}: {float(row['per_task_s']) * 1e6:.2f} us per task")
 EOF
 }

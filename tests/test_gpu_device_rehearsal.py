@@ -146,6 +146,27 @@ def test_a_call_killed_midway_still_leaves_the_finished_steps_in_out(tmp_path):
     assert [r["phase"] for r in jsonl(res["results/runs.jsonl"])] == ["check"]
 
 
+def test_summary_reads_the_files_of_a_gpu_node(tmp_path):
+    """The summary step on what a GPU node wrote (bench/data/gpu-node-h100: runs with --getrf-gpu,
+    cuda_bench, starpu_task_overhead, whose CSV header the committed file lacks): the CUDA-only
+    parts of the summary, which a rehearsal does not reach."""
+    data = ROOT / "bench" / "data" / "gpu-node-h100"
+    res = tmp_path / "work" / "results"
+    (res / "logs").mkdir(parents=True)
+    shutil.copy(data / "runs.jsonl", res / "runs.jsonl")
+    shutil.copy(data / "cuda_bench.csv", res / "cuda_bench.csv")
+    (res / "task_overhead.csv").write_text("pipeline,tasks,elapsed_s,per_task_s\n" + "".join(
+        line + "\n" for line in (data / "task_overhead.csv").read_text().splitlines()[:4]))
+    proc = subprocess.run(["bash", str(SCRIPT), "--step", "summary"], capture_output=True, text=True,
+                          env={**os.environ, "WORK": str(tmp_path / "work")})
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "check getrf-gpu n=3840: residual 2.095892e-16, 26 tasks on CUDA" in lines
+    assert "timed n=9600 getrf-gpu: makespan mean 0.1223 s [0.1090, 0.1306] (5)" in lines
+    assert ("cuda_bench 7372800 B (median us): malloc 63.7, h2d 143.5, d2h 142.3, free 57.5") in lines
+    assert "task_overhead pipeline 1: 15.63 us per task" in lines
+
+
 def test_out_is_packed_when_the_budget_is_spent(tmp_path):
     """No StarPU needed: every step is refused for the budget, OUT still gets the log and results
     (and only this call's files: an earlier call's trace is removed)."""
