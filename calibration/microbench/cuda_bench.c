@@ -9,6 +9,13 @@
  *   free        cudaFree of such a buffer (_starpu_cuda_free_on_node)
  *   h2d, d2h    one cudaMemcpyAsync of B bytes from/to pinned host memory (cudaHostAlloc,
  *               as STARPU_MALLOC_PINNED), waited for with cudaStreamSynchronize
+ *   hostalloc   cudaHostAlloc of B bytes with the flags StarPU's starpu_malloc_flags uses for
+ *               STARPU_MALLOC_PINNED (src/datawizard/malloc.c, _starpu_malloc_flags_on_node):
+ *               cudaHostAllocPortable|cudaHostAllocMapped when StarPU is built with CUDA
+ *               mapping (configure's default --enable-cuda-map) and the device can map host
+ *               memory, else cudaHostAllocPortable alone (row hostalloc_portable, always
+ *               measured); apps/lu allocates every tile so (lu.c, starpu_malloc_flags)
+ *   hostfree    cudaFreeHost of such a buffer (malloc.c, _starpu_free_flags_on_node)
  * StarPU-SimGrid charges 175 us per allocation and 750 us per free (driver_cuda.c, SimGrid
  * branch); this measures the device at hand. Built by calibration/microbench/Makefile when a
  * CUDA toolkit is found. */
@@ -102,7 +109,27 @@ int main(int argc, char **argv)
 	}
 	row("free", bytes, t, reps);
 	cudaStreamDestroy(s);
-	cudaFreeHost(host);
+	check(cudaFreeHost(host), "cudaFreeHost");
+
+	/* Pinned host allocations: reps live buffers, then freed, per flag set. */
+	int can_map = 0;
+	check(cudaDeviceGetAttribute(&can_map, cudaDevAttrCanMapHostMemory, device), "cudaDeviceGetAttribute");
+	const unsigned int flag_sets[2] = {cudaHostAllocPortable, cudaHostAllocPortable | cudaHostAllocMapped};
+	const char *names[2][2] = {{"hostalloc_portable", "hostfree_portable"}, {"hostalloc", "hostfree"}};
+	for (int f = 0; f < (can_map ? 2 : 1); f++) {
+		for (int r = 0; r < reps; r++) {
+			double t0 = now();
+			check(cudaHostAlloc(&bufs[r], bytes, flag_sets[f]), "cudaHostAlloc");
+			t[r] = now() - t0;
+		}
+		row(names[f][0], bytes, t, reps);
+		for (int r = 0; r < reps; r++) {
+			double t0 = now();
+			check(cudaFreeHost(bufs[r]), "cudaFreeHost");
+			t[r] = now() - t0;
+		}
+		row(names[f][1], bytes, t, reps);
+	}
 	free(bufs);
 	free(t);
 	return 0;
