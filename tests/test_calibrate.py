@@ -51,6 +51,33 @@ def test_microbench_builds_and_measures() -> None:
     assert bad.returncode == 2
 
 
+def test_remote_penalty_needs_two_numa_nodes() -> None:
+    """numa_bench penalty on a one-node machine says why it cannot measure and exits 3 (its
+    documented status); on two nodes or more the calibration schedules it at the study's b."""
+    exe = microbench.build_microbench()
+    p = subprocess.run([str(exe), "penalty", "--b", "64", "--reps", "2"], capture_output=True, text=True,
+                       env={"OPENBLAS_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"})
+    if len(cal.numa_layout()) > 1:
+        pytest.skip("this machine has several NUMA nodes: the penalty is measurable here")
+    assert p.returncode == cal.PENALTY_NOT_MEASURABLE == 3
+    assert "1 NUMA node" in p.stderr and "cannot be measured" in p.stderr and p.stdout == ""
+    bad = subprocess.run([str(exe), "penalty", "--b", "64", "--reps", "2", "--copies", "maybe"], capture_output=True)
+    assert bad.returncode == 2
+    opts = cal.Options(machine="m", out=Path("/nonexistent"), tile_sizes=[192])
+    assert "remote-penalty" not in [s.name for s in cal.steps_for(opts, 1)]
+    step = next(s for s in cal.steps_for(opts, 2) if s.name == "remote-penalty")
+    assert step.output == Path("/nonexistent/numa/remote_penalty.csv") and opts.penalty_b == 960
+
+
+def test_copies_without_a_cuda_device_are_skipped_with_a_message() -> None:
+    exe = microbench.build_microbench()
+    p = subprocess.run([str(exe), "copies", "--node", "0", "--seconds", "0.2"], capture_output=True, text=True,
+                       env={"PATH": "/usr/bin:/bin", "NUMA_BENCH_CUDART": "libcudart-absent.so"})
+    if p.returncode == 0:
+        pytest.skip("a CUDA device is present")
+    assert p.returncode == 3 and ("no CUDA runtime" in p.stderr or "no CUDA device" in p.stderr)
+
+
 def test_bundle_contents(bundle: Path) -> None:
     for rel in ("provenance.yaml", "hwloc.xml", "summary.md", "numa/bandwidth.csv", "host.json"):
         assert (bundle / rel).is_file(), rel
