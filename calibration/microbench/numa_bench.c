@@ -17,6 +17,9 @@
  * its memory and a pinned buffer on node D (cudaMemcpy, the CUDA runtime opened with dlopen:
  * no CUDA at build time). Exit 3, with a message, on one NUMA node: there is no remote memory.
  * copies: the host<->GPU copy rate alone from a buffer on node D (exit 3 without a CUDA device).
+ * Exit status: 0 done, 1 a failure (allocation, affinity, a CUDA copy), 2 bad arguments, 3 nothing
+ * to measure here (penalty: one NUMA node; copies: no CUDA device). NUMA_BENCH_NODES="0-7;8-15"
+ * replaces the NUMA layout read from sysfs (to run the several-node cells on a one-node machine).
  *
  * Output: CSV on stdout, one row per (T, D) cell, header first; GF/s from the
  * median call time, rel_std = standard deviation / mean over all calls.
