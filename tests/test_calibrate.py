@@ -69,6 +69,26 @@ def test_remote_penalty_needs_two_numa_nodes() -> None:
     assert step.output == Path("/nonexistent/numa/remote_penalty.csv") and opts.penalty_b == 960
 
 
+def test_summary_reports_the_remote_penalty(tmp_path: Path) -> None:
+    """summary.md's section: one NUMA node says why there is nothing; two show the measured cells
+    (with the copy rate of the gpu rows) and numa_bench's message about skipped copies."""
+    from testbed.calibrate.summary import penalty_lines
+
+    assert "Not measurable: one NUMA node (no memory on another socket)." in penalty_lines(tmp_path, 1)
+    assert "Not available (see Steps)." in penalty_lines(tmp_path, 2)
+    (tmp_path / "numa").mkdir()
+    (tmp_path / "numa" / "remote_penalty.csv").write_text(
+        "kernel,b,copies,thread_node,data_node,threads,calls,local_median_s,remote_median_s,penalty,"
+        "local_rel_std,remote_rel_std,copy_gbps\n"
+        "dgemm,960,none,1,0,14,280,0.0676,0.0703,1.04,0.02,0.03,0\n"
+        "dgemm,960,gpu,1,0,14,280,0.0680,0.0748,1.1,0.02,0.05,19.5\n")
+    (tmp_path / "numa" / "remote_penalty.log").write_text("numa_bench penalty: no CUDA device: skipped\n")
+    text = "\n".join(penalty_lines(tmp_path, 2))
+    assert "| dgemm | 960 | none | 1 | 0 | 67.6 | 70.3 | 1.04 | — |" in text
+    assert "| dgemm | 960 | gpu | 1 | 0 | 68 | 74.8 | 1.1 | 19.5 |" in text
+    assert "numa_bench: numa_bench penalty: no CUDA device: skipped" in text
+
+
 def test_copies_without_a_cuda_device_are_skipped_with_a_message() -> None:
     exe = microbench.build_microbench()
     p = subprocess.run([str(exe), "copies", "--node", "0", "--seconds", "0.2"], capture_output=True, text=True,
