@@ -194,7 +194,8 @@ def test_missing_lu_build_is_reported_not_faked(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("argv", [["--machine", "bad name"], ["--machine", "x", "--reps", "0"],
                                   ["--machine", "x", "--b", "-4"], ["--machine", "x", "--unstable", "0"],
-                                  ["--machine", "x", "--paired-runs", "-1"], ["--machine", "x", "--hosts", "a"]])
+                                  ["--machine", "x", "--paired-runs", "-1"], ["--machine", "x", "--hosts", "a"],
+                                  ["--machine", "x", "--penalty-b", "0"]])
 def test_bad_options(argv: list[str]) -> None:
     p = argparse.ArgumentParser()
     cal.add_arguments(p)
