@@ -209,3 +209,26 @@ def test_bad_penalty_cells_name_the_line(gpu_bundle: Path, tmp_path: Path, capsy
     err = capsys.readouterr().err
     assert f"remote_penalty.csv: {key}: expected" in err and len(err.strip().splitlines()) == 1
     assert not out.exists()
+
+
+def test_derived_stall_gives_the_measured_penalty_back_in_numasim(gpu_bundle: Path, tmp_path: Path) -> None:
+    """Round trip through numasim's memory model (memory_bench, the calibration's validation step):
+    on the machine derived from the bundle, numa_bench's penalty cells simulated with every core busy
+    give the measured penalties (the stall fraction carries them, the controllers do not saturate)."""
+    from testbed.calibrate.memory_microbench import bundle_check
+    from testbed.calibrate.validation import build_platform
+    from testbed.common.paths import BUILD
+
+    if not (BUILD / "simulator" / "memory_bench").exists():
+        pytest.skip("memory_bench not built (make build-simulator)")
+    (gpu_bundle / "numa" / "remote_penalty.csv").write_text(PENALTY_CSV)
+    commands: list[str] = []
+    machine_yaml, pdir = build_platform(gpu_bundle, "gpunode", 960, tmp_path / "work", commands)
+    check = bundle_check(gpu_bundle, pdir / "numasim.xml")
+    rows = [r for r in check["cells"] if r["quantity"] == "remote_penalty"]
+    assert [(r["kernel"], r["thread_node"], r["data_node"]) for r in rows] == [
+        ("dgemm", 0, 1), ("dgemm", 1, 0), ("dtrsm", 0, 1), ("dtrsm", 1, 0)]  # the gpu rows are not simulated
+    for r in rows:
+        assert r["simulated"] > 1.0 and r["within_tolerance"], r
+    dtrsm = [r for r in rows if r["kernel"] == "dtrsm"]
+    assert all(r["simulated"] == pytest.approx(1.03, rel=2e-3) for r in dtrsm)
