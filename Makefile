@@ -15,7 +15,7 @@ run: setup build
 sensitivity: setup build
 	snakemake --cores $(CORES) sensitivity
 
-# Issue 13's speed figures in one run (bench/RESULTS.md; ~2 min on this 2-core machine, quiet):
+# The speed figures in one run (bench/RESULTS.md; ~2 min on this 2-core machine, quiet):
 # study scale with both mappings, cost growth with tiles and nodes, testbed simulate's overhead
 # and StarPU-SimGrid at 20² and 40². JSON under bench/results/. The campaign's own time is
 # `snakemake --cores 2 all --config scale=study` (about an hour; bench/data/campaign-study/).
@@ -46,8 +46,8 @@ build-lu:
 test-cpp:
 	@cd $(BUILD)/simulator && if [ -x numasim_tests ]; then ctest --output-on-failure; else echo "no C++ tests built"; fi
 
-# numasim's C++ tests again under AddressSanitizer and UndefinedBehaviorSanitizer (issue 19: the
-# heap overflow and the signed overflow found by hand were of this kind), in a build directory of
+# numasim's C++ tests again under AddressSanitizer and UndefinedBehaviorSanitizer (a heap overflow
+# and a signed overflow found by hand were of this kind), in a build directory of
 # its own; only numasim_tests is built there. UBSan findings are fatal. SimGrid switches actor
 # stacks by hand: ASan warns once about it, and detect_stack_use_after_return must be off.
 # tcmalloc is left out (it replaces the allocator ASan instruments).
@@ -63,9 +63,10 @@ test-cpp-asan:
 	ASAN_OPTIONS=detect_stack_use_after_return=0 UBSAN_OPTIONS=print_stacktrace=1 \
 	  FUZZ_NUMASIM=$(ASAN_BUILD)/numasim FUZZ_SCALE=0.4 $(PY) -m pytest -q tests/test_fuzz.py -k numasim_run_json
 
-# -rs: the reason of every skipped test (e.g. no SLURM or OAR cluster can start here)
+# -rs: the reason of every skipped test (e.g. no SLURM or OAR cluster can start here);
+# --durations=15: the slowest tests (`-m "not slow"` leaves out those marked slow in pyproject.toml)
 test-python:
-	$(PY) -m pytest -q -rs
+	$(PY) -m pytest -q -rs --durations=15
 
 # the campaigns on one-node SLURM and OAR clusters only (tests/test_slurm.py, tests/test_oar.py;
 # TESTBED_SLURM=1 TESTBED_OAR=1 bash envs/setup.sh installs them)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Per-run Python overhead of a campaign batch (issue 11: at most 0.05 s per run).
+"""Per-run Python overhead of a campaign batch (target: at most 0.05 s per run).
 
 One batch of the embedded default experiment (g5k-lille-21, 30 x 30 tiles of b = 960, numasim,
 a slice of its design: --runs rows), run the way Snakemake runs it (`testbed.run.campaign.run_batch`,
@@ -78,12 +78,12 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="campaign-overhead-") as tmp:
         design = read_design(design_slice(args.runs, Path(tmp)))
         cluster, b = design["cluster"].iloc[0], int(design["b"].iloc[0])
-        run_batch(design, 0, None, progress=open(os.devnull, "w"))  # warm-up (caches, page cache)
+        run_batch(design, 0, None)  # warm-up (caches, page cache)
         per_run, batch_walls, alone_walls = [], [], []
         for _ in range(args.reps):
             with ProcessTimer(numasim) as timer:
                 t0 = time.perf_counter()
-                run_batch(design, 0, None, progress=open(os.devnull, "w"))
+                run_batch(design, 0, None)
                 batch = time.perf_counter() - t0
             batch_walls.append(batch)
             alone_walls.append(timer.total)

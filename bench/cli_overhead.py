@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""`testbed simulate` against numasim alone and against StarPU-SimGrid, in one run (issue 13).
+"""`testbed simulate` against numasim alone and against StarPU-SimGrid, in one run.
 
 For each tile count (g5k-lille-21, b = 960, study defaults, seed 1): the whole command
 `testbed simulate --engine numasim ...` (platform and run description from results/cache, after

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""How numasim's cost grows with the tiles and with the nodes (issue 13).
+"""How numasim's cost grows with the tiles and with the nodes (target: 200² tiles at most 8× the 100² cost).
 
 The study's cluster (g5k-lille-21: 14 chetemi + 7 chifflet) at 50², 100², 150², 200² tiles
 (b = 960), and the same machines at 2× and 4× the node count (28 + 14, 56 + 28 nodes, same
@@ -11,7 +11,7 @@ factors at -1, dmdas, variability on, seed 1, block-cyclic over a near-square p 
 The machine may be shared: CPU times are the figures to compare; the load average is recorded.
 Each case runs --repeats times (default 3), the cases in turn (all cases once, then again), and
 the fits and the ratio use each case's least CPU time: noise only adds time, and on a shared
-virtual machine single runs of one case varied by ±20 % (seventh session: the 200² case 11.2–16.9
+virtual machine single runs of one case varied by ±20 % (the 200² case once 11.2–16.9
 s within ten minutes). Each case's runs must give the same makespan.
 
 Usage: .venv/bin/python bench/numasim_growth.py [--tiles 50 100 150 200] [--scales 1 2 4]

@@ -1,7 +1,11 @@
 """The `testbed` command line: one subcommand per step of the workflow.
 
 Each subcommand lives in its own module, which exposes
-``add_arguments(parser)`` and ``run(args) -> int``; this file only wires them.
+``add_arguments(parser)`` and ``run(args) -> int``; this file only wires them, and holds what
+every command shares (docs/interfaces.md, "Command-line conventions"): `--version`, `-v`/`-q`
+(status and progress on stderr through `logging`, data on stdout), every default shown in
+`--help`, and the error contract (bad input: one line, exit 2; a failed tool or the
+environment: one line, exit 1).
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ import argparse
 import importlib
 import sys
 
+from testbed.common import logs
 from testbed.common.errors import InputError
 
 #: subcommand -> (module, one-line help)
@@ -26,12 +31,49 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "trace-starvz": ("testbed.traces.starvz", "a numasim task trace as StarVZ phase-1 input (worker states, entities)"),
     "compare-traces": ("testbed.traces.compare_traces", "two task traces side by side: kernel durations, idle time, plots"),
     "trace-pair": ("testbed.traces.trace_pair", "traced reruns of an experiment's all-default and best configurations, compared"),
+    "diagnose": ("testbed.traces.diagnostics", "a traced run's diagnostics: kernel durations per NUMA node and GPU, "
+                                               "area bound, copies against estimates, overheads (CSV)"),
 }
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """argparse's "(default: X)" after every option's help, but not for defaults that say nothing
+    (None, False of a flag, an empty list) or when the help already states its default."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = (action.help or "").strip()
+        if _says_nothing(action.default) or "default" in text:
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def _says_nothing(default: object) -> bool:
+    return default is None or default is False or default == [] or default == argparse.SUPPRESS
+
+
+def _defaults_shown(parser: argparse.ArgumentParser) -> None:
+    """HelpFormatter on `parser` and on the parsers of its subcommands, and a help string on every
+    argument with a default."""
+    parser.formatter_class = HelpFormatter
+    for action in parser._actions:
+        if not action.help and not _says_nothing(action.default):
+            action.help = "default: %(default)s"  # argparse prints help only where there is some
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _defaults_shown(sub)
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser; only `command`'s module is imported (pandas, scipy, ... cost seconds)."""
-    parser = argparse.ArgumentParser(prog="testbed", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="testbed", description=__doc__.splitlines()[0],
+                                     formatter_class=HelpFormatter)
+    parser.add_argument("--version", action=_Version,
+                        help="print the version and the commit, and exit")
+    loud = parser.add_mutually_exclusive_group()
+    loud.add_argument("-v", "--verbose", action="store_const", const=1, dest="verbosity", default=0,
+                      help="also debug detail on stderr")
+    loud.add_argument("-q", "--quiet", action="store_const", const=-1, dest="verbosity",
+                      help="no status or progress on stderr, only warnings and errors")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
@@ -39,17 +81,35 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             module = importlib.import_module(module_name)
             module.add_arguments(p)
             p.set_defaults(_run=module.run)
+    _defaults_shown(parser)
     return parser
+
+
+class _Version(argparse.Action):
+    """`--version`: the version and the commit, computed only when asked (git costs a few ms)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from testbed.common.version import version_line
+
+        print(version_line())
+        parser.exit()
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     command = next((a for a in argv if not a.startswith("-")), None)
     args = build_parser(command).parse_args(argv)
+    logs.setup(args.verbosity)
     try:
         return int(args._run(args) or 0)
     except InputError as exc:
         print(f"error: {exc.message()}", file=sys.stderr)
+        return 2
+    except IsADirectoryError as exc:  # a directory given where the command reads or writes a file
+        print(f"error: {exc.filename}: expected a file, got a directory", file=sys.stderr)
         return 2
     except RuntimeError as exc:  # a tool or engine failed: its message, no traceback
         print(f"error: {exc}", file=sys.stderr)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_analyze import synthetic_runs
+from support.experiments import synthetic_runs
 
 from testbed.analyze.runs_table import read_runs
 from testbed.cli import main

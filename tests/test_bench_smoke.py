@@ -61,3 +61,21 @@ def test_tiny_comparison_agrees(tmp_path: Path) -> None:
     write_platform(build_platform([NodeSource("s", "sirocco", SHIPPED / "bus" / "sirocco.platform.v4.xml")]),
                    tmp_path / "again.xml")
     assert (tmp_path / "again.xml").read_text().count("kind") > 0
+
+
+@pytest.mark.skipif(not NUMASIM.exists(), reason="numasim not built (make build)")
+def test_study_diagnostics_bench_writes_every_table(tmp_path: Path) -> None:
+    """bench/study_diagnostics.py at 6 x 6 tiles: both configurations traced and diagnosed."""
+    import subprocess
+
+    import pandas as pd
+
+    out = tmp_path / "diag"
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "study_diagnostics.py"), "--nt", "6", "--out", str(out)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert "default, seed 1: makespan" in proc.stderr and "A=1, seed 1: makespan" in proc.stderr
+    summary = pd.read_csv(out / "bound_summary.csv")
+    assert set(summary["run"]) == {"default seed 1", "A=1 seed 1"} and set(summary["machine"]) == {"chetemi", "chifflet"}
+    assert (summary["makespan_over_bound_model"] >= 1).all()
+    assert "| machine | default seed 1 | A=1 seed 1 |" in (out / "digest.md").read_text()

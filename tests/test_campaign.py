@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from support.experiments import TINY
 
 from testbed.analyze.runs_table import read_runs
 from testbed.cli import main
@@ -14,17 +15,6 @@ from testbed.common.errors import InputError
 from testbed.common.paths import LU_REAL, NUMASIM
 from testbed.run.campaign import read_design, run_batch
 from testbed.study.design import design_table
-
-#: two factors given as raw StarPU variables (config/factors.yaml targets the study's nodes)
-TINY = {
-    "name": "tiny", "cluster": "local-1", "engine": "real",
-    "workload": {"n": 960, "b": 192, "distribution": {"kind": "block-cyclic"}},
-    "factors": {"E": [-1, 1], "S": [-1, 1]},
-    "factor_env": {"E": {"low": {"STARPU_SCHED_BETA": "1"}, "high": {"STARPU_SCHED_BETA": "10"}},
-                   "S": {"low": {"STARPU_SCHED": "dmdas"}, "high": {"STARPU_SCHED": "eager"}}},
-    "design": {"type": "full", "generators": []}, "repetitions": 1, "seed": 3, "randomize": True,
-    "batches": 2, "env": {"STARPU_SILENT": "1"}, "variability": True,
-}
 
 needs_real_engine = pytest.mark.skipif(not LU_REAL.exists(), reason="apps/lu not built (make build)")
 

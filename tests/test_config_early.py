@@ -1,5 +1,5 @@
-"""Config mistakes are reported while the Snakefile is read, in one line, exit 2 (issue 19,
-family 7): schema violations (snakemake's validate() printed 15 to 800 lines, exit 1), and the
+"""Config mistakes are reported while the Snakefile is read, in one line, exit 2:
+schema violations (snakemake's validate() printed 15 to 800 lines, exit 1), and the
 mistakes that used to pass `snakemake -n` and fail in every batch job: N not a multiple of b, an
 unknown factor or StarPU variable, a missing distribution file, scale overrides out of range,
 more batches than runs. A nested `--config 'analysis={p_max: 0.01}'` is accepted."""
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_workflow import snakemake, workflow_copy
+from support.workflow import snakemake, workflow_copy
 
 from testbed import ROOT
 from testbed.common import paths
@@ -145,7 +145,7 @@ def test_env_variable_list_matches_numasim(tmp_path):
 
 
 def test_snakemake_refuses_an_alias_bomb_in_the_config_quickly(tmp_path):
-    """Issue 19: a 4 KB alias bomb in config/config.yaml made snakemake's own loader grow for a
+    """A 4 KB alias bomb in config/config.yaml made snakemake's own loader grow for a
     minute before a MemoryError; the project's reader refuses it first, in one line."""
     copy = workflow_copy(tmp_path)
     config = copy / "config" / "config.yaml"
@@ -161,7 +161,7 @@ def test_snakemake_refuses_an_alias_bomb_in_the_config_quickly(tmp_path):
 
 
 def test_a_fresh_clone_calibrates_its_own_machine(tmp_path):
-    """Issue 19, stale calibration: no committed bundle is named like the default machine, so
+    """Stale calibration: no committed bundle is named like the default machine, so
     `snakemake calibrate` on a fresh clone plans a calibration instead of "Nothing to be done"
     (the committed bundle of the 2-core development VM is calibration/vm-2c)."""
     assert not (ROOT / "calibration" / "local").exists()

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
-from test_analyze import TRUE, synthetic_runs
+from support.experiments import TRUE, synthetic_runs
 
 from testbed.analyze.analyze import anova_table, fit_model, write_plots, write_tables
 from testbed.analyze.diagnostics import blom_quantiles, halfnormal_table, lenth_pse, residual_table

@@ -145,7 +145,7 @@ def test_heterogeneous_cluster_convention() -> None:
 
 
 def test_user_variables_win_on_every_machine_type() -> None:
-    """D1 (issue 11): on a mixed cluster the user's variables used to lose to the per-machine factor
+    """On a mixed cluster the user's variables used to lose to the per-machine factor
     rules (numasim applied env_per_machine over --env); they now come last on every machine type."""
     user = {"STARPU_MAIN_THREAD_CPUID": "5", "STARPU_WORKERS_CPUID": "1 2 3 4 5 6"}
     env = resolve_run_env("g5k-lille-21", {"D": 1}, user)
@@ -155,7 +155,7 @@ def test_user_variables_win_on_every_machine_type() -> None:
 
 
 def test_factor_env_replaces_the_rules_on_every_machine_type() -> None:
-    """D4 (issue 11): a campaign's factor_env for B used to be overridden on chifflet by B's
+    """A campaign's factor_env for B used to be overridden on chifflet by B's
     per-machine rule; its variables now replace the rule on every machine type."""
     factor_env = {"B": {"low": {"STARPU_WORKERS_CPUID": "0 1 2"}, "high": {"STARPU_WORKERS_CPUID": "3 4 5"}}}
     for level, want in ((-1, "0 1 2"), (1, "3 4 5")):

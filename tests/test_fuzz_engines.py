@@ -1,8 +1,7 @@
-"""Bad input fed to the two engines that run the real StarPU (issue 19: "bad inputs also fed to the
-starpu-simgrid and real engines"): StarPU-SimGrid reads the perf models, the bus files, the SMPI
-platform and hostfile of `testbed platform`'s output itself, and apps/lu (both builds) reads
-StarPU's variables and the tile-distribution file. Whatever the damage, the contract of
-tests/test_fuzz.py holds: exit 0 with a finite positive makespan, or exit 2 with at most 3 lines
+"""Bad input fed to the two engines that run the real StarPU: StarPU-SimGrid reads the perf
+models, the bus files, the SMPI platform and hostfile of `testbed platform`'s output itself, and
+apps/lu (both builds) reads StarPU's variables and the tile-distribution file. Whatever the
+damage, the contract of tests/test_fuzz.py holds: exit 0 with a finite positive makespan, or exit 2 with at most 3 lines
 starting with "error: " - never a signal, a traceback, exit 1 or a hang.
 
 Deterministic (fixed seed); `FUZZ_ONLY=<target>:<case>` replays one case, `FUZZ_SCALE` scales the
@@ -16,10 +15,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_fuzz import NASTY_TEXT, cli, mutate_bytes, run_cases, simulate_ok, verdict
+from support.fuzzing import NASTY_TEXT, cli, mutate_bytes, run_cases, simulate_ok, verdict
 
 from testbed.cli import main
 from testbed.common import paths
+
+pytestmark = [pytest.mark.usefixtures("private_cache"), pytest.mark.slow]  # caches in each test's directory
 
 needs_simgrid = pytest.mark.skipif(not paths.LU_SIMGRID.exists(), reason="apps/lu SimGrid build missing")
 needs_real = pytest.mark.skipif(not paths.LU_REAL.exists(), reason="apps/lu native build missing")
@@ -34,9 +35,6 @@ VARIABLES = ["STARPU_NCPU", "STARPU_NCUDA", "STARPU_SCHED", "STARPU_SCHED_BETA",
              "STARPU_RESERVE_NCPU", "STARPU_USE_NUMA", "STARPU_PREFETCH", "STARPU_LIMIT_CUDA_MEM"]
 
 
-@pytest.fixture(autouse=True)
-def private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("TESTBED_CACHE", str(tmp_path / "cache"))
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
 """--trace for the real and starpu-simgrid engines: StarPU's FxT trace converted by StarPU's own
-starpu_fxt_tool, then read into numasim's tidy task table (testbed/traces/fxt_trace.py, issue 15), so
+starpu_fxt_tool, then read into numasim's tidy task table (testbed/traces/fxt_trace.py), so
 `testbed compare-traces` and the Paje export take any engine's trace."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Garbage that used to be accepted as data (issue 19, family 3): damaged perf models, negative
+"""Garbage that used to be accepted as data: damaged perf models, negative
 scheduler weights and worker counts, duplicate factor letters, sizes beyond the simulator's
 limits. Each is refused at the boundary: exit 2, one line naming the file/key, no traceback."""
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_repository_hygiene import machine_paths
+from support.hygiene import machine_paths
 
 from testbed import ROOT
 from testbed.calibrate.calibrate import codelet_table, lu_has_cuda, repo_relative, shell_line, write_kernels_yaml

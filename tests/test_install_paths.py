@@ -1,4 +1,4 @@
-"""Reruns anywhere (issue 16): the user-space install path. With apt off (TESTBED_APT=0) and the two
+"""Reruns anywhere: the user-space install path. With apt off (TESTBED_APT=0) and the two
 StarPU flavours given as installed prefixes (STARPU_NATIVE_PREFIX, STARPU_SIMGRID_PREFIX), envs/setup.sh
 builds nothing of StarPU, apps/lu builds against the prefixes and both StarPU engines run a tiny LU,
 all in a copy of the repository's tracked files. The prefixes are this checkout's own StarPU builds

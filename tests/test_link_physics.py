@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed.common.paths import FLOW_TIMES, ROOT
+from testbed.common.paths import FLOW_TIMES
 from testbed.describe.machines import load_cluster
 from testbed.platform.platform_xml import write_platform
 
@@ -22,13 +22,8 @@ LV08_BW, LV08_LAT = 0.97, 13.01  # SimGrid 3.32 surf_network_model_init_LegrandV
 
 
 @pytest.fixture(scope="module")
-def flow_times() -> Path:
-    if not FLOW_TIMES.exists():
-        subprocess.run(["cmake", "-S", "simulator", "-B", "build/simulator", "-G", "Ninja"], cwd=ROOT, check=True,
-                       capture_output=True)
-        subprocess.run(["cmake", "--build", "build/simulator", "--target", "flow_times"], cwd=ROOT, check=True,
-                       capture_output=True)
-    return FLOW_TIMES
+def flow_times(simulator_tool) -> Path:
+    return simulator_tool(FLOW_TIMES)
 
 
 @pytest.fixture(scope="module")

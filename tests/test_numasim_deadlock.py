@@ -1,4 +1,4 @@
-"""Regression: numasim runs that deadlocked (issue 12, item 7).
+"""Regression: numasim runs that deadlocked (the lost-waiter deadlock).
 
 A finished copy's record was put back on the free list before the tasks and MPI sends waiting for
 it were woken; waking a worker yields to the other actors, and a copy requested meanwhile reused

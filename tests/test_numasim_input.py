@@ -1,4 +1,4 @@
-"""numasim's run description is read strictly (issue 19): JSON as RFC 8259 says (Debian's
+"""numasim's run description is read strictly: JSON as RFC 8259 says (Debian's
 nlohmann-json3 parses it), no duplicate keys, no unknown keys, no value of the wrong type taken
 for a default. Each bad file gives exit 2 and one stderr line naming the file, the key and what
 was expected; never a signal, a traceback or a run with a silently changed setting."""

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from test_slurm import (
+from support.schedulers import (
     BATCHES,
     CONFIG,
     campaign_processes,
@@ -36,7 +36,7 @@ from test_slurm import (
     wait_for,
     without_wall_time,
 )
-from test_workflow import SNAKEMAKE, workflow_copy
+from support.workflow import SNAKEMAKE, workflow_copy
 
 from testbed import ROOT
 

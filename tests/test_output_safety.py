@@ -1,6 +1,6 @@
 """Outputs never destroy what they did not write, and a failed write leaves nothing behind.
 
-Issue 19's data-loss cases, each reproduced: `--out` onto a directory or a file that another
+The data-loss cases once found, each reproduced: `--out` onto a directory or a file that another
 command (or the user) wrote is refused and left intact; a rerun replaces its own output; a full
 disk or a read-only file system is one line, exit 1, with the previous output intact and no
 temporary file left (Python writers and numasim). The full disk is a small tmpfs mounted here
@@ -19,13 +19,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_analyze import synthetic_runs
+from support.experiments import synthetic_runs
 
 from testbed import ROOT
-from testbed.analyze.analyze import write_plots, write_tables
 from testbed.cli import main
 from testbed.common import paths
-from testbed.study.design import design_table
 
 SPEC = {"name": "syn", "cluster": "g5k-lille-21", "engine": "real",
         "workload": {"n": 960, "b": 192, "distribution": {"kind": "block-cyclic"}},
@@ -33,6 +31,7 @@ SPEC = {"name": "syn", "cluster": "g5k-lille-21", "engine": "real",
 PLATFORM = ["platform", "--cluster", "chifflet-1", "--out"]
 DATA = ROOT / "simulator" / "tests" / "data"
 MARKER = ".testbed-output"  # names the command that wrote a directory output (docs/interfaces.md)
+REGISTRY = ".testbed-files"  # lists the files testbed commands wrote in a directory (docs/interfaces.md)
 needs_numasim = pytest.mark.skipif(not paths.NUMASIM.exists(), reason="numasim not built (make build)")
 
 
@@ -61,17 +60,6 @@ def results_dir(tmp_path: Path) -> Path:
     synthetic_runs("AB", reps=2).to_csv(results / "runs.csv", index=False)
     (results / "batches" / "batch-000.csv").write_text("experiment,batch\nsyn,0\n")
     return results
-
-
-@pytest.fixture(scope="module")
-def experiment(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("results") / "syn"
-    out.mkdir()
-    design_table(SPEC).to_csv(out / "design.csv", index=False)
-    synthetic_runs().to_csv(out / "runs.csv", index=False)
-    write_tables(out / "runs.csv", out)
-    write_plots(out, out / "runs.csv", out / "figures", [["A"]])
-    return out
 
 
 @pytest.fixture
@@ -113,7 +101,7 @@ def fill(fs: Path) -> None:
 
 # ------------------------------------------------------------------ --out never replaces what it did not write
 def test_platform_out_onto_a_results_dir_is_refused(tmp_path: Path, capsys) -> None:
-    """Issue 19: `platform --cluster chifflet-1 --out results` deleted runs.csv and the batch tables."""
+    """`platform --cluster chifflet-1 --out results` deleted runs.csv and the batch tables."""
     results = results_dir(tmp_path)
     before = snapshot(results)
     assert main([*PLATFORM, str(results)]) == 2
@@ -136,7 +124,10 @@ def test_platform_rerun_replaces_its_own_output(tmp_path: Path, capsys) -> None:
     out = tmp_path / "platform"
     assert main([*PLATFORM, str(out)]) == 0
     assert (out / MARKER).read_text().startswith("testbed platform\n")
+    # a file an earlier version of the output wrote (its marker lists it) goes with the rerun
     (out / "stale.txt").write_text("left by an earlier version of the output\n")
+    with open(out / MARKER, "a") as fh:
+        fh.write("stale.txt\n")
     assert main([*PLATFORM, str(out)]) == 0
     assert not (out / "stale.txt").exists() and (out / "numasim.xml").is_file()
     # an output written before the marker existed is recognised by its layout
@@ -149,9 +140,9 @@ def test_platform_rerun_replaces_its_own_output(tmp_path: Path, capsys) -> None:
     assert leftovers(tmp_path) == []
 
 
-def test_platform_out_onto_another_commands_output_is_refused(tmp_path: Path, experiment: Path, capsys) -> None:
+def test_platform_out_onto_another_commands_output_is_refused(tmp_path: Path, experiment_dir: Path, capsys) -> None:
     figures = tmp_path / "figures"
-    shutil.copytree(experiment / "figures", figures)
+    shutil.copytree(experiment_dir / "figures", figures)
     before = snapshot(figures)
     assert main([*PLATFORM, str(figures)]) == 2
     assert "output of `testbed analyze`" in one_error_line(capsys.readouterr().err)
@@ -179,30 +170,30 @@ def test_machine_yaml_out_replaces_only_a_generated_file(tmp_path: Path, capsys)
     assert leftovers(tmp_path) == []
 
 
-def test_report_writes_inside_and_keeps_unrelated_files(tmp_path: Path, experiment: Path, capsys) -> None:
-    """Issue 19: `report --out DIR` deleted the other files of DIR."""
+def test_report_writes_inside_and_keeps_unrelated_files(tmp_path: Path, experiment_dir: Path, capsys) -> None:
+    """`report --out DIR` deleted the other files of DIR."""
     out = results_dir(tmp_path)
     before = snapshot(out)
     for _ in range(2):
-        assert main(["report", "--experiment", f"syn={experiment}", "--out", str(out),
+        assert main(["report", "--experiment", f"syn={experiment_dir}", "--out", str(out),
                      "--platforms-dir", str(tmp_path / "none")]) == 0
     after = snapshot(out)
     assert {k: v for k, v in after.items() if k in before} == before
-    assert sorted(set(after) - set(before)) == ["report.html", "report.md"]
+    assert sorted(set(after) - set(before)) == [REGISTRY, "report.html", "report.md"]
     target = tmp_path / "report-file"
     target.write_text("mine\n")
-    assert main(["report", "--experiment", f"syn={experiment}", "--out", str(target)]) == 2
+    assert main(["report", "--experiment", f"syn={experiment_dir}", "--out", str(target)]) == 2
     assert target.read_text() == "mine\n"
 
 
-def test_analyze_figures_into_an_unrelated_dir_is_refused(tmp_path: Path, experiment: Path, capsys) -> None:
-    """Issue 19: `analyze --figures DIR` deleted the other files of DIR."""
-    runs = experiment / "runs.csv"
+def test_analyze_figures_into_an_unrelated_dir_is_refused(tmp_path: Path, experiment_dir: Path, capsys) -> None:
+    """`analyze --figures DIR` deleted the other files of DIR."""
+    runs = experiment_dir / "runs.csv"
     mine = tmp_path / "pictures"
     mine.mkdir()
     (mine / "holiday.png").write_bytes(b"\x89PNG not a figure of ours")
     before = snapshot(mine)
-    assert main(["analyze", str(runs), "--out", str(experiment), "--stage", "plots", "--figures", str(mine)]) == 2
+    assert main(["analyze", str(runs), "--out", str(experiment_dir), "--stage", "plots", "--figures", str(mine)]) == 2
     line = one_error_line(capsys.readouterr().err)
     assert f"{mine}: --figures: expected" in line and "holiday.png" in line
     assert snapshot(mine) == before
@@ -220,10 +211,10 @@ def test_analyze_figures_into_an_unrelated_dir_is_refused(tmp_path: Path, experi
     # a rerun replaces its own figures
     figures = tmp_path / "figures"
     for boxplot in ("A", "B"):
-        assert main(["analyze", str(runs), "--out", str(experiment), "--stage", "plots",
+        assert main(["analyze", str(runs), "--out", str(experiment_dir), "--stage", "plots",
                      "--boxplot", boxplot, "--figures", str(figures)]) == 0
     assert (figures / "boxplot_B.png").is_file() and not (figures / "boxplot_A.png").exists()
-    assert leftovers(tmp_path) == [] and leftovers(experiment) == []
+    assert leftovers(tmp_path) == [] and leftovers(experiment_dir) == []
 
 
 def test_calibrate_out_onto_a_non_bundle_dir_is_refused(tmp_path: Path, capsys) -> None:
@@ -258,10 +249,10 @@ def test_platform_on_a_full_disk_keeps_the_previous_output(small_fs, capsys) -> 
     assert sorted(p.name for p in fs.iterdir()) == ["filler", "platform"]
 
 
-def test_analyze_and_report_on_a_full_disk(small_fs, experiment: Path, capsys) -> None:
+def test_analyze_and_report_on_a_full_disk(small_fs, experiment_dir: Path, capsys) -> None:
     fs = small_fs("2m")
     exp = fs / "syn"
-    shutil.copytree(experiment, exp)
+    shutil.copytree(experiment_dir, exp)
     report = fs / "report"
     report_args = ["report", "--experiment", f"syn={exp}", "--out", str(report), "--platforms-dir", str(fs / "none")]
     assert main(report_args) == 0
@@ -281,16 +272,18 @@ def test_cli_on_a_full_disk_is_one_line_without_traceback(small_fs, tmp_path: Pa
     """The `testbed` command itself (not main()): exit 1, one line, no temporary file left."""
     fs = small_fs("1m")
     design = fs / "design.csv"
-    design.write_text("previous\n")
-    fill(fs)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    subprocess.run([sys.executable, "-m", "testbed", "design", "--spec", json.dumps(SPEC), "--out", str(design)],
+                   capture_output=True, env=env, check=True)
+    previous = design.read_bytes()
+    fill(fs)
     for args in (["design", "--spec", json.dumps(SPEC), "--out", str(design)],
                  [*PLATFORM, str(fs / "platform")]):
         p = subprocess.run([sys.executable, "-m", "testbed", *args], capture_output=True, text=True, env=env, cwd=tmp_path)
         assert p.returncode == 1, p.stderr
         assert one_error_line(p.stderr).endswith("No space left on device")
-    assert design.read_text() == "previous\n"
-    assert sorted(p.name for p in fs.iterdir()) == ["design.csv", "filler"]
+    assert design.read_bytes() == previous
+    assert sorted(p.name for p in fs.iterdir()) == [REGISTRY, "design.csv", "filler"]
 
 
 def test_read_only_file_system_is_one_line(small_fs, capsys) -> None:
@@ -321,7 +314,7 @@ def numasim(*args: str, stdout=subprocess.PIPE) -> subprocess.CompletedProcess:
 
 @needs_numasim
 def test_numasim_out_on_a_full_disk(small_fs, tmp_path: Path) -> None:
-    """Issue 19: `numasim --out` on a full disk wrote a 0-byte summary and exited 0."""
+    """`numasim --out` on a full disk wrote a 0-byte summary and exited 0."""
     run = run_description(tmp_path)
     fs = small_fs("256k")
     summary = fs / "summary.json"

@@ -1,5 +1,5 @@
 """A real cluster's raw StarPU sampling directory as a machine type's models (`--perfmodel-dir`,
-machine YAML `perfmodels:`), and models whose footprints are Chameleon's (issue 15).
+machine YAML `perfmodels:`), and models whose footprints are Chameleon's.
 
 The "raw directory of a real cluster" is StarPU's own shipped sampling directory
 (tools/perfmodels/sampling in the StarPU source): the calibration of the machine `sirocco`

@@ -91,7 +91,7 @@ def test_generate_writes_all_outputs(tmp_path: Path) -> None:
 
 
 def test_platform_writes_one_sampling_directory_per_machine_type(tmp_path: Path) -> None:
-    """Issue 11: `testbed platform` also wrote starpu/sampling/, a copy of the files per node and
+    """`testbed platform` once also wrote starpu/sampling/, a copy of the files per node and
     machine name (23 on g5k-lille-21) that no engine read. Only the machine types' directories
     remain, and the starpu-simgrid engine (which links its own per-host directory) runs on them."""
     from testbed.common.paths import LU_SIMGRID

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed.common.paths import PLATFORM_INFO, ROOT
+from testbed.common.paths import PLATFORM_INFO
 from testbed.describe.machines import load_cluster
 from testbed.platform.platform_xml import expected_counts, write_platform
 
@@ -16,14 +16,9 @@ CLUSTERS = ["g5k-lille-21", "chifflet-1", "hetero-3"]
 
 
 @pytest.fixture(scope="module")
-def platform_info() -> Path:
+def platform_info(simulator_tool) -> Path:
     """The platform_info tool (built here if `make build` has not run yet)."""
-    if not PLATFORM_INFO.exists():
-        subprocess.run(["cmake", "-S", "simulator", "-B", "build/simulator", "-G", "Ninja"], cwd=ROOT, check=True,
-                       capture_output=True)
-        subprocess.run(["cmake", "--build", "build/simulator", "--target", "platform_info"], cwd=ROOT, check=True,
-                       capture_output=True)
-    return PLATFORM_INFO
+    return simulator_tool(PLATFORM_INFO)
 
 
 def info(tool: Path, xml: Path, *pairs: tuple[str, str]) -> dict:

@@ -5,28 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
-from test_analyze import synthetic_runs
-
-from testbed.analyze.analyze import write_plots, write_tables
 from testbed.cli import main
 from testbed.report.report import normalize_term, platform_summary
-from testbed.study.design import design_table
-
-SPEC = {"name": "syn", "cluster": "g5k-lille-21", "engine": "real",
-        "workload": {"n": 960, "b": 192, "distribution": {"kind": "block-cyclic"}},
-        "factors": {f: [-1, 1] for f in "ABCD"}, "repetitions": 3, "seed": 1, "batches": 2}
-
-
-@pytest.fixture(scope="module")
-def experiment_dir(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("results") / "syn"
-    out.mkdir()
-    design_table(SPEC).to_csv(out / "design.csv", index=False)
-    synthetic_runs().to_csv(out / "runs.csv", index=False)
-    write_tables(out / "runs.csv", out)
-    write_plots(out, out / "runs.csv", out / "figures", [["A"], ["A", "B"]])
-    return out
 
 
 def test_report_is_self_contained_and_complete(experiment_dir: Path, tmp_path: Path):

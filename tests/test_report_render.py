@@ -17,8 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
-from test_report import experiment_dir  # noqa: F401  (the fixture: a synthetic campaign's analysis)
-from test_traces import run_tiny
+from support.traces import run_tiny
 
 from testbed.cli import main
 from testbed.common import paths
@@ -83,7 +82,7 @@ def coloured_fraction(image: np.ndarray) -> float:
 
 
 @pytest.fixture(scope="module")
-def report(experiment_dir, tmp_path_factory) -> Path:  # noqa: F811
+def report(experiment_dir, tmp_path_factory) -> Path:
     """A report of the synthetic campaign, with a trace section from two real numasim runs."""
     work = tmp_path_factory.mktemp("render")
     exp = work / "syn"

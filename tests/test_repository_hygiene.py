@@ -1,22 +1,15 @@
 """What a fresh clone needs to read the repository: no path of the machine that wrote a file, and
-every reference note a committed file cites is in the repository (issue 11)."""
+every reference note a committed file cites is in the repository; no work diary in the project's files."""
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 
+from support.hygiene import MACHINE_DIRS, MACHINE_PATH
+
 from testbed import ROOT
-
-#: top-level directories that hold a machine's checkouts, homes and temporary files (written as
-#: names, so this file does not itself hold such a path)
-MACHINE_DIRS = ("work", "root", "home", "tmp")
-MACHINE_PATH = "(^|[^A-Za-z0-9_.~-])/(" + "|".join(MACHINE_DIRS) + ")/[A-Za-z0-9_.-]"
-
-
-def machine_paths(text: str) -> list[str]:
-    """The lines of `text` that name a path under one of MACHINE_DIRS."""
-    return [line for line in text.splitlines() if re.search(MACHINE_PATH, line)]
 
 
 def git_grep(*args: str) -> list[str]:
@@ -41,3 +34,36 @@ def test_cited_reference_notes_exist() -> None:
     assert cited, "no citation found: the pattern is wrong"
     missing = sorted(c for c in cited if not (ROOT / c).is_file())
     assert missing == [], missing
+
+
+#: where the project's history may be told: the measurements as they were made, the change log
+HISTORY_FILES = ("bench/RESULTS.md", "CHANGELOG.md", "LICENSE")
+#: "session" in the senses a reader meets outside this project's history (a batch scheduler's or a
+#: shell's session, pytest's session-scoped fixtures) may stay
+OTHER_SESSIONS = re.compile(r"(OAR|SLURM|MPI|ssh|SSH|login|interactive|tmux|screen|user|X11) sessions?\b"
+                            r"|scope=.session.|session-scoped")
+
+
+def test_no_work_diary_outside_the_history() -> None:
+    """README, docs, code and tests name behaviours, not the tracker's issue numbers or the work
+    sessions that produced them (an issue tracker is not in the repository); the history lives in
+    bench/RESULTS.md's History and CHANGELOG.md."""
+    pattern = r"\bsessions?\b|\bissues? #?[0-9]"
+    excluded = [*HISTORY_FILES, "tests/test_repository_hygiene.py"]  # this file names the words
+    hits = git_grep("-i", "-E", pattern, "--", ".", *[f":!{f}" for f in excluded])
+    hits = [h for h in hits if not OTHER_SESSIONS.search(h)]
+    assert hits == [], "\n".join(hits)
+
+
+def test_no_test_module_imports_another() -> None:
+    """Shared fixtures live in tests/conftest.py and shared helpers in tests/support/: a test module
+    importing another runs that module's import-time code twice and ties the two together."""
+    modules = {p.stem for p in (ROOT / "tests").glob("test_*.py")}
+    found = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            found += [f"{path.relative_to(ROOT)}:{node.lineno}: {n}" for n in names
+                      if n.split(".")[-1] in modules or n.startswith("tests.")]
+    assert found == [], "\n".join(found)

@@ -1,8 +1,8 @@
-"""One resolution of a run's environment (testbed/run/resolve.py) reaches every engine whole (issue 11,
-defects D1, D2, D4): the user's variables come last on every machine type, a campaign's factor_env
-replaces the factor rules, and each engine gives a rank its machine type's variables (numasim per
-node zone, real per mpirun app context, starpu-simgrid its one process environment plus a per-rank
-settings file, or a clear refusal), and runs.csv records the per-machine part."""
+"""One resolution of a run's environment (testbed/run/resolve.py) reaches every engine whole:
+the user's variables come last on every machine type, a campaign's factor_env replaces the factor
+rules, and each engine gives a rank its machine type's variables (numasim per node zone, real per
+mpirun app context, starpu-simgrid its one process environment plus a per-rank settings file, or a
+clear refusal), and runs.csv records the per-machine part."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def cli_spec(*argv: str) -> RunSpec:
 
 
 def test_user_env_wins_in_numasim_on_a_mixed_cluster(tmp_path: Path) -> None:
-    """D1: `--env` lost to factor D's per-machine main-thread core inside numasim."""
+    """`--env` lost to factor D's per-machine main-thread core inside numasim."""
     spec = cli_spec("--engine", "numasim", "--cluster", CLUSTER, "--n", "1920", "--b", "960", "--factors", "D=1",
                     "--env", "STARPU_MAIN_THREAD_CPUID=3")
     envs = numasim_env_by_machine(spec, tmp_path)
@@ -52,7 +52,7 @@ def test_user_env_wins_in_numasim_on_a_mixed_cluster(tmp_path: Path) -> None:
 
 
 def test_campaign_factor_env_reaches_numasim_on_every_machine_type(tmp_path: Path) -> None:
-    """D4: a factor_env for B was overridden on chifflet by B's per-machine rule."""
+    """a factor_env for B was overridden on chifflet by B's per-machine rule."""
     factor_env = {"B": {"low": {"STARPU_WORKERS_CPUID": "0 1 2 3 4 5"},
                         "high": {"STARPU_WORKERS_CPUID": "5 4 3 2 1 0"}}}
     row = {"engine": "numasim", "cluster": CLUSTER, "n": 1920, "b": 960, "seed": 1, "env": "{}",
@@ -65,7 +65,7 @@ def test_campaign_factor_env_reaches_numasim_on_every_machine_type(tmp_path: Pat
 
 
 def test_real_engine_gives_each_rank_its_machine_environment(tmp_path: Path) -> None:
-    """D2: the per-machine variables never reached the real engine's ranks. Started through the
+    """the per-machine variables never reached the real engine's ranks. Started through the
     real mpirun with a command that prints what each rank received."""
     machines = ["chetemi", "chetemi", "chifflet"]
     assert rank_groups(machines) == [("chetemi", 2), ("chifflet", 1)]
@@ -82,7 +82,7 @@ def test_real_engine_gives_each_rank_its_machine_environment(tmp_path: Path) -> 
 
 
 def test_starpu_simgrid_splits_process_and_rank_variables(tmp_path: Path) -> None:
-    """D2: StarPU-SimGrid ranks share one process environment (StarPU reads getenv): what is equal
+    """StarPU-SimGrid ranks share one process environment (StarPU reads getenv): what is equal
     everywhere (or device-only) goes there, what differs goes to the ranks' settings file
     (tests/test_starpu_simgrid_env.py runs it), and other conflicting variables are refused by name."""
     env = resolve_run_env(CLUSTER, {})

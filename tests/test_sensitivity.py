@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from test_repository_hygiene import machine_paths
-from test_workflow import jobs, snakemake, workflow_copy
+from support.hygiene import machine_paths
+from support.workflow import jobs, snakemake, workflow_copy
 
 from testbed import ROOT
 from testbed.cli import main
@@ -343,33 +343,18 @@ def sensitivity_dir(tmp_path_factory) -> Path:
     return out
 
 
-@pytest.fixture(scope="module")
-def experiment_dir(tmp_path_factory) -> Path:
-    from test_analyze import synthetic_runs
-    from test_report import SPEC
-
-    from testbed.analyze.analyze import write_tables
-    from testbed.study.design import design_table
-
-    out = tmp_path_factory.mktemp("results") / "syn"
-    out.mkdir()
-    design_table(SPEC).to_csv(out / "design.csv", index=False)
-    synthetic_runs().to_csv(out / "runs.csv", index=False)
-    write_tables(out / "runs.csv", out)
-    return out
-
-
 def test_report_section_with_bands_ranks_and_advice(experiment_dir: Path, sensitivity_dir: Path, tmp_path: Path, capsys):
     out = tmp_path / "report"
     base = ["report", "--experiment", f"syn={experiment_dir}", "--out", str(out), "--platforms-dir", str(tmp_path)]
     assert main(base) == 0
     assert "sensitivity" not in (out / "report.md").read_text()
+    images = (out / "report.html").read_text().count("data:image/png;base64,")  # the experiment's figures
     assert main(base + ["--sensitivity", f"syn={sensitivity_dir}"]) == 0
     md, page = (out / "report.md").read_text(), (out / "report.html").read_text()
     assert "## syn: sensitivity to the machine parameters" in md and "sensitivity to the machine parameters</h2>" in page
     assert "| A:B (= C:D) |" in md and "Parameter band (s)" in md and "Run-to-run 95% CI" in md
     assert "Calibrate first: `p1`" in md and "before trusting the sign of A" in md
     assert (out / "sensitivity_syn.png").stat().st_size > 1000 and "![syn effects and parameter bands](sensitivity_syn.png)" in md
-    assert page.count("data:image/png;base64,") == 1
+    assert page.count("data:image/png;base64,") == images + 1  # and the sensitivity figure, embedded
     assert main(base + ["--sensitivity", f"other={sensitivity_dir}"]) == 2
     assert "--sensitivity: expected the name of a reported experiment" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""Per-machine StarPU variables under the starpu-simgrid engine (issue 11): SMPI runs every rank in
+"""Per-machine StarPU variables under the starpu-simgrid engine: SMPI runs every rank in
 one process, so what differs between machine types reaches each rank through apps/lu's rank
 settings file and the rank's starpu_conf (testbed/run/engines/starpu_simgrid.py PER_RANK_VARIABLES).
 Real engine, real StarPU-SimGrid, hetero-3 (ranks 0-1 chetemi, rank 2 chifflet), small sizes.

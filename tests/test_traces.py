@@ -13,29 +13,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from support.traces import run_tiny
 
 from testbed import ROOT
 from testbed.common import paths
-from testbed.run.engines.numasim import run_binary
-
-DATA = ROOT / "simulator" / "tests" / "data"
 
 pytestmark = pytest.mark.skipif(not paths.NUMASIM.exists(), reason="numasim not built (make build)")
-
-
-def run_tiny(out: Path, seed: int) -> tuple[Path, Path, dict]:
-    tasks, transfers = out / f"tasks-{seed}.csv", out / f"transfers-{seed}.csv"
-    result = run_binary({
-        "platform": str(DATA / "tiny2.xml"),
-        "perfmodels": {"tiny": str(DATA / "tiny_sampling")},
-        "workload": {"kind": "lu", "n": 960, "b": 96, "distribution": {"kind": "block-cyclic", "p": 1, "q": 2}},
-        "env": {"STARPU_SCHED": "dmdas"},
-        "seed": seed,
-        "variability": True,
-        "trace": str(tasks),
-        "transfers": str(transfers),
-    })
-    return tasks, transfers, result
 
 
 @pytest.fixture(scope="module")
@@ -203,7 +186,8 @@ def test_simulate_writes_paje(tmp_path):
     summary = json.loads(proc.stdout)
     states = [r for r in pj_dump_lines(tmp_path / "run.paje") if r[0] == "State"]
     assert len(states) == summary["tasks"]
-    assert sorted(tmp_path.iterdir()) == [tmp_path / "run.paje"]  # no CSV left behind
+    # no CSV left behind; the registry lists run.paje as the testbed's (testbed/common/atomic.py)
+    assert sorted(tmp_path.iterdir()) == [tmp_path / ".testbed-files", tmp_path / "run.paje"]
 
     proc = run_testbed(*case, "--seed", "2", "--trace", "t.csv", "--paje", "run2.paje", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -306,6 +290,11 @@ def test_trace_pair_bad_best_is_one_line(tmp_path: Path) -> None:
                           "--out", str(tmp_path / "traces"), "--bins", "0"], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
     assert "--bins" in out.stderr and "[1, 100000]" in out.stderr and not (tmp_path / "traces").exists()
+    best.write_text('{"best": {"levels": {}}}')
+    out = subprocess.run([sys.executable, "-m", "testbed", "trace-pair", "--design", str(design), "--best", str(best),
+                          "--out", str(tmp_path / "traces"), "--extra", "Z=1"], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert "--extra" in out.stderr and "'Z'" in out.stderr and not (tmp_path / "traces").exists()
 
 
 def test_trace_pair_reruns_default_and_best_from_the_design(tmp_path: Path) -> None:
@@ -320,12 +309,20 @@ def test_trace_pair_reruns_default_and_best_from_the_design(tmp_path: Path) -> N
     best = tmp_path / "best.json"
     best.write_text(json.dumps({"best": {"levels": {"A": 1, "E": -1}}}))
     out = subprocess.run([sys.executable, "-m", "testbed", "trace-pair", "--design", str(design), "--best", str(best),
-                          "--out", str(tmp_path / "traces")], cwd=ROOT, capture_output=True, text=True)
+                          "--extra", "E=1", "--out", str(tmp_path / "traces")], cwd=ROOT, capture_output=True,
+                         text=True)
     assert out.returncode == 0, out.stderr
-    assert "default (A- E-" in out.stderr and "best (A+ E-" in out.stderr
-    assert {p.name for p in (tmp_path / "traces").iterdir()} == {
+    assert "default (A- E-" in out.stderr and "best (A+ E-" in out.stderr and "default, E=+1 (A- E+" in out.stderr
+    assert {p.name for p in (tmp_path / "traces").iterdir()} == {".testbed-files",
         "compare.md", "compare.json", "durations-by-worker.png", "space-time.png", "utilisation.csv",
-        "utilisation.png"}
+        "utilisation.png", "diagnostics"}
+    # the diagnostics of the three runs, one `run` column (testbed/traces/diagnostics.py)
+    diag = tmp_path / "traces" / "diagnostics"
+    kernels = pd.read_csv(diag / "kernels.csv")
+    assert set(kernels["run"]) == {"all default", "best", "default, E=+1"}
+    bound = pd.read_csv(diag / "bound_summary.csv")
+    assert (bound["makespan_over_bound_trace"] >= 1).all() and set(bound["machine"]) == {"chifflet"}
+    assert "default, E=+1" in (diag / "digest.md").read_text()
     usage = pd.read_csv(tmp_path / "traces" / "utilisation.csv")
     assert set(usage["run"]) == {"all default", "best"} and (usage.groupby("run")["time_s"].nunique() == 100).all()
     busy = usage[usage["metric"] == "busy_fraction"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from test_traces import run_tiny
+from support.traces import run_tiny
 
 from testbed.common import paths
 from testbed.traces.traces import read_tasks, read_transfers

@@ -11,42 +11,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_campaign import TINY
+from support.experiments import TINY
+from support.workflow import RULE_FILES, SNAKEMAKE, jobs, snakemake, workflow_copy
 
 from testbed import ROOT
 from testbed.common.paths import LU_REAL
-
-SNAKEMAKE = Path(sys.executable).with_name("snakemake")
-RULE_FILES = sorted(p.name for p in (ROOT / "workflows").glob("*.smk"))
-
-
-def snakemake(cwd: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PATH": f"{SNAKEMAKE.parent}:{os.environ['PATH']}"}
-    return subprocess.run([str(SNAKEMAKE), *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=timeout)
-
-
-def workflow_copy(tmp: Path, config: dict | None = None) -> Path:
-    """The Snakefile and all rule files in a fresh directory."""
-    (tmp / "workflows").mkdir(parents=True)
-    (tmp / "config").mkdir()
-    shutil.copy(ROOT / "Snakefile", tmp)
-    for name in RULE_FILES:
-        shutil.copy(ROOT / "workflows" / name, tmp / "workflows")
-    shutil.copytree(ROOT / "workflows" / "envs", tmp / "workflows" / "envs")
-    for inputs in ("platforms", "calibration"):  # read by the platforms rule
-        (tmp / inputs).symlink_to(ROOT / inputs)
-    shutil.copy(ROOT / "config" / "config.schema.yaml", tmp / "config")
-    if config is None:
-        shutil.copy(ROOT / "config" / "config.yaml", tmp / "config")
-    else:
-        (tmp / "config" / "config.yaml").write_text(yaml.safe_dump(config))
-    return tmp
-
-
-def jobs(dry_run_output: str) -> dict[str, int]:
-    table = dry_run_output.split("Job stats:")[1].split("\n\n")[0]
-    return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)}
 
 
 def test_lint_is_clean(tmp_path: Path):
@@ -128,6 +97,28 @@ def test_dry_run_of_the_embedded_default_and_the_study_scale(tmp_path: Path):
     assert jobs(study.stdout)["campaign_batch"] == 128
 
 
+def test_rules_run_the_venvs_testbed_without_an_activated_venv(tmp_path: Path):
+    """`.venv/bin/snakemake` with a PATH that lacks the venv (not activated): the rules call the
+    testbed through the interpreter snakemake runs under, not a `testbed` looked up on PATH
+    (exit status 127 in the rule before). The design rule runs for real; the dry run of `all`
+    shows every rule's command."""
+    wf = workflow_copy(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    env["PATH"] = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep)
+                                  if Path(p).resolve() != SNAKEMAKE.parent.resolve())
+    assert shutil.which("testbed", path=env["PATH"]) is None, "a testbed outside the venv is on PATH"
+    plan = subprocess.run([str(SNAKEMAKE), "-n", "-p", "--cores", "1", "all"], cwd=wf, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert plan.returncode == 0, plan.stderr
+    interpreters = {Path(line.split(" -m testbed ")[0].split()[-1]).resolve()
+                    for line in plan.stdout.splitlines() if " -m testbed " in line}
+    assert interpreters == {Path(sys.executable).resolve()}, plan.stdout[-3000:]
+    run = subprocess.run([str(SNAKEMAKE), "--cores", "1", "results/lille21/design.csv"], cwd=wf, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:] + (wf / "results/lille21/logs/design.log").read_text()
+    assert len((wf / "results/lille21/design.csv").read_text().splitlines()) == 1 + 384
+
+
 def test_bad_config_stops_before_any_job(tmp_path: Path):
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     config["experiments"][0]["engine"] = "gem5"
@@ -137,6 +128,7 @@ def test_bad_config_stops_before_any_job(tmp_path: Path):
     assert "engine" in out and "gem5" in out
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not LU_REAL.exists(), reason="apps/lu not built (make build)")
 def test_interrupted_campaign_resumes_without_rerunning_finished_batches(tmp_path: Path):
     config = {"experiments": [{k: v for k, v in TINY.items()}],

@@ -1,4 +1,4 @@
-"""One YAML reader for what people write (issue 19, families 3 and 5): machine and cluster
+"""One YAML reader for what people write: machine and cluster
 descriptions, kernels.yaml of a bundle, config.yaml, factors.yaml. Non-finite numbers,
 integers beyond 64 bits, duplicate keys, alias bombs, cycles and deep nesting are refused with
 the file and the key (exit 2 from the CLI, one line), before anything uses the values."""

@@ -14,6 +14,7 @@ rule analyze_tables:
         model="results/{experiment}/model.json",
         best="results/{experiment}/best.json",
     params:
+        testbed=TESTBED,
         p_max=config["analysis"]["p_max"],
         min_variance=config["analysis"]["min_variance_pct"],
         out=lambda wildcards, output: Path(output.anova).parent,
@@ -22,7 +23,7 @@ rule analyze_tables:
     log:
         "results/{experiment}/logs/analyze_tables.log",
     shell:
-        "testbed analyze {input} --out {params.out} --stage tables "
+        "{params.testbed} analyze {input} --out {params.out} --stage tables "
         "--p-max {params.p_max} --min-variance {params.min_variance} > {log} 2>&1"
 
 
@@ -41,6 +42,7 @@ rule analyze_plots:
             labels={"figure": "{name}"},
         ),
     params:
+        testbed=TESTBED,
         boxplots=boxplot_args,
         out=lambda wildcards, input: Path(input.model).parent,
     conda:
@@ -48,7 +50,7 @@ rule analyze_plots:
     log:
         "results/{experiment}/logs/analyze_plots.log",
     shell:
-        "testbed analyze {input.runs} --out {params.out} --stage plots "
+        "{params.testbed} analyze {input.runs} --out {params.out} --stage plots "
         "{params.boxplots} --figures {output} > {log} 2>&1"
 
 
@@ -65,13 +67,15 @@ rule trace_pair:
             labels={"figure": "traces: {name}"},
         ),
     params:
+        testbed=TESTBED,
         platform=lambda wildcards, input: (
             f"--platform-dir {input.platform}" if input.platform else ""
         ),
+        extra=" ".join(f"--extra {x}" for x in config["report"].get("traced_extra", ["A=1"])),
     conda:
         "envs/testbed.yaml"
     log:
         "results/{experiment}/logs/trace_pair.log",
     shell:
-        "testbed trace-pair --design {input.design} --best {input.best} {params.platform} "
-        "--out {output} > {log} 2>&1"
+        "{params.testbed} trace-pair --design {input.design} --best {input.best} {params.platform} "
+        "{params.extra} --out {output} > {log} 2>&1"

@@ -53,6 +53,7 @@ rule calibration_bundle:
     log:
         "results/logs/calibrate-{machine}.log",
     params:
+        testbed=TESTBED,
         options=CALIBRATE_OPTIONS,
     resources:
         runtime=240,
@@ -61,5 +62,5 @@ rule calibration_bundle:
     conda:
         "envs/testbed.yaml"
     shell:
-        "testbed calibrate --machine {wildcards.machine} --out calibration/{wildcards.machine} "
+        "{params.testbed} calibrate --machine {wildcards.machine} --out calibration/{wildcards.machine} "
         "{params.options} > {log} 2>&1"

@@ -1,6 +1,7 @@
 # Shared by workflows/*.smk: the resolved experiments (scale overrides applied)
 # and the input functions that depend on them.
 import json
+import shlex
 import sys
 
 from testbed.study.design import resolve_experiment, validate_config
@@ -29,6 +30,18 @@ try:
 except InputError as exc:
     print(f"error: {exc.message()}", file=sys.stderr)
     sys.exit(2)
+
+
+# How rules run the testbed CLI: the interpreter snakemake runs under, as `python -m testbed`, so
+# `.venv/bin/snakemake` runs the venv's testbed whether or not the venv is activated (a bare
+# `testbed` is looked up on PATH: exit status 127 without it, or another install's). With
+# `--sdm conda` a job runs in workflows/envs/testbed.yaml's environment: its own python.
+from snakemake.settings.types import DeploymentMethod
+
+if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method:
+    TESTBED = "python -m testbed"
+else:
+    TESTBED = f"{shlex.quote(sys.executable)} -m testbed"
 
 
 def batch_names(experiment):

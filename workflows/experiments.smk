@@ -7,13 +7,14 @@ rule design:
     output:
         "results/{experiment}/design.csv",
     params:
+        testbed=TESTBED,
         spec=lambda wildcards: json.dumps(EXPERIMENTS[wildcards.experiment], sort_keys=True),
     conda:
         "envs/testbed.yaml"
     log:
         "results/{experiment}/logs/design.log",
     shell:
-        "testbed design --spec {params.spec:q} --out {output} > {log} 2>&1"
+        "{params.testbed} design --spec {params.spec:q} --out {output} > {log} 2>&1"
 
 
 rule campaign_batch:
@@ -23,6 +24,7 @@ rule campaign_batch:
     output:
         "results/{experiment}/batches/batch-{batch}.csv",
     params:
+        testbed=TESTBED,
         platform=lambda wildcards, input: (
             f"--platform-dir {input.platform}" if input.platform else ""
         ),
@@ -41,7 +43,7 @@ rule campaign_batch:
         mem_mb=1000,
     shell:
         # progress of each run on the terminal and in the log
-        "testbed campaign --design {input.design} --batch {wildcards.batch} "
+        "{params.testbed} campaign --design {input.design} --batch {wildcards.batch} "
         "{params.platform} --out {output} 2> >(tee {log} >&2)"
 
 
@@ -50,9 +52,11 @@ rule runs:
         batch_files,
     output:
         "results/{experiment}/runs.csv",
+    params:
+        testbed=TESTBED,
     conda:
         "envs/testbed.yaml"
     log:
         "results/{experiment}/logs/runs.log",
     shell:
-        "testbed campaign --merge {input} --out {output} > {log} 2>&1"
+        "{params.testbed} campaign --merge {input} --out {output} > {log} 2>&1"

@@ -10,9 +10,11 @@ rule platforms:
         sources=lambda wildcards: cluster_source_files(wildcards.cluster),
     output:
         platform=directory("results/platforms/{cluster}"),
+    params:
+        testbed=TESTBED,
     log:
         "results/logs/platforms/{cluster}.log",
     conda:
         "envs/testbed.yaml"
     shell:
-        "testbed platform --cluster {input.cluster} --out {output.platform} > {log} 2>&1"
+        "{params.testbed} platform --cluster {input.cluster} --out {output.platform} > {log} 2>&1"

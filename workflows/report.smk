@@ -20,6 +20,7 @@ rule report:
         html=report("results/report/report.html", category="Report"),
         markdown="results/report/report.md",
     params:
+        testbed=TESTBED,
         experiments=" ".join(f"--experiment {e}=results/{e}" for e in EXPERIMENTS),
         title=config["report"]["title"],
         reference=lambda wildcards, input: (
@@ -32,5 +33,5 @@ rule report:
     log:
         "results/logs/report.log",
     shell:
-        "testbed report {params.experiments} --title {params.title:q} {params.reference} "
+        "{params.testbed} report {params.experiments} --title {params.title:q} {params.reference} "
         "--platforms-dir results/platforms {params.sensitivity} --out {params.out} > {log} 2>&1"

@@ -19,6 +19,7 @@ rule sensitivity_plan:
     output:
         "results/sensitivity/{experiment}/plan.json",
     params:
+        testbed=TESTBED,
         spec=lambda wildcards: json.dumps(
             {"experiment": EXPERIMENTS[wildcards.experiment], "sensitivity": SENSITIVITY},
             sort_keys=True,
@@ -28,7 +29,7 @@ rule sensitivity_plan:
     log:
         "results/sensitivity/{experiment}/logs/plan.log",
     shell:
-        "testbed sensitivity plan --spec {params.spec:q} --out {output} > {log} 2>&1"
+        "{params.testbed} sensitivity plan --spec {params.spec:q} --out {output} > {log} 2>&1"
 
 
 rule sensitivity_samples:
@@ -42,6 +43,7 @@ rule sensitivity_samples:
     output:
         "results/sensitivity/{experiment}/{stage}/samples.csv",
     params:
+        testbed=TESTBED,
         selected=lambda wildcards, input: (
             f"--selected {input.selected}" if input.selected else ""
         ),
@@ -50,7 +52,7 @@ rule sensitivity_samples:
     log:
         "results/sensitivity/{experiment}/logs/{stage}-samples.log",
     shell:
-        "testbed sensitivity sample --plan {input.plan} --stage {wildcards.stage} "
+        "{params.testbed} sensitivity sample --plan {input.plan} --stage {wildcards.stage} "
         "{params.selected} --out {output} > {log} 2>&1"
 
 
@@ -60,6 +62,8 @@ rule sensitivity_batch:
         samples="results/sensitivity/{experiment}/{stage}/samples.csv",
     output:
         "results/sensitivity/{experiment}/{stage}/batches/batch-{batch}.csv",
+    params:
+        testbed=TESTBED,
     conda:
         "envs/testbed.yaml"
     log:
@@ -71,7 +75,7 @@ rule sensitivity_batch:
         runtime=60,
     shell:
         # progress of each sample on the terminal and in the log
-        "testbed sensitivity batch --plan {input.plan} --stage {wildcards.stage} "
+        "{params.testbed} sensitivity batch --plan {input.plan} --stage {wildcards.stage} "
         "--samples {input.samples} --batch {wildcards.batch} --out {output} 2> >(tee {log} >&2)"
 
 
@@ -85,13 +89,14 @@ rule sensitivity_screening:
         indices="results/sensitivity/{experiment}/morris/indices.csv",
         selected="results/sensitivity/{experiment}/morris/selected.json",
     params:
+        testbed=TESTBED,
         out=lambda wildcards, output: Path(output.selected).parent,
     conda:
         "envs/testbed.yaml"
     log:
         "results/sensitivity/{experiment}/logs/morris-analyze.log",
     shell:
-        "testbed sensitivity analyze --plan {input.plan} --stage morris --samples {input.samples} "
+        "{params.testbed} sensitivity analyze --plan {input.plan} --stage morris --samples {input.samples} "
         "--batches {input.batches} --out {params.out} > {log} 2>&1"
 
 
@@ -105,6 +110,7 @@ rule sensitivity_indices:
         outputs="results/sensitivity/{experiment}/sobol/outputs.csv",
         indices="results/sensitivity/{experiment}/sobol/indices.csv",
     params:
+        testbed=TESTBED,
         out=lambda wildcards, output: Path(output.indices).parent,
         morris=lambda wildcards, input: Path(input.selected).parent,
     conda:
@@ -112,7 +118,7 @@ rule sensitivity_indices:
     log:
         "results/sensitivity/{experiment}/logs/sobol-analyze.log",
     shell:
-        "testbed sensitivity analyze --plan {input.plan} --stage sobol --samples {input.samples} "
+        "{params.testbed} sensitivity analyze --plan {input.plan} --stage sobol --samples {input.samples} "
         "--batches {input.batches} --morris {params.morris} --out {params.out} > {log} 2>&1"
 
 
@@ -125,13 +131,14 @@ rule sensitivity_summary:
         json="results/sensitivity/{experiment}/summary.json",
         markdown="results/sensitivity/{experiment}/summary.md",
     params:
+        testbed=TESTBED,
         out=lambda wildcards, output: Path(output.json).parent,
     conda:
         "envs/testbed.yaml"
     log:
         "results/sensitivity/{experiment}/logs/summary.log",
     shell:
-        "testbed sensitivity summary --plan {input.plan} --morris {params.out}/morris "
+        "{params.testbed} sensitivity summary --plan {input.plan} --morris {params.out}/morris "
         "--sobol {params.out}/sobol --out {params.out} > {log} 2>&1"
 
 

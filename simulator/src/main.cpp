@@ -5,11 +5,48 @@
 #include "report.hpp"
 #include "runtime.hpp"
 
+#include <simgrid/version.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 
 XBT_LOG_NEW_DEFAULT_SUBCATEGORY(numasim_main, numasim, "numasim main");
+
+#ifndef NUMASIM_COMMIT // set by simulator/CMakeLists.txt at configure time (git describe)
+#define NUMASIM_COMMIT "unknown"
+#endif
+
+static const char* const USAGE = "usage: numasim RUN.json [--out SUMMARY.json] [SimGrid options]\n";
+
+// `numasim --help`. SimGrid's own help options are handed to SimGrid, which prints and exits
+// (src/simgrid/sg_config.cpp, sg_config_cmd_line: --help / --cfg-help, --help-aliases,
+// --help-models, --help-tracing; xbt/log.cpp: --help-logs, --help-log-categories).
+static const char* const HELP =
+    "Simulates one run of the tiled LU on StarPU's runtime, modelled on SimGrid S4U, and prints\n"
+    "its summary as one JSON object (docs/interfaces.md §4 and §6).\n"
+    "\n"
+    "arguments:\n"
+    "  RUN.json              the run description (docs/interfaces.md §4), usually written by\n"
+    "                        `testbed simulate --engine numasim`\n"
+    "  --out SUMMARY.json    write the summary there instead of stdout (default: stdout)\n"
+    "  -h, --help            this help, and exit\n"
+    "  --version             numasim's commit and SimGrid's version, and exit\n"
+    "\n"
+    "SimGrid options (any other argument starting with --, passed to SimGrid as given):\n"
+    "  --cfg=KEY:VALUE       a SimGrid configuration item, e.g. --cfg=network/model:SMPI,\n"
+    "                        --cfg=surf/precision:1e-9, --cfg=tracing:yes; numasim sets\n"
+    "                        --cfg=contexts/stack-size:512 (KiB per actor; a later one wins) and\n"
+    "                        refuses contexts/nthreads other than 1\n"
+    "  --log=CATEGORY.thresh:LEVEL\n"
+    "                        SimGrid's logging; numasim sets --log=root.thresh:warning (a later\n"
+    "                        one wins; numasim's own categories are under `numasim`)\n"
+    "  --cfg-help            every --cfg item with its default value, and exit\n"
+    "  --help-models, --help-logs, --help-log-categories, --help-tracing, --help-aliases\n"
+    "                        SimGrid's other help pages, and exit\n"
+    "\n"
+    "exit status: 0 done; 2 bad input (one line naming the file and key); 1 the environment\n"
+    "(an output that cannot be written, a failure of SimGrid).\n";
 
 int main(int argc, char** argv) {
   auto t0 = std::chrono::steady_clock::now();
@@ -23,7 +60,18 @@ int main(int argc, char** argv) {
   // input); 512 KiB each. A later --cfg=contexts/stack-size:N overrides it.
   std::string stack = "--cfg=contexts/stack-size:512";
   sg_args.push_back(stack.data());
+  bool simgrid_help = false; // a help page of SimGrid's: SimGrid prints it while starting
   for (int i = 1; i < argc; i++) {
+    if (!std::strcmp(argv[i], "-h") || !std::strcmp(argv[i], "--help")) {
+      std::printf("%s\n%s", USAGE, HELP);
+      return 0;
+    }
+    if (!std::strcmp(argv[i], "--version")) {
+      std::printf("numasim (commit %s) on %s\n", NUMASIM_COMMIT, SIMGRID_VERSION_STRING);
+      return 0;
+    }
+    if (!std::strcmp(argv[i], "--cfg-help") || !std::strncmp(argv[i], "--help-", 7))
+      simgrid_help = true;
     if (!std::strcmp(argv[i], "--out") && i + 1 < argc)
       out_file = argv[++i];
     else if (!std::strncmp(argv[i], "--", 2))
@@ -35,8 +83,13 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (simgrid_help) {
+    int sg_argc = static_cast<int>(sg_args.size());
+    simgrid::s4u::Engine engine(&sg_argc, sg_args.data()); // prints the page and exits
+    return 0;
+  }
   if (run_file.empty()) {
-    std::fprintf(stderr, "usage: %s RUN.json [--out SUMMARY.json]\n", argv[0]);
+    std::fprintf(stderr, "%s(numasim --help describes the arguments)\n", USAGE);
     return 2;
   }
   try {

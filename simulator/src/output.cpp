@@ -148,16 +148,30 @@ void Simulation::write_trace(std::ostream& out) const {
   }
 }
 
+// One row per copy (docs/interfaces.md §10). For copies between two memory nodes of one rank,
+// `Estimate` is the copy's time as the scheduler predicts it (BusModel::estimate, StarPU's
+// starpu_transfer_predict: the figure dmda's data penalty adds up and STARPU_SCHED_BETA scales) and
+// `Calibrated` the bus calibration's figure it starts from (latency + bytes / bandwidth, one copy
+// on an idle node); both empty for MPI messages between ranks, which no scheduler estimate covers.
 void Simulation::write_transfers(std::ostream& out) const {
-  out << "Start,End,Bytes,Src,Dst,Links\n";
+  out << "Start,End,Bytes,Src,Dst,Links,Estimate,Calibrated\n";
   char buf[256];
   for (const auto& r : data_->transfer_log()) {
     std::string links;
     for (const auto& l : numa_->path_links(r.path))
       links += (links.empty() ? "" : " ") + l;
-    std::snprintf(buf, sizeof buf, "%.9f,%.9f,%.0f,%s,%s,", r.start, r.end, r.bytes,
-                  topo_->mem(r.gsrc).host->get_cname(), topo_->mem(r.gdst).host->get_cname());
-    out << buf << links << "\n";
+    const MemNode &src = topo_->mem(r.gsrc), &dst = topo_->mem(r.gdst);
+    std::snprintf(buf, sizeof buf, "%.9f,%.9f,%.0f,%s,%s,", r.start, r.end, r.bytes, src.host->get_cname(),
+                  dst.host->get_cname());
+    out << buf << links << ',';
+    if (src.rank == dst.rank) {
+      std::snprintf(buf, sizeof buf, "%.9f,%.9f", bus_->estimate(r.gsrc, r.gdst, r.bytes),
+                    bus_->calibrated(r.gsrc, r.gdst, r.bytes));
+      out << buf;
+    } else {
+      out << ',';
+    }
+    out << "\n";
   }
 }
 

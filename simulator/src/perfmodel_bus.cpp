@@ -44,6 +44,13 @@ BusModel::Route& BusModel::route(int gsrc, int gdst) {
   return r;
 }
 
+double BusModel::calibrated(int gsrc, int gdst, double bytes) {
+  if (gsrc == gdst)
+    return 0;
+  const Route& r = route(gsrc, gdst);
+  return r.latency + (std::isfinite(r.bandwidth) && r.bandwidth > 0 ? bytes / r.bandwidth : 0);
+}
+
 double BusModel::estimate(int gsrc, int gdst, double bytes) {
   if (gsrc == gdst)
     return 0;

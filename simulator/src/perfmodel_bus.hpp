@@ -27,6 +27,10 @@ public:
   BusModel(const Topology& topo, LinkClasses& classes);
   // Predicted time of a copy of `bytes` between two memory nodes (global indices).
   double estimate(int gsrc, int gdst, double bytes);
+  // The bus calibration's own figure for that copy, latency + bytes / bandwidth (StarPU's
+  // latency_matrix and bandwidth_matrix, measured one copy at a time on an idle node): what
+  // `estimate` scales by 2 * ngpus.
+  double calibrated(int gsrc, int gdst, double bytes);
   std::vector<std::string> route_links(int gsrc, int gdst) { return route(gsrc, gdst).links; }
 
 private:

@@ -27,6 +27,11 @@ std::string summary_json(const Summary& s, uint64_t seed, double wall_s) {
     first = false;
   }
   o += "}";
+  // CPU workers of each rank: a trace lists only the workers that ran a task (testbed diagnose)
+  o += ", \"cpu_workers_by_rank\": [";
+  for (size_t r = 0; r < s.cpu_workers_by_rank.size(); r++)
+    o += (r ? ", " : "") + std::to_string(s.cpu_workers_by_rank[r]);
+  o += "]";
   o += ", \"eviction_writebacks\": " + std::to_string(s.eviction_writebacks);
   o += ", \"evictions\": " + std::to_string(s.evictions);
   o += ", \"makespan_s\": " + num(s.makespan);

@@ -182,8 +182,12 @@ void Simulation::fill_summary() {
   sum_.overcommits = dc.overcommits;
   sum_.eviction_writebacks = dc.eviction_writebacks;
   sum_.workers = topo_->workers().size();
-  for (const auto& w : topo_->workers())
+  sum_.cpu_workers_by_rank.assign(topo_->nranks(), 0);
+  for (const auto& w : topo_->workers()) {
     (w.cuda ? sum_.cuda_workers : sum_.cpu_workers)++;
+    if (!w.cuda)
+      sum_.cpu_workers_by_rank[w.rank]++;
+  }
 }
 
 Summary Simulation::run() {

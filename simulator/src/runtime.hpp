@@ -33,6 +33,7 @@ struct Summary {
   std::map<std::string, double> bytes_by_link_class;
   std::map<std::string, double> numa; // NumaEffects::summary (remote reads, migrations, ...)
   size_t workers = 0, cpu_workers = 0, cuda_workers = 0;
+  std::vector<int> cpu_workers_by_rank; // per MPI rank (node), in rank order
 };
 
 class Simulation {

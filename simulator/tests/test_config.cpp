@@ -79,7 +79,7 @@ TEST(Distribution, BlockCyclicChameleonRule) {
   EXPECT_THROW(bad.resolve_distribution(6), InputError);
 }
 
-// The run description's JSON is read strictly (issue 19): the parser must not take a mistake for a
+// The run description's JSON is read strictly: the parser must not take a mistake for a
 // default or a last-wins value.
 static std::string input_error(const std::string& text) {
   try {

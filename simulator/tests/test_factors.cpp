@@ -1,4 +1,4 @@
-// The study's factors A-G as mechanisms (issue 6), on the hand-written 2-NUMA platforms of
+// The study's factors A-G as mechanisms, on the hand-written 2-NUMA platforms of
 // tests/data (tiny1: one node, 4 cores on 2 NUMA nodes, GPU 0 and NIC 0 on NUMA 0; tiny2: two
 // such nodes). Each configuration runs in a forked child (SimGrid: one engine per process) that
 // reports what the mechanism did; the test compares configurations.

@@ -457,7 +457,7 @@ TEST(Simulation, CopiesSharingABottleneckLoadTheControllerAtItsRate) {
 // STARPU_USE_NUMA's copy between two RAM nodes is a memcpy by one thread (StarPU
 // drivers/cpu/driver_cpu.c _starpu_cpu_copy_data): the reads and the writes share that thread's
 // core link, 15 GB/s on tiny1, so it copies at 7.5 GB/s, not at the inter-socket link's 19.2 GB/s
-// (a DMA-like flow between the two RAMs until the seventh session).
+// (once a DMA-like flow between the two RAMs).
 TEST(Simulation, RamToRamCopyRunsAtOneThreadsMemcpyRate) {
   sg4::Engine e(&argc_, argv_);
   Simulation sim(e, config("tiny1.xml", 4, {{"STARPU_USE_NUMA", "1"}, {"STARPU_SCHED", "dmdas"}}));
@@ -482,7 +482,7 @@ TEST(Simulation, RamToRamCopyRunsAtOneThreadsMemcpyRate) {
 
 // A CUDA copy's submission (driver core -> GPU) leaves when StarPU issues the copy: a copy that
 // waited behind its stream's earlier copies starts as soon as the stream is free, one on an idle
-// stream first waits for its submission (NumaEffects::move; until the seventh session every copy
+// stream first waits for its submission (NumaEffects::move; once every copy
 // waited for it when its stream took it).
 TEST(Simulation, CudaCopyIssuedEarlierSkipsItsSubmissionDelay) {
   sg4::Engine e(&argc_, argv_);

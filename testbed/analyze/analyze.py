@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import logging
 import math
 from pathlib import Path
 
@@ -33,8 +34,11 @@ from testbed.analyze.diagnostics import (
     residual_table,
 )
 from testbed.analyze.runs_table import check_one_design, factor_columns, read_runs
-from testbed.common.atomic import atomic_dir, atomic_members, check_output_dir
+from testbed.common.atomic import atomic_dir, atomic_members, check_output_dir, check_output_file
 from testbed.common.errors import InputError
+from testbed.common.outputs import Out, check_distinct
+
+log = logging.getLogger(__name__)
 
 RESPONSE = "makespan_s"
 #: Figures of the plots step (a figure directory written before markers existed holds only these).
@@ -390,6 +394,15 @@ def analysis_factors(runs: pd.DataFrame) -> list[str]:
 def write_tables(runs_path: str | Path, out: str | Path, p_max: float = 0.05, min_variance_pct: float = 0.5,
                  pool: bool = False) -> dict:
     """The expensive step: runs.csv -> tidy tables in `out` (each file replaced atomically)."""
+    # All files written in a scratch dir, then moved in: a failure leaves no partial set,
+    # and the other files of `out` (runs.csv, batches/, ...) are never touched.
+    with atomic_members(out, TABLE_FILES) as t:
+        return tables_into(t, runs_path, p_max, min_variance_pct, pool)
+
+
+def tables_into(t: Path, runs_path: str | Path, p_max: float = 0.05, min_variance_pct: float = 0.5,
+                pool: bool = False) -> dict:
+    """The tidy tables of runs.csv written into the scratch directory `t`; returns the model's facts."""
     runs = read_runs(runs_path)
     if not pool:
         check_one_design(runs, runs_path)
@@ -403,17 +416,14 @@ def write_tables(runs_path: str | Path, out: str | Path, p_max: float = 0.05, mi
     effects = effects_table(runs, factors)
     best = best_configuration(runs, factors, summary)
     residuals = residual_table(fit_model(runs, factors)[0], runs)
-    # All files written in a scratch dir, then moved in: a failure leaves no partial set,
-    # and the other files of `out` (runs.csv, batches/, ...) are never touched.
-    with atomic_members(out, TABLE_FILES) as t:
-        anova.to_csv(t / "anova.csv", index=False)
-        (t / "anova.md").write_text(anova_markdown(anova, facts))
-        (t / "anova.html").write_text(anova_html(anova, facts))
-        summary.to_csv(t / "summary.csv", index=False)
-        effects.to_csv(t / "effects.csv", index=False)
-        residuals.to_csv(t / "residuals.csv", index=False)
-        (t / "model.json").write_text(json.dumps(facts, indent=1, allow_nan=True) + "\n")
-        (t / "best.json").write_text(json.dumps(best, indent=1, allow_nan=True) + "\n")
+    anova.to_csv(t / "anova.csv", index=False)
+    (t / "anova.md").write_text(anova_markdown(anova, facts))
+    (t / "anova.html").write_text(anova_html(anova, facts))
+    summary.to_csv(t / "summary.csv", index=False)
+    effects.to_csv(t / "effects.csv", index=False)
+    residuals.to_csv(t / "residuals.csv", index=False)
+    (t / "model.json").write_text(json.dumps(facts, indent=1, allow_nan=True) + "\n")
+    (t / "best.json").write_text(json.dumps(best, indent=1, allow_nan=True) + "\n")
     return facts
 
 
@@ -488,16 +498,32 @@ def run(args: argparse.Namespace) -> int:
     if not 0 <= args.min_variance <= 100:
         raise InputError(None, "--min-variance", f"a percentage in [0, 100], got {args.min_variance}")
     out = Path(args.out)
+    figures_dir = Path(args.figures) if args.figures else out / "figures"
+    figures_option = "--figures" if args.figures else "--out"
+    tables_out = [Out("--out", out, "members", tuple(TABLE_FILES))] if args.stage in ("all", "tables") else []
+    plot_inputs = [("--out", out / n) for n in PLOT_INPUTS] if args.stage == "plots" else []
+    check_distinct([("", args.runs), *plot_inputs],
+                   [*tables_out, *([Out(figures_option, figures_dir, "dir")] if args.stage != "tables" else [])])
+    subsets = parse_subsets(args.boxplot)
     if args.stage in ("all", "plots"):  # refused before the (expensive) tables are written
-        check_output_dir(args.figures or out / "figures", "analyze", "--figures" if args.figures else "--out",
-                         legacy=FIGURE_NAMES)
+        check_output_dir(figures_dir, "analyze", figures_option, legacy=FIGURE_NAMES)
     if args.stage in ("all", "tables"):
+        for name in TABLE_FILES:  # refused before the tables are computed
+            check_output_file(out / name, "--out")
+    if args.stage == "tables":
         facts = write_tables(args.runs, out, args.p_max, args.min_variance, args.pool)
-        print(f"analyze: {facts['n_runs']} runs, {len(facts['factors'])} factors, R² = {facts['r2']:.4f} -> {out}")
-    if args.stage in ("all", "plots"):
+        log.info(f"analyze: {facts['n_runs']} runs, {len(facts['factors'])} factors, R² = {facts['r2']:.4f} -> {out}")
+        return 0
+    if args.stage == "plots":
         facts = json.loads((out / "model.json").read_text()) if (out / "model.json").exists() else {"factors": []}
-        subsets = parse_subsets(args.boxplot) or [facts["factors"][:1] or ["A"]]
-        figures = write_plots(out, args.runs, args.figures or out / "figures", subsets,
-                              "--figures" if args.figures else "--out")
-        print(f"analyze: {len(figures)} figures -> {args.figures or out / 'figures'}")
+        figures = write_plots(out, args.runs, figures_dir, subsets or [facts["factors"][:1] or ["A"]], figures_option)
+        log.info(f"analyze: {len(figures)} figures -> {figures_dir}")
+        return 0
+    # all: the tables and the figures appear together or not at all (a failure leaves the
+    # previous analysis as it was, not new tables beside old figures)
+    with atomic_members(out, TABLE_FILES) as t:
+        facts = tables_into(t, args.runs, args.p_max, args.min_variance, args.pool)
+        figures = write_plots(t, args.runs, figures_dir, subsets or [facts["factors"][:1] or ["A"]], figures_option)
+    log.info(f"analyze: {facts['n_runs']} runs, {len(facts['factors'])} factors, R² = {facts['r2']:.4f} -> {out}")
+    log.info(f"analyze: {len(figures)} figures -> {figures_dir}")
     return 0

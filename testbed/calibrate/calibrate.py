@@ -32,6 +32,7 @@ import argparse
 import csv
 import datetime as dt
 import json
+import logging
 import os
 import platform
 import re
@@ -60,6 +61,8 @@ from testbed.common.atomic import atomic_dir, atomic_file
 from testbed.common.commands import mpi_singleton_env, repo_relative, run_cmd, shell_line, try_cmd
 from testbed.common.errors import InputError
 from testbed.common.paths import BUILD, LU_REAL, STARPU_NATIVE
+
+_log = logging.getLogger(__name__)
 
 KERNELS = ("dgemm", "dtrsm", "dgetrf_nopiv", "daxpy")
 # Variables recorded in host.json (PATH and library paths say nothing about the measurement
@@ -94,7 +97,7 @@ class Options:
 class Context:
     opts: Options
     ran: list[str] = field(default_factory=list)  # steps executed in this invocation
-    log: Callable[[str], None] = print
+    log: Callable[[str], None] = field(default=lambda line: _log.info(line))  # progress on stderr
 
 
 class Step:
@@ -588,8 +591,8 @@ def check_same_machine(out: Path, allow_other: bool) -> None:
                                    "calibrate into another --out, or pass --allow-other-machine to resume it here")
 
 
-def calibrate(opts: Options, log: Callable[[str], None] = print) -> Context:
-    ctx = Context(opts, log=log)
+def calibrate(opts: Options, log: Callable[[str], None] | None = None) -> Context:
+    ctx = Context(opts, log=log) if log is not None else Context(opts)
     check_bundle_dir(opts.out)
     check_same_machine(opts.out, opts.allow_other_machine)
     opts.out.mkdir(parents=True, exist_ok=True)
@@ -675,7 +678,11 @@ def options_from_args(args: argparse.Namespace) -> Options:
 
 
 def run(args: argparse.Namespace) -> int:
-    ctx = calibrate(options_from_args(args))
+    from testbed.common.outputs import Out, check_distinct
+
+    opts = options_from_args(args)
+    check_distinct([("--lu", args.lu)], [Out("--out", opts.out, "dir")])
+    ctx = calibrate(opts)
     statuses = {json.loads(p.read_text())["status"] for p in (ctx.opts.out / "steps").glob("*.json")}
     failed = [s for s in statuses if s.startswith("failed")]
     return 1 if failed else 0

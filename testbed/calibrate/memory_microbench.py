@@ -30,7 +30,7 @@ from testbed.starpu.lu_codelets import BY_SYMBOL
 
 MEMORY_BENCH = BUILD / "simulator" / "memory_bench"
 WORD = 8  # bytes of a double
-#: Relative distance within which a simulated microbenchmark "reproduces" a measurement (issue 12).
+#: Relative distance within which a simulated microbenchmark "reproduces" a measurement.
 TOLERANCE = 0.10
 
 

@@ -36,7 +36,7 @@ from testbed.calibrate.bundle import read_history
 from testbed.common.commands import mpi_singleton_env, run_cmd, shell_line
 from testbed.starpu.lu_codelets import BY_KIND
 
-#: Acceptance of issue 7: simulated makespan within this relative distance of the real one.
+#: Acceptance of a calibration: simulated makespan within this relative distance of the real one.
 TOLERANCE = 0.15
 #: Variables of the real run that describe the machine/run, not StarPU's behaviour.
 NOT_FOR_SIMULATION = ("STARPU_HOME",)

@@ -1,7 +1,7 @@
 """The one reader of the YAML files people write: machine and cluster descriptions, calibration
 bundles' kernels.yaml, config/config.yaml and its schema, config/factors.yaml.
 
-PyYAML's safe loader alone lets through what then breaks far from the file (issue 19): `.nan`
+PyYAML's safe loader alone lets through what then breaks far from the file: `.nan`
 and `.inf` taken as numbers, 20-digit integers that overflow later, a second `key:` silently
 replacing the first, a few KB of aliases expanding to billions of values (the "billion laughs";
 MemoryError after a minute), and nesting deep enough to overflow libyaml's recursive composer

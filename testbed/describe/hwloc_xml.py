@@ -10,6 +10,7 @@ thread t of core c is PU c + t * ncores.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,6 +19,8 @@ from lxml import etree
 from testbed.common.errors import InputError
 from testbed.common.yaml_input import load_yaml
 from testbed.describe.machines import Machine
+
+log = logging.getLogger(__name__)
 
 #: PCI vendor:device ids of known device models (cosmetic: lets lstopo print a name).
 PCI_IDS = {
@@ -299,7 +302,6 @@ def check_memory(data: dict, mem_total: int | None, src: str) -> None:
     hwloc reports a fraction of it (7.07 GB for 125 GiB on the validation node). When hwloc's
     sum is below half of MemTotal, MemTotal split evenly over the NUMA nodes replaces it, marked
     derived, with a warning naming what was guessed."""
-    import sys
 
     if not mem_total:
         return
@@ -308,8 +310,8 @@ def check_memory(data: dict, mem_total: int | None, src: str) -> None:
     if hw >= mem_total / 2:
         return
     share = mem_total // len(nodes)
-    print(f"warning: hwloc reports {hw / 1e9:.2f} GB of NUMA memory, the kernel {mem_total / 1e9:.2f} GB "
-          f"(MemTotal): using MemTotal split over {len(nodes)} NUMA node(s)", file=sys.stderr)
+    log.warning(f"hwloc reports {hw / 1e9:.2f} GB of NUMA memory, the kernel {mem_total / 1e9:.2f} GB "
+                f"(MemTotal): using MemTotal split over {len(nodes)} NUMA node(s)")
     for n in nodes:
         n["memory_bytes"] = {"value": share, "derived": f"{src}: MemTotal / {len(nodes)} NUMA node(s); hwloc "
                                                        f"reported {hw} bytes in all, below half of MemTotal"}
@@ -326,14 +328,13 @@ def mem_total_bytes(meminfo: str) -> int | None:
 
 def _discovered_gpu(g: dict, nnuma: int, src: str) -> dict:
     """A machine-description GPU from testbed.describe.gpu_discovery (hwloc without CUDA plugin)."""
-    import sys
 
     numa = g["numa_node"]
     if not 0 <= numa < nnuma:
         # sysfs says -1 when the firmware reports no affinity (common in VMs).
         if nnuma > 1:
-            print(f"warning: GPU {g['index']} ({g['pci_bus_id']}): no NUMA affinity in sysfs; "
-                  "assumed on NUMA node 0 (check the machine description)", file=sys.stderr)
+            log.warning(f"GPU {g['index']} ({g['pci_bus_id']}): no NUMA affinity in sysfs; "
+                        "assumed on NUMA node 0 (check the machine description)")
         numa = 0
     where = f"{src}: GPU {g['index']} ({g['pci_bus_id']})" if src else g["source"]
     return {

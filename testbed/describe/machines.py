@@ -480,7 +480,7 @@ def load_machine(path_or_name: str | Path, relative_to: Path | None = None) -> M
     """Load `platforms/machines/NAME.yaml` (or a path) into a validated Machine."""
     file = _resolve(path_or_name, MACHINES, relative_to)
     if not file.is_file():
-        raise InputError(file, None, "an existing machine file")
+        raise InputError(file, None, _known_or_file("machine", MACHINES, path_or_name))
     data = load_yaml(file)
     machine = parse_machine(data, file)
     if machine.name != file.stem:
@@ -514,14 +514,20 @@ def load_cluster(path_or_name: str | Path) -> Cluster:
     hit = _CLUSTERS.get(str(file.resolve())) if file.is_file() else None
     if hit is not None and hit[0] and _stamp([Path(f) for f, _, _ in hit[0]]) == hit[0]:
         return hit[1]
-    cluster = _load_cluster(file)
+    cluster = _load_cluster(file, path_or_name)
     _CLUSTERS[str(file.resolve())] = (_stamp([cluster.path] + [m.path for m in cluster.machines.values()]), cluster)
     return cluster
 
 
-def _load_cluster(file: Path) -> Cluster:
+def _known_or_file(kind: str, folder: Path, given: str | Path) -> str:
+    """What an unknown name should have been: the known names of `folder`, or a file."""
+    known = sorted(p.stem for p in folder.glob("*.yaml"))
+    return f"a known {kind} ({', '.join(known)}) or an existing {kind} file, got {str(given)!r}"
+
+
+def _load_cluster(file: Path, given: str | Path | None = None) -> Cluster:
     if not file.is_file():
-        raise InputError(file, None, "an existing cluster file")
+        raise InputError(file, None, _known_or_file("cluster", CLUSTERS, file if given is None else given))
     data = load_yaml(file)
     _validate(file, data, "cluster.schema.json")
     nodes: list[Node] = []
@@ -533,8 +539,7 @@ def _load_cluster(file: Path) -> Cluster:
         ref = group["machine"]
         mfile = _resolve(ref, MACHINES, file.parent)
         if not mfile.is_file():
-            known = sorted(p.stem for p in MACHINES.glob("*.yaml"))
-            raise InputError(file, f"nodes[{g}].machine", f"a known machine ({', '.join(known)}) or a machine file, got {ref!r}")
+            raise InputError(file, f"nodes[{g}].machine", _known_or_file("machine", MACHINES, ref))
         machine = load_machine(mfile)
         if machine.name in machines and machines[machine.name].path.resolve() != mfile.resolve():
             raise InputError(file, f"nodes[{g}].machine", f"one definition per machine name; {machine.name!r} comes from two files")

@@ -21,16 +21,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import subprocess
-import sys
 from pathlib import Path
 
 from testbed.common.atomic import atomic_dir, atomic_file, check_output_dir
 from testbed.common.errors import InputError
+from testbed.common.outputs import Out, check_distinct
 from testbed.describe.hwloc_xml import describe_local, write_topology
 from testbed.describe.machines import Cluster, load_cluster
 from testbed.platform.platform_xml import expected_counts, write_platform
 from testbed.starpu.sampling import DEFAULT_TILE_SIZES, write_starpu_dir
+
+log = logging.getLogger(__name__)
 
 #: What `testbed platform --cluster` writes (an output written before the marker existed
 #: is recognised by these names, the first one required).
@@ -73,20 +76,23 @@ def _tile_sizes(text: str) -> tuple[int, ...]:
     return sizes
 
 
+def generated_yaml(path: Path) -> bool:
+    """`path` is a YAML file that --describe-local, --from-calibration or --cluster-out wrote."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.readline(200).startswith(GENERATED_YAML.encode())
+    except OSError:
+        return False
+
+
 def check_machine_yaml_out(out: Path) -> None:
     """Refuse to replace a file that --describe-local / --from-calibration did not write
     (a hand-written machine description, or anything else)."""
     if out.is_dir():
         raise InputError(out, "--out", "a machine YAML file to write, found a directory (not replaced)")
-    if out.exists() or out.is_symlink():
-        try:
-            with open(out, "rb") as fh:
-                first = fh.readline(200)
-        except OSError:
-            first = b""
-        if not first.startswith(GENERATED_YAML.encode()):
-            raise InputError(out, "--out", "a new file or one written by `testbed platform --describe-local/"
-                                           "--from-calibration`; this one is not (not replaced)")
+    if (out.exists() or out.is_symlink()) and not generated_yaml(out):
+        raise InputError(out, "--out", "a new file or one written by `testbed platform --describe-local/"
+                                       "--from-calibration`; this one is not (not replaced)")
 
 
 def one_node_cluster_text(machine_yaml: Path, cluster_yaml: Path) -> str:
@@ -136,13 +142,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def write_cluster_out(args: argparse.Namespace, machine_yaml: Path) -> None:
     if args.cluster_out:
         cluster = Path(args.cluster_out)
-        with atomic_file(cluster, option="--cluster-out") as fh:
+        with atomic_file(cluster, option="--cluster-out", recognise=generated_yaml) as fh:
             fh.write(one_node_cluster_text(machine_yaml, cluster))
-        print(f"wrote {cluster}", file=sys.stderr)
+        log.info(f"wrote {cluster}")
 
 
 def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
+    yaml_out = bool(args.from_calibration or args.describe_local)
+    check_distinct([("--cluster", args.cluster if args.cluster and Path(args.cluster).exists() else None),
+                    ("--from-calibration", args.from_calibration), ("--from-starpu", args.from_starpu),
+                    ("--hwloc-xml", args.hwloc_xml), ("--kernels", args.kernels)],
+                   [Out("--out", out, "file" if yaml_out else "dir"), Out("--cluster-out", args.cluster_out)])
     if args.from_calibration or args.describe_local:
         check_machine_yaml_out(out)
         if args.cluster_out:
@@ -157,15 +168,14 @@ def run(args: argparse.Namespace) -> int:
         if not args.host:
             raise InputError(None, "--host", "the STARPU_HOSTNAME the sampling directory's files are named by")
         summary = write_platform_dir(Path(args.from_starpu), args.host, out)
-        print(f"wrote {out} (one node {args.host}, models {summary['symbols']})", file=sys.stderr)
+        log.info(f"wrote {out} (one node {args.host}, models {summary['symbols']})")
         return 0
     if args.from_calibration:
         from testbed.describe.from_calibration import write_machine
 
         missing = write_machine(Path(args.from_calibration), out)
-        print(f"wrote {out}; not provided by the bundle (needs_calibration placeholders):", file=sys.stderr)
-        for m in missing:
-            print(f"  {m}", file=sys.stderr)
+        log.info("\n".join([f"wrote {out}; not provided by the bundle (needs_calibration placeholders):",
+                            *(f"  {m}" for m in missing)]))
         write_cluster_out(args, out)
         return 0
     if args.describe_local:
@@ -174,12 +184,12 @@ def run(args: argparse.Namespace) -> int:
         else:
             xml = subprocess.run(["lstopo", "--of", "xml"], check=True, capture_output=True).stdout
         text = describe_local(xml, name=out.stem, kernels=args.kernels)
-        with atomic_file(out, option="--out") as fh:
+        with atomic_file(out, option="--out", recognise=generated_yaml) as fh:
             fh.write(text)
-        print(f"wrote {out}", file=sys.stderr)
+        log.info(f"wrote {out}")
         write_cluster_out(args, out)
         return 0
     cluster = load_cluster(args.cluster)
     generate(cluster, out, _tile_sizes(args.tile_sizes))
-    print(f"wrote {out} ({len(cluster.nodes)} nodes, machines: {', '.join(cluster.machines)})", file=sys.stderr)
+    log.info(f"wrote {out} ({len(cluster.nodes)} nodes, machines: {', '.join(cluster.machines)})")
     return 0

@@ -11,6 +11,7 @@ import argparse
 import base64
 import html
 import json
+import logging
 import math
 import os
 import re
@@ -22,9 +23,12 @@ import pandas as pd
 
 from testbed import ROOT
 from testbed.analyze.analyze import fmt, fmt_p, markdown_table, paper_table
-from testbed.common.atomic import atomic_members
+from testbed.common.atomic import atomic_members, check_output_file
 from testbed.common.errors import InputError
+from testbed.common.outputs import Out, check_distinct
 from testbed.common.yaml_input import load_yaml
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -356,6 +360,12 @@ TRACE_CAPTIONS = {
 }
 
 
+def _md_table(block: str) -> pd.DataFrame:
+    """A markdown pipe table (header, rule, rows) as a frame of strings."""
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in block.strip().splitlines()]
+    return pd.DataFrame(rows[2:], columns=rows[0])
+
+
 def trace_section(name: str, traces: Path, report_dir: Path) -> Section:
     """`testbed trace-pair`'s output: the all-default and best configurations rerun with a trace."""
     table = (traces / "compare.md").read_text()
@@ -363,6 +373,27 @@ def trace_section(name: str, traces: Path, report_dir: Path) -> Section:
              "seeds), rerun with a task trace (`testbed trace-pair`): kernel durations per kind, worker type and "
              "NUMA node, idle fraction per node, makespan; then the space-time chart and the utilisation over time.")
     md, page = [intro, "", table], [f"<p>{html.escape(intro)}</p><pre>{html.escape(table)}</pre>"]
+    digest = traces / "diagnostics" / "digest.md"
+    if digest.is_file():  # testbed/traces/diagnostics.py; the numbers are in diagnostics/*.csv
+        head = ("Diagnostics of the traced runs (`testbed diagnose`; every number in `traces/diagnostics/*.csv`): "
+                "the makespan against the area bound (each node's own tasks spread over its workers, every "
+                "worker busy, no dependency), kernel durations per NUMA node and per GPU with StarVZ's outlier "
+                "share, and what copies took against the scheduler's estimate, which STARPU_SCHED_BETA scales.")
+        text = digest.read_text()
+        md += ["", head, "", text]
+        page.append(f"<p>{html.escape(head)}</p>" + "".join(
+            _html_table(_md_table(block)) if block.lstrip().startswith("|") else f"<p>{html.escape(block)}</p>"
+            for block in re.split(r"\n\n+", text.strip())))
+        fig = traces / "diagnostics" / "diagnostics.png"
+        if fig.is_file():
+            caption = ("the same, drawn: dgemm median and Q1–Q3 per machine type, CPU NUMA node (N0, N1) and GPU, "
+                       "one colour per run, labelled with the share StarVZ flags; copies' actual / estimated "
+                       "duration (median, 10–90 %; below 1: faster than the scheduler assumed); makespan over "
+                       "the area bound per machine type.")
+            md.append(f"![diagnostics]({os.path.relpath(fig, report_dir)})\n\n{caption}\n")
+            data = base64.b64encode(fig.read_bytes()).decode("ascii")
+            page.append(f"<figure><img alt=\"diagnostics\" src=\"data:image/png;base64,{data}\"/>"
+                        f"<figcaption>{html.escape(caption)}</figcaption></figure>")
     for stem, caption in TRACE_CAPTIONS.items():
         fig = traces / f"{stem}.png"
         if not fig.is_file():
@@ -492,13 +523,18 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(None, "--sensitivity", f"NAME=DIR, got {item!r}")
         sensitivity[name] = Path(directory)
     out = Path(args.out)
+    inputs = [("--reference", args.reference)]
+    check_distinct(inputs, [Out("--out", out, "members", ("report.md", "report.html"))])
+    for name in ("report.md", "report.html"):  # refused before the report is built
+        check_output_file(out / name, "--out")
     figures: dict[str, bytes] = {}
     md, page = build(experiments, out, args.title, Path(args.platforms_dir), args.reference, sensitivity, figures)
+    check_distinct(inputs, [Out("--out", out, "members", ("report.md", "report.html", *figures))])
     # Written inside `out`: its other files are left alone (`out` may be any directory).
     with atomic_members(out, ["report.md", "report.html", *figures]) as tmp:
         (tmp / "report.md").write_text(md)
         (tmp / "report.html").write_text(page)
         for figure, data in figures.items():
             (tmp / figure).write_bytes(data)
-    print(f"report: {out / 'report.html'}, {out / 'report.md'}")
+    log.info(f"report: {out / 'report.html'}, {out / 'report.md'}")
     return 0

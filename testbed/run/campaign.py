@@ -1,28 +1,35 @@
 """`testbed campaign`: run one batch of a design table, or merge batches into runs.csv.
 
 A batch is one Snakemake job; its table is written atomically at the end, so an
-interrupted campaign resumes by running only the batches whose table is missing.
+interrupted campaign resumes by running only the batches whose table is missing. Batches
+written to one `--out` are merged there (under a lock: concurrent batches too): the rows of
+the other batches are kept, this batch's rows replace its earlier ones.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import json
+import logging
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pandas as pd
 
-from testbed.analyze.runs_table import concat_runs, factor_columns, write_runs
-from testbed.common.atomic import atomic_file
+from testbed.analyze.runs_table import concat_runs, factor_columns, read_runs, write_runs
+from testbed.common.atomic import atomic_file, check_output_file
 from testbed.common.errors import InputError
+from testbed.common.outputs import Out, check_distinct, file_lock
 from testbed.describe.machines import load_cluster
 from testbed.run.engines import RunSpec
 from testbed.run.resolve import resolve_run_env
 from testbed.run.simulate import simulate
+
+log = logging.getLogger(__name__)
 
 DESIGN_REQUIRED = ["experiment", "run", "order", "batch", "config", "repetition", "seed",
                    "engine", "cluster", "n", "b", "distribution", "env", "variability"]
@@ -63,9 +70,9 @@ def spec_for(row: dict, factors: list[str], platform_dir: Path | None, workdir: 
 
 
 def run_batch(design: pd.DataFrame, batch: int, platform_dir: Path | None = None,
-              where: str = "design", progress=None) -> list[dict]:
-    """Run every design row of `batch` (in design order); returns the runs-table rows."""
-    progress = progress or sys.stderr
+              where: str = "design") -> list[dict]:
+    """Run every design row of `batch` (in design order); returns the runs-table rows. Logs a
+    progress line per run (INFO)."""
     rows = design[design["batch"] == batch].sort_values("order").to_dict("records")
     if not rows:
         batches = sorted(design["batch"].unique())
@@ -86,9 +93,8 @@ def run_batch(design: pd.DataFrame, batch: int, platform_dir: Path | None = None
             levels = " ".join(f"{f}{'+' if row[f] == 1 else '-'}" for f in factors)
             elapsed = time.perf_counter() - t0
             eta = elapsed / i * (len(rows) - i)
-            print(f"[{row['experiment']} batch {batch}] run {i}/{len(rows)} ({levels}, seed {row['seed']}): "
-                  f"makespan {record['makespan_s']:.3f} s, wall {record['wall_s']:.2f} s, eta {eta:.0f} s",
-                  file=progress, flush=True)
+            log.info(f"[{row['experiment']} batch {batch}] run {i}/{len(rows)} ({levels}, seed {row['seed']}): "
+                     f"makespan {record['makespan_s']:.3f} s, wall {record['wall_s']:.2f} s, eta {eta:.0f} s")
     return out
 
 
@@ -100,34 +106,68 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="batch table (or runs.csv with --merge) to write")
 
 
+def write_batch(out: Path, rows: list[dict], option: str = "--out") -> int:
+    """Write a batch's `rows` into the runs table `out`, keeping the rows there of the other
+    batches (keyed by experiment and batch); the read, merge and write are locked against
+    concurrent batches. Returns the number of rows written."""
+    check_output_file(out, option)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    columns = list(rows[0])
+    with file_lock(out):
+        kept: list[dict] = []
+        if out.exists():
+            check_output_file(out, option)
+            read_runs(out)  # a valid runs table (InputError naming the row otherwise)
+            with io.StringIO(out.read_text(), newline="") as fh:
+                old = list(csv.DictReader(fh))
+            new_header = _header(columns)
+            if old and list(old[0]) != new_header:
+                raise InputError(out, option, f"a batch table of this design (columns {', '.join(new_header)}); it "
+                                              "holds runs of another one (not merged; choose another path)")
+            keys = {(str(r["experiment"]), str(r["batch"])) for r in rows}
+            kept = [r for r in old if (r["experiment"], r["batch"]) not in keys]
+        merged = sorted(kept + rows, key=lambda r: (int(r["order"]), int(r["batch"])))
+        with atomic_file(out, option=option) as fh:
+            write_runs(merged, fh)
+    return len(merged)
+
+
+def _header(columns: list[str]) -> list[str]:
+    """The columns `write_runs` writes for rows with `columns`."""
+    with io.StringIO() as fh:
+        write_runs([dict.fromkeys(columns, "")], fh)
+        return fh.getvalue().splitlines()[0].split(",")
+
+
 def run(args: argparse.Namespace) -> int:
     if args.merge:
+        check_distinct([("--merge", m) for m in args.merge], [Out("--out", args.out)])
         with atomic_file(args.out, option="--out") as fh:
             count = concat_runs(args.merge, fh)
-        print(f"campaign: {count} runs from {len(args.merge)} batches -> {args.out}", file=sys.stderr)
+        log.info(f"campaign: {count} runs from {len(args.merge)} batches -> {args.out}")
         return 0
     if args.design is None or args.batch is None:
         raise InputError(None, "--design/--batch", "a design table and a batch number (or --merge)")
+    check_distinct([("--design", args.design), ("--platform-dir", args.platform_dir)], [Out("--out", args.out)])
+    check_output_file(Path(args.out), "--out")  # refused before the batch runs, not after
     design = read_design(args.design)
     # absolute: engines run in their own scratch directories
     platform_dir = Path(args.platform_dir).resolve() if args.platform_dir else None
     t0 = time.perf_counter()
     rows = run_batch(design, args.batch, platform_dir, args.design)
-    with atomic_file(args.out, option="--out") as fh:
-        write_runs(rows, fh)
+    write_batch(Path(args.out), rows)
     campaign_progress(design, Path(args.out), time.perf_counter() - t0)
     return 0
 
 
-def campaign_progress(design: pd.DataFrame, out: Path, batch_s: float, progress=None) -> None:
+def campaign_progress(design: pd.DataFrame, out: Path, batch_s: float) -> None:
     """One line for the whole campaign after a batch: batch tables written next to this one
     (the resume state), and the time left if the other batches take as long as this one on
     TESTBED_JOBS (default: all cores) parallel jobs, as `snakemake --cores N` runs them."""
-    progress = progress or sys.stderr
     total = int(design["batch"].nunique())
     done = len(list(out.parent.glob(f"*{out.suffix}")))
     jobs = max(1, int(os.environ.get("TESTBED_JOBS", os.cpu_count() or 1)))
     left = max(0, total - done)
     eta = left * batch_s / jobs
-    print(f"[campaign] {done}/{total} batches written; this batch {batch_s:.0f} s; "
-          f"about {eta / 60:.0f} min left on {jobs} jobs", file=progress, flush=True)
+    log.info(f"[campaign] {done}/{total} batches written; this batch {batch_s:.0f} s; "
+             f"about {eta / 60:.0f} min left on {jobs} jobs")

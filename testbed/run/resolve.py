@@ -11,8 +11,7 @@ Precedence, lowest first (docs/interfaces.md §6.1), on every machine type of th
 The result is split as engines and runs.csv carry it: `common` (identical on every machine type)
 and `per_machine` (what differs, or exists on some machine types only). Before this module the
 per-machine part was recomputed from the rules inside the numasim engine, so on a mixed cluster
-it overrode the user's and `factor_env`'s variables (issue 11, D1 and D4), and the other engines
-never received it (D2).
+it overrode the user's and `factor_env`'s variables, and the other engines never received it.
 """
 
 from __future__ import annotations

@@ -5,12 +5,15 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import logging
 import time
 from pathlib import Path
 
 from testbed.common.errors import InputError
 from testbed.run.engines import ENGINES, RunSpec
 from testbed.run.workload import limits_problem, size_problem
+
+log = logging.getLogger(__name__)
 
 
 def check_cfg(items: list[str], engine: str) -> list[str]:
@@ -206,19 +209,57 @@ def resolve_cached(args: argparse.Namespace):
     return run_cache.store(args, desc, header(spec), deps), header(spec)
 
 
+def check_outputs(args: argparse.Namespace) -> list[tuple[str, Path]]:
+    """The files this run writes (--trace, --transfers, --paje): none of them an input or
+    another of them, none a file the testbed did not write (testbed/common/outputs.py)."""
+    from testbed.common.atomic import check_output_file
+    from testbed.common.outputs import Out, check_distinct
+
+    outputs = [(opt, getattr(args, dest)) for opt, dest in (("--trace", "trace"), ("--transfers", "transfers"),
+                                                              ("--paje", "paje"))]
+    inputs = [("--cluster", args.cluster if args.cluster and Path(args.cluster).exists() else None),
+              ("--distribution", args.distribution if Path(args.distribution).exists() else None),
+              ("--platform-dir", args.platform_dir)]
+    check_distinct(inputs, [Out(opt, path) for opt, path in outputs])
+    given = [(opt, Path(path)) for opt, path in outputs if path]
+    for opt, path in given:
+        check_output_file(path, opt)
+    return given
+
+
+def register_outputs(outputs: list[tuple[str, Path]]) -> None:
+    """Mark the trace files an engine wrote (numasim writes them itself) as the testbed's."""
+    from testbed.common.atomic import register, stamp
+
+    for _, path in outputs:
+        if path.is_file() and not path.is_symlink():
+            register(path.parent, {path.name: stamp(path)})
+
+
 def run(args: argparse.Namespace) -> int:
+    outputs = check_outputs(args)
     if getattr(args, "paje", None):
-        return run_with_paje(args)
+        status = run_with_paje(args)
+    else:
+        status = run_once(args)
+    register_outputs(outputs)
+    return status
+
+
+def run_once(args: argparse.Namespace) -> int:
     cached = resolve_cached(args)
     if cached is not None:
         from testbed.run.engines.numasim import run_file_binary
 
+        log.debug(f"simulate: numasim on the cached run description {cached[0]}")
         t0 = time.perf_counter()
         result = run_file_binary(cached[0], check_cfg(args.cfg, args.engine))
         out = {**cached[1], **result}
         out.setdefault("wall_s", time.perf_counter() - t0)
     else:
-        out = simulate(spec_from_args(args))
+        spec = spec_from_args(args)
+        log.debug(f"simulate: engine {spec.engine}, cluster {spec.cluster}, variables {spec.env}")
+        out = simulate(spec)
     print(json.dumps(out, sort_keys=True))
     return 0
 
@@ -238,7 +279,7 @@ def run_with_paje(args: argparse.Namespace) -> int:
         args.trace = args.trace or str(Path(tmp) / "tasks.csv")
         args.transfers = args.transfers or str(Path(tmp) / "transfers.csv")
         args.paje = None
-        status = run(args)
+        status = run_once(args)
         if status == 0:
-            export_paje(args.trace, args.transfers, paje)
+            export_paje(args.trace, args.transfers, paje, "--paje")
     return status

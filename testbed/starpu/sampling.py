@@ -157,7 +157,7 @@ def write_starpu_dir(cluster: Cluster, out: Path, tile_sizes: tuple[int, ...] = 
     Only one sampling directory per machine type: the starpu-simgrid engine links the files
     under each hostfile name itself (testbed/run/engines/starpu_simgrid.py merged_sampling), and
     numasim reads them per machine type. (A copy of every file per node name, <out>/sampling,
-    was written until issue 11 and read by nothing.)"""
+    was once written and read by nothing.)"""
     for name, machine in cluster.machines.items():
         write_sampling_dir(machine, out / name / "sampling", tile_sizes)
     (out / "cluster.xml").write_text(cluster_xml_text(cluster))

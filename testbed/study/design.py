@@ -12,6 +12,7 @@ import argparse
 import copy
 import itertools
 import json
+import logging
 import math
 from pathlib import Path
 from typing import Any
@@ -22,8 +23,11 @@ import pandas as pd
 from testbed import ROOT
 from testbed.common.atomic import atomic_file
 from testbed.common.errors import InputError
+from testbed.common.outputs import Out, check_distinct
 from testbed.common.yaml_input import load_yaml
 from testbed.run.workload import limits_problem, size_problem
+
+log = logging.getLogger(__name__)
 
 CONFIG_SCHEMA = ROOT / "config" / "config.schema.yaml"
 #: numasim's size limits (simulator/src/config.hpp kMaxTiles, kMaxTileSize)
@@ -361,6 +365,7 @@ def spec_object(text: str, expected: str, keys: tuple[str, ...] = ()) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_distinct([("--config", args.config)], [Out("--out", args.out)])
     if args.spec:
         exp = spec_object(args.spec, "a JSON object (one resolved experiment)")
         where = "--spec"
@@ -374,6 +379,6 @@ def run(args: argparse.Namespace) -> int:
     table = design_table(exp, where)
     with atomic_file(args.out, option="--out") as fh:
         table.to_csv(fh, index=False)
-    print(f"design: {len(table)} runs, {table['config'].nunique()} configurations, "
-          f"{table['batch'].nunique()} batches -> {args.out}")
+    log.info(f"design: {len(table)} runs, {table['config'].nunique()} configurations, "
+             f"{table['batch'].nunique()} batches -> {args.out}")
     return 0

@@ -29,10 +29,10 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import logging
 import math
 import re
 import shutil
-import sys
 import tempfile
 import time
 import warnings
@@ -49,7 +49,10 @@ import yaml
 from testbed import ROOT
 from testbed.common.atomic import atomic_file, atomic_members, check_output_dir
 from testbed.common.errors import InputError
+from testbed.common.outputs import Out, check_distinct
 from testbed.common.yaml_input import load_yaml
+
+log = logging.getLogger(__name__)
 
 #: The pseudo-parameter of the Morris screening that changes only the run seeds.
 SEEDS = "(run seeds)"
@@ -406,7 +409,7 @@ def sample_design(plan: dict) -> pd.DataFrame:
 
 
 def run_sample(plan: dict, sample: dict, design: pd.DataFrame, scratch: Path,
-               envs: dict[str, tuple[dict, dict]], progress=None) -> list[dict]:
+               envs: dict[str, tuple[dict, dict]]) -> list[dict]:
     """Every run of the design on the sample's perturbed descriptions."""
     from testbed.describe.machines import load_cluster
     from testbed.platform.platform_cmd import generate
@@ -441,10 +444,8 @@ def run_sample(plan: dict, sample: dict, design: pd.DataFrame, scratch: Path,
         rows.append({"sample": int(sample["sample"]), "config": row["config"], "seed": spec.seed,
                      **{f: int(row[f]) for f in factors}, "makespan_s": float(result["makespan_s"]),
                      "wall_s": float(result["wall_s"]), "tasks": int(result.get("tasks", 0))})
-    if progress is not None:
-        ms = np.mean([r["makespan_s"] for r in rows])
-        print(f"  sample {int(sample['sample'])} ({sample['kind']}): {len(rows)} runs, mean makespan {ms:.3f} s",
-              file=progress, flush=True)
+    ms = np.mean([r["makespan_s"] for r in rows])
+    log.info(f"  sample {int(sample['sample'])} ({sample['kind']}): {len(rows)} runs, mean makespan {ms:.3f} s")
 
     shutil.rmtree(work, ignore_errors=True)
     return rows
@@ -464,9 +465,8 @@ def config_envs(plan: dict, design: pd.DataFrame) -> dict[str, tuple[dict, dict]
     return out
 
 
-def run_batch(plan: dict, stage: str, samples: pd.DataFrame, batch: int, progress=None) -> pd.DataFrame:
+def run_batch(plan: dict, stage: str, samples: pd.DataFrame, batch: int) -> pd.DataFrame:
     """The runs of every sample of one batch (a batch without samples gives an empty table)."""
-    progress = progress or sys.stderr
     chosen = samples[samples["batch"] == batch].to_dict("records")
     design = sample_design(plan)
     envs = config_envs(plan, design) if chosen else {}
@@ -474,11 +474,11 @@ def run_batch(plan: dict, stage: str, samples: pd.DataFrame, batch: int, progres
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="testbed-sensitivity-") as scratch:
         for i, sample in enumerate(chosen, 1):
-            for r in run_sample(plan, sample, design, Path(scratch), envs, progress):
+            for r in run_sample(plan, sample, design, Path(scratch), envs):
                 rows.append({"stage": stage, "batch": batch, **r})
             elapsed = time.perf_counter() - t0
-            print(f"[{plan['experiment']['name']} {stage} batch {batch}] {i}/{len(chosen)} samples, "
-                  f"{elapsed:.0f} s, eta {elapsed / i * (len(chosen) - i):.0f} s", file=progress, flush=True)
+            log.info(f"[{plan['experiment']['name']} {stage} batch {batch}] {i}/{len(chosen)} samples, "
+                     f"{elapsed:.0f} s, eta {elapsed / i * (len(chosen) - i):.0f} s")
     return pd.DataFrame(rows, columns=RUN_COLUMNS + plan["factors"])[RUN_COLUMNS + plan["factors"]]
 
 
@@ -986,10 +986,9 @@ def _run_batch_file(args: tuple[dict, str, Path, int, Path]) -> str:
     return str(out)
 
 
-def run_all(plan: dict, out: Path, jobs: int = 1, progress=None) -> dict:
+def run_all(plan: dict, out: Path, jobs: int = 1) -> dict:
     """Every stage into `out`, skipping each file already there (an interrupted run resumes at
     the first missing batch)."""
-    progress = progress or sys.stderr
     plan_file = out / "plan.json"
     text = json.dumps(plan, indent=1, sort_keys=True) + "\n"
     if plan_file.exists() and plan_file.read_text() != text:
@@ -1017,8 +1016,7 @@ def run_all(plan: dict, out: Path, jobs: int = 1, progress=None) -> dict:
         batches = plan[stage]["batches"]
         paths = [d / "batches" / batch_name(i, batches) for i in range(batches)]
         todo = [(plan, stage, samples_path, i, p) for i, p in enumerate(paths) if not p.exists()]
-        print(f"sensitivity {stage}: {len(paths) - len(todo)} of {batches} batches done, running {len(todo)}",
-              file=progress, flush=True)
+        log.info(f"sensitivity {stage}: {len(paths) - len(todo)} of {batches} batches done, running {len(todo)}")
         if jobs > 1 and len(todo) > 1:
             with ProcessPoolExecutor(max_workers=jobs) as pool:
                 list(pool.map(_run_batch_file, todo))
@@ -1087,21 +1085,38 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     q.add_argument("--out", required=True, help="directory of summary.json and summary.md")
 
 
+#: the files each step writes inside its --out directory (the others write --out itself)
+STEP_MEMBERS = {"run": ("plan.json", "summary.json", "summary.md"),
+                "analyze": ("outputs.csv", "indices.csv", "selected.json"), "summary": ("summary.json", "summary.md")}
+
+
+def check_step_paths(args: argparse.Namespace) -> None:
+    """No output of a step is one of its inputs (testbed/common/outputs.py)."""
+    names = ("config", "plan", "selected", "samples", "morris", "sobol")
+    inputs = [(f"--{n}", getattr(args, n, None)) for n in names]
+    inputs += [("--batches", b) for b in getattr(args, "batches", None) or []]
+    if args.step == "analyze" and args.morris:
+        inputs.append(("--morris", Path(args.morris) / "selected.json"))
+    members = STEP_MEMBERS.get(args.step)
+    check_distinct(inputs, [Out("--out", args.out, "members" if members else "file", members or ())])
+
+
 def run(args: argparse.Namespace) -> int:
+    check_step_paths(args)
     if args.step == "run":
         if args.jobs < 1:
             raise InputError(None, "--jobs", f"a positive number, got {args.jobs}")
         t0 = time.perf_counter()
         summary = run_all(plan_from_args(args), Path(args.out), args.jobs)
-        print(f"sensitivity: {summary['runs']} runs, Sobol on {summary['sobol']['selected']} -> {args.out} "
-              f"({time.perf_counter() - t0:.0f} s)")
+        log.info(f"sensitivity: {summary['runs']} runs, Sobol on {summary['sobol']['selected']} -> {args.out} "
+                 f"({time.perf_counter() - t0:.0f} s)")
         return 0
     if args.step == "plan":
         plan = plan_from_args(args)
         with atomic_file(args.out, option="--out") as fh:
             fh.write(json.dumps(plan, indent=1, sort_keys=True) + "\n")
-        print(f"sensitivity plan: {len(plan['parameters'])} parameters, {plan['runs_per_sample']} runs per sample, "
-              f"{len(plan['outputs'])} outputs -> {args.out}")
+        log.info(f"sensitivity plan: {len(plan['parameters'])} parameters, {plan['runs_per_sample']} runs per sample, "
+                 f"{len(plan['outputs'])} outputs -> {args.out}")
         return 0
     plan = read_plan(args.plan)
     if args.step == "sample":
@@ -1112,7 +1127,7 @@ def run(args: argparse.Namespace) -> int:
                 raise InputError(None, "--selected", "the Morris stage's selected.json (for --stage sobol)")
             table = sobol_samples(plan, read_selected(Path(args.selected))["selected"])
         write_table(table, Path(args.out))
-        print(f"sensitivity {args.stage}: {len(table)} samples -> {args.out}")
+        log.info(f"sensitivity {args.stage}: {len(table)} samples -> {args.out}")
     elif args.step == "batch":
         samples = read_samples(args.samples, plan)
         write_table(run_batch(plan, args.stage, samples, args.batch), Path(args.out))
@@ -1121,10 +1136,10 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(None, "--morris", "the Morris stage directory (for --stage sobol)")
         analyze_stage(plan, args.stage, Path(args.samples), [Path(b) for b in args.batches], Path(args.out),
                       Path(args.morris) if args.morris else None)
-        print(f"sensitivity {args.stage}: analysed -> {args.out}")
+        log.info(f"sensitivity {args.stage}: analysed -> {args.out}")
     elif args.step == "summary":
         write_summary(plan, Path(args.morris), Path(args.sobol), Path(args.out))
-        print(f"sensitivity: summary -> {args.out}")
+        log.info(f"sensitivity: summary -> {args.out}")
     return 0
 
 

@@ -278,6 +278,9 @@ def write_comparison(a, b, name_a: str, name_b: str, out: str | Path, labels: tu
 
 
 def run(args: argparse.Namespace) -> int:
+    from testbed.common.outputs import Out, check_distinct
+
+    check_distinct([("", args.a), ("", args.b)], [Out("--out", args.out, "members", tuple(OUT_FILES))])
     a, b = read_tasks(args.a), read_tasks(args.b)
     if args.out:
         print(write_comparison(a, b, args.a, args.b, args.out), end="")

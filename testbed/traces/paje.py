@@ -24,10 +24,14 @@ What the file holds (times in seconds, as numasim's CSVs):
 from __future__ import annotations
 
 import argparse
+import logging
 from pathlib import Path
 
 from testbed.common.atomic import atomic_file
+from testbed.common.outputs import Out, check_distinct
 from testbed.traces.traces import node_name, read_tasks, read_transfers, worker_sort_key
+
+log = logging.getLogger(__name__)
 
 #: event ids, as declared in the header
 EV = {name: i for i, name in enumerate([
@@ -151,12 +155,13 @@ def paje_lines(tasks, transfers=None) -> list[str]:
     return lines
 
 
-def export_paje(tasks_csv: str | Path, transfers_csv: str | Path | None, out: str | Path) -> Path:
+def export_paje(tasks_csv: str | Path, transfers_csv: str | Path | None, out: str | Path,
+                option: str = "--out") -> Path:
     """Writes the Paje trace of a numasim run's CSVs to `out` (atomically); returns `out`."""
     tasks = read_tasks(tasks_csv)
     transfers = read_transfers(transfers_csv) if transfers_csv else None
     lines = paje_lines(tasks, transfers)
-    with atomic_file(out, option="--out") as fh:
+    with atomic_file(out, option=option) as fh:
         fh.write("\n".join(lines) + "\n")
     return Path(out)
 
@@ -168,6 +173,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_distinct([("", args.tasks), ("--transfers", args.transfers)], [Out("--out", args.out)])
     out = export_paje(args.tasks, args.transfers, args.out)
-    print(out)
+    log.info(f"wrote {out}")
     return 0

@@ -25,11 +25,15 @@ from __future__ import annotations
 import argparse
 import gzip
 import io
+import logging
 from pathlib import Path
 
 from testbed.common.atomic import atomic_members
+from testbed.common.outputs import Out, check_distinct
 from testbed.starpu.lu_codelets import KIND_SYMBOL
 from testbed.traces.traces import read_tasks, worker_sort_key
+
+log = logging.getLogger(__name__)
 
 WORKER_STATE_COLUMNS = ["Nature", "ResourceId", "Type", "Start", "End", "Duration", "Depth", "Value", "Size",
                         "Params", "Footprint", "Tag", "JobId", "SubmitOrder", "GFlop", "X", "Y", "Iteration",
@@ -116,5 +120,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    print(export_starvz(args.tasks, args.out))
+    check_distinct([("", args.tasks)], [Out("--out", args.out, "members", tuple(OUT_FILES))])
+    log.info(f"wrote {export_starvz(args.tasks, args.out)}")
     return 0

@@ -13,10 +13,10 @@ are in testbed/run/engines/lu_app.py.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -24,6 +24,8 @@ from testbed.common.commands import mpi_singleton_env
 from testbed.common.paths import LU_REAL, binary
 from testbed.run.engines import RunSpec
 from testbed.run.engines.lu_app import check_run, distribution_args, kernel_args, parse_output, result_fields, run_env
+
+log = logging.getLogger(__name__)
 
 
 def cluster_ranks(cluster: str) -> tuple[list[str], list[float]]:
@@ -123,8 +125,8 @@ def run(spec: RunSpec) -> dict:
     result["node_numa_balancing"] = node
     asked = spec.env.get("TESTBED_NUMA_BALANCING")
     if node is not None and asked is not None and int(asked) != node:
-        print(f"warning: factor G asks kernel.numa_balancing={asked}, this node has {node} "
-              "(the real engine does not change sysctls; the run used the node's value)", file=sys.stderr)
+        log.warning(f"factor G asks kernel.numa_balancing={asked}, this node has {node} "
+                    "(the real engine does not change sysctls; the run used the node's value)")
     return result
 
 
