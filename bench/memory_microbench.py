@@ -60,8 +60,16 @@ def cases(xml: Path, node: str, machine: str) -> list[dict]:
 
     d_gemm = 2 * B**3 / m.core_flops  # the description's dgemm rate is the core's speed
     d_axpy = bytes_per_call("daxpy", B, kc) / core_bw  # a streaming kernel at one core's bandwidth
-    add("dgemm remote/local, alone (1 hop)", "input", factor("dgemm", d_gemm, "alone"), 1.04, None,
-        "RW PaStiX: '~1.04 (1 hop) ... for BLAS3' (sets stall_fraction_dgemm)")
+    # The derivation of stall_fraction_dgemm (docs/blas3-remote-penalty.md): the packing of A and B
+    # (2 b^2 doubles at one core's link) is the only latency-bound part of a b = 960 dgemm, so the
+    # one-hop factor alone is 1 + (packing time / d0) x (remote / local latency - 1).
+    lat = m.numa_nodes[0].memory_latency_s
+    rho = (lat + m.inter_socket_links[0].latency_s) / lat
+    pack = 2 * B * B * 8 / core_bw
+    add("dgemm remote/local, alone (1 hop)", "input", factor("dgemm", d_gemm, "alone"),
+        round(1 + pack / d_gemm * (rho - 1), 4), None,
+        "BP: packing share of a b = 960 Goto-style dgemm x (136/85 - 1) (sets stall_fraction_dgemm; "
+        "RW PaStiX's 1.04 was a 128 x 128 dgemm)")
     add("daxpy remote/local, alone (1 hop)", "input", factor("daxpy", d_axpy, "alone"), 1.3, None,
         "RW PaStiX: '~1.3 (1 hop) ... for BLAS1' (sets stall_fraction_daxpy)")
     add("daxpy remote/local, all cores busy", "prediction", factor("daxpy", d_axpy, "all"), 1.7, 2.8,

@@ -51,6 +51,53 @@ def test_microbench_builds_and_measures() -> None:
     assert bad.returncode == 2
 
 
+def test_remote_penalty_needs_two_numa_nodes() -> None:
+    """numa_bench penalty on a one-node machine says why it cannot measure and exits 3 (its
+    documented status); on two nodes or more the calibration schedules it at the study's b."""
+    exe = microbench.build_microbench()
+    p = subprocess.run([str(exe), "penalty", "--b", "64", "--reps", "2"], capture_output=True, text=True,
+                       env={"OPENBLAS_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"})
+    if len(cal.numa_layout()) > 1:
+        pytest.skip("this machine has several NUMA nodes: the penalty is measurable here")
+    assert p.returncode == cal.PENALTY_NOT_MEASURABLE == 3
+    assert "1 NUMA node" in p.stderr and "cannot be measured" in p.stderr and p.stdout == ""
+    bad = subprocess.run([str(exe), "penalty", "--b", "64", "--reps", "2", "--copies", "maybe"], capture_output=True)
+    assert bad.returncode == 2
+    opts = cal.Options(machine="m", out=Path("/nonexistent"), tile_sizes=[192])
+    assert "remote-penalty" not in [s.name for s in cal.steps_for(opts, 1)]
+    step = next(s for s in cal.steps_for(opts, 2) if s.name == "remote-penalty")
+    assert step.output == Path("/nonexistent/numa/remote_penalty.csv") and opts.penalty_b == 960
+
+
+def test_summary_reports_the_remote_penalty(tmp_path: Path) -> None:
+    """summary.md's section: one NUMA node says why there is nothing; two show the measured cells
+    (with the copy rate of the gpu rows) and numa_bench's message about skipped copies."""
+    from testbed.calibrate.summary import penalty_lines
+
+    assert "Not measurable: one NUMA node (no memory on another socket)." in penalty_lines(tmp_path, 1)
+    assert "Not available (see Steps)." in penalty_lines(tmp_path, 2)
+    (tmp_path / "numa").mkdir()
+    (tmp_path / "numa" / "remote_penalty.csv").write_text(
+        "kernel,b,copies,thread_node,data_node,threads,calls,local_median_s,remote_median_s,penalty,"
+        "local_rel_std,remote_rel_std,copy_gbps\n"
+        "dgemm,960,none,1,0,14,280,0.0676,0.0703,1.04,0.02,0.03,0\n"
+        "dgemm,960,gpu,1,0,14,280,0.0680,0.0748,1.1,0.02,0.05,19.5\n")
+    (tmp_path / "numa" / "remote_penalty.log").write_text("numa_bench penalty: no CUDA device: skipped\n")
+    text = "\n".join(penalty_lines(tmp_path, 2))
+    assert "| dgemm | 960 | none | 1 | 0 | 67.6 | 70.3 | 1.04 | — |" in text
+    assert "| dgemm | 960 | gpu | 1 | 0 | 68 | 74.8 | 1.1 | 19.5 |" in text
+    assert "numa_bench: numa_bench penalty: no CUDA device: skipped" in text
+
+
+def test_copies_without_a_cuda_device_are_skipped_with_a_message() -> None:
+    exe = microbench.build_microbench()
+    p = subprocess.run([str(exe), "copies", "--node", "0", "--seconds", "0.2"], capture_output=True, text=True,
+                       env={"PATH": "/usr/bin:/bin", "NUMA_BENCH_CUDART": "libcudart-absent.so"})
+    if p.returncode == 0:
+        pytest.skip("a CUDA device is present")
+    assert p.returncode == 3 and ("no CUDA runtime" in p.stderr or "no CUDA device" in p.stderr)
+
+
 def test_bundle_contents(bundle: Path) -> None:
     for rel in ("provenance.yaml", "hwloc.xml", "summary.md", "numa/bandwidth.csv", "host.json"):
         assert (bundle / rel).is_file(), rel
@@ -147,7 +194,8 @@ def test_missing_lu_build_is_reported_not_faked(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("argv", [["--machine", "bad name"], ["--machine", "x", "--reps", "0"],
                                   ["--machine", "x", "--b", "-4"], ["--machine", "x", "--unstable", "0"],
-                                  ["--machine", "x", "--paired-runs", "-1"], ["--machine", "x", "--hosts", "a"]])
+                                  ["--machine", "x", "--paired-runs", "-1"], ["--machine", "x", "--hosts", "a"],
+                                  ["--machine", "x", "--penalty-b", "0"]])
 def test_bad_options(argv: list[str]) -> None:
     p = argparse.ArgumentParser()
     cal.add_arguments(p)

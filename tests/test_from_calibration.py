@@ -159,3 +159,76 @@ def test_bad_kernels_yaml_names_the_key(gpu_bundle: Path, tmp_path: Path, capsys
     assert main(["platform", "--from-calibration", str(gpu_bundle), "--out", str(out)]) == 2
     assert "kernels.yaml: kernels.dgemm.cpu.time_s: expected" in capsys.readouterr().err
     assert out.read_text() == before  # the old file is untouched
+
+
+PENALTY_CSV = (
+    "kernel,b,copies,thread_node,data_node,threads,calls,local_median_s,remote_median_s,penalty,"
+    "local_rel_std,remote_rel_std,copy_gbps\n"
+    "dgemm,960,none,0,1,14,280,0.0676,0.0710,1.05,0.02,0.03,0\n"
+    "dgemm,960,none,1,0,14,280,0.0676,0.0703,1.04,0.02,0.03,0\n"
+    "dtrsm,960,none,0,1,14,280,0.0409,0.0421,1.03,0.02,0.03,0\n"
+    "dtrsm,960,none,1,0,14,280,0.0409,0.0421,1.03,0.02,0.03,0\n"
+    "dgemm,960,gpu,0,1,14,280,0.0680,0.0748,1.10,0.02,0.05,19.5\n"
+    "dgemm,960,gpu,1,0,14,280,0.0680,0.0748,1.10,0.02,0.05,19.1\n")
+
+
+def test_measured_remote_penalty_becomes_the_stall_fraction(gpu_bundle: Path, tmp_path: Path) -> None:
+    """A 2-NUMA bundle's numa_bench penalty cells: the penalty is kept, and the stall fraction is
+    the one with which numasim's latency term, 1 + sigma (rho - 1), gives that penalty back."""
+    (gpu_bundle / "numa" / "remote_penalty.csv").write_text(PENALTY_CSV)
+    out = tmp_path / "gpunode.yaml"
+    assert main(["platform", "--from-calibration", str(gpu_bundle), "--out", str(out)]) == 0
+    raw = yaml.safe_load(out.read_text())
+    numa = raw["numa"]
+    assert numa["remote_penalty_dgemm_b960"]["value"] == pytest.approx(1.045)
+    assert numa["remote_penalty_dgemm_b960_gpu_copies"]["value"] == pytest.approx(1.10)
+    assert "remote_penalty_dtrsm_b960_gpu_copies" not in numa and "stall_fraction_dgetrf_nopiv" not in numa
+    assert "numa/remote_penalty.csv" in numa["remote_penalty_dgemm_b960"]["source"]
+    node0, node1 = raw["numa_nodes"]
+    lat = raw["inter_socket_links"][0]["latency_s"]["value"]
+    rho01 = (node1["memory_latency_s"]["value"] + lat) / node0["memory_latency_s"]["value"]
+    rho10 = (node0["memory_latency_s"]["value"] + lat) / node1["memory_latency_s"]["value"]
+    sigma = numa["stall_fraction_dgemm"]["value"]
+    assert sigma == pytest.approx((0.05 / (rho01 - 1) + 0.04 / (rho10 - 1)) / 2, rel=1e-3)
+    assert 1 + sigma * (rho01 - 1) == pytest.approx(1.05, rel=0.01)  # numasim gives the penalty back
+    assert numa["stall_fraction_dtrsm"]["value"] == pytest.approx(0.03 / (rho01 - 1), rel=1e-3)
+    assert "loaded_latency" not in numa  # why sigma alone carries the load: no curve in the description
+    load_machine(out)  # the scalars pass the schema (stall fractions in [0, 1])
+
+
+@pytest.mark.parametrize("line, key", [
+    ("dgemm,960,none,0,1,14,280,0.0676,0.0710,-1.05,0.02,0.03,0", "line 2"),
+    ("dgemm,960,none,0,0,14,280,0.0676,0.0710,1.05,0.02,0.03,0", "line 2"),
+    ("dgemm,960,both,0,1,14,280,0.0676,0.0710,1.05,0.02,0.03,0", "line 2"),
+    ("dgemm,x,none,0,1,14,280,0.0676,0.0710,1.05,0.02,0.03,0", "line 2"),
+])
+def test_bad_penalty_cells_name_the_line(gpu_bundle: Path, tmp_path: Path, capsys, line: str, key: str) -> None:
+    (gpu_bundle / "numa" / "remote_penalty.csv").write_text(PENALTY_CSV.splitlines()[0] + "\n" + line + "\n")
+    out = tmp_path / "gpunode.yaml"
+    assert main(["platform", "--from-calibration", str(gpu_bundle), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"remote_penalty.csv: {key}: expected" in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def test_derived_stall_gives_the_measured_penalty_back_in_numasim(gpu_bundle: Path, tmp_path: Path) -> None:
+    """Round trip through numasim's memory model (memory_bench, the calibration's validation step):
+    on the machine derived from the bundle, numa_bench's penalty cells simulated with every core busy
+    give the measured penalties (the stall fraction carries them, the controllers do not saturate)."""
+    from testbed.calibrate.memory_microbench import bundle_check
+    from testbed.calibrate.validation import build_platform
+    from testbed.common.paths import BUILD
+
+    if not (BUILD / "simulator" / "memory_bench").exists():
+        pytest.skip("memory_bench not built (make build-simulator)")
+    (gpu_bundle / "numa" / "remote_penalty.csv").write_text(PENALTY_CSV)
+    commands: list[str] = []
+    machine_yaml, pdir = build_platform(gpu_bundle, "gpunode", 960, tmp_path / "work", commands)
+    check = bundle_check(gpu_bundle, pdir / "numasim.xml")
+    rows = [r for r in check["cells"] if r["quantity"] == "remote_penalty"]
+    assert [(r["kernel"], r["thread_node"], r["data_node"]) for r in rows] == [
+        ("dgemm", 0, 1), ("dgemm", 1, 0), ("dtrsm", 0, 1), ("dtrsm", 1, 0)]  # the gpu rows are not simulated
+    for r in rows:
+        assert r["simulated"] > 1.0 and r["within_tolerance"], r
+    dtrsm = [r for r in rows if r["kernel"] == "dtrsm"]
+    assert all(r["simulated"] == pytest.approx(1.03, rel=2e-3) for r in dtrsm)

@@ -137,6 +137,18 @@ def test_parameter_keys_resolve_to_every_matching_quantity():
     assert gpu.at(0.0) == gpu.lo and gpu.at(1.0) == gpu.hi
 
 
+def test_the_remote_blas3_stall_is_sampled_over_its_range():
+    """The latency-stalled share of the LU's CPU kernels on remote pages (docs/blas3-remote-penalty.md)
+    is a sensitivity parameter: every kernel's stall fraction of both machines, each with its range."""
+    params = {p.name: p for p in sa.resolve_parameters("g5k-lille-21", SENS["parameters"])}
+    stall = params["numa.blas3_stall"]
+    assert sorted((t.where, t.key) for t in stall.targets) == sorted(
+        (m, f"numa.stall_fraction_{k}") for m in ("chifflet", "chetemi") for k in ("dgemm", "dtrsm", "dgetrf_nopiv"))
+    for t in stall.targets:
+        assert 0 <= t.lo < t.value < t.hi <= 1, (t.where, t.key)
+        assert t.at(0.0) == t.lo and t.at(1.0) == t.hi
+
+
 @pytest.mark.parametrize("keys, key, expected", [
     (["nowhere:cpu.core_flops"], "sensitivity.parameters[0].keys[0]", "PLACE:KEY with PLACE among cluster"),
     (["chifflet:cpu.nothing"], "sensitivity.parameters[0].keys[0]", "names none"),

@@ -6,6 +6,20 @@
  *   numa_bench kernel --kernel dgemm|dtrsm|dgetrf_nopiv|daxpy --b B --reps R
  *                     [--load alone|all]
  *   numa_bench bandwidth --mb MB --reps R
+ *   numa_bench penalty --b B --reps R [--copies auto|none]
+ *   numa_bench copies --node D --seconds S
+ *
+ * penalty: the remote BLAS 3 penalty of the LU's kernels (dgemm, dtrsm, dgetrf_nopiv) at tile B
+ * with every core busy (docs/blas3-remote-penalty.md): for each ordered pair of NUMA nodes
+ * (T, D != T), the median call time of T's threads on data of D over that on data of T, all
+ * other cores running the same kernel on their own node's data. With --copies auto (default)
+ * and a CUDA device, the same cells again while every GPU copies 64 MiB back and forth between
+ * its memory and a pinned buffer on node D (cudaMemcpy, the CUDA runtime opened with dlopen:
+ * no CUDA at build time). Exit 3, with a message, on one NUMA node: there is no remote memory.
+ * copies: the host<->GPU copy rate alone from a buffer on node D (exit 3 without a CUDA device).
+ * Exit status: 0 done, 1 a failure (allocation, affinity, a CUDA copy), 2 bad arguments, 3 nothing
+ * to measure here (penalty: one NUMA node; copies: no CUDA device). NUMA_BENCH_NODES="0-7;8-15"
+ * replaces the NUMA layout read from sysfs (to run the several-node cells on a one-node machine).
  *
  * Output: CSV on stdout, one row per (T, D) cell, header first; GF/s from the
  * median call time, rel_std = standard deviation / mean over all calls.
@@ -16,6 +30,7 @@
 #define _GNU_SOURCE
 #include <cblas.h>
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -81,7 +96,22 @@ static void read_topology(void)
 	cpu_set_t allowed;
 	sched_getaffinity(0, sizeof allowed, &allowed);
 	char path[128], buf[4096];
-	for (int k = 0; k < MAX_NODES; k++) {
+	/* NUMA_BENCH_NODES="0-3;4-7" replaces the NUMA layout read from sysfs (CPU lists of nodes 0, 1,
+	 * ...): it exercises the cells of several nodes on a one-node machine, where "remote" data is
+	 * then as local as the rest (its penalties are about 1). */
+	const char *fake = getenv("NUMA_BENCH_NODES");
+	for (int k = 0; fake && *fake && k < MAX_NODES; k++) {
+		int cpus[MAX_CPUS], n = parse_cpulist(fake, cpus, MAX_CPUS);
+		node_ncpus[k] = 0;
+		for (int i = 0; i < n; i++)
+			if (CPU_ISSET(cpus[i], &allowed) && is_first_thread(cpus[i]))
+				node_cpus[k][node_ncpus[k]++] = cpus[i];
+		nnodes = k + 1;
+		fake = strchr(fake, ';');
+		fake = fake ? fake + 1 : NULL;
+	}
+	const int from_env = nnodes > 0;
+	for (int k = 0; !from_env && k < MAX_NODES; k++) {
 		snprintf(path, sizeof path, "/sys/devices/system/node/node%d/cpulist", k);
 		if (read_line(path, buf, sizeof buf))
 			break;
@@ -292,10 +322,16 @@ static long pool_sets(enum kernel k, long b)
 	return n < 2 ? 2 : n;
 }
 
+struct cell {
+	double mean, sd, median, min;
+	long count;
+	int nmeasured, nw;
+};
+
 /* Row T, column D: measured threads on T's cores use data first-touched on D.
  * alone: one thread (first core of T). all: every core runs the kernel; the
  * threads of node T are measured, the others work on their own local data. */
-static void kernel_cell(enum kernel k, long b, long reps, int all, int t, int d)
+static struct cell measure_cell(enum kernel k, long b, long reps, int all, int t, int d)
 {
 	struct worker ws[MAX_CPUS];
 	int nw = 0;
@@ -318,30 +354,241 @@ static void kernel_cell(enum kernel k, long b, long reps, int all, int t, int d)
 		pthread_create(&th[i], NULL, worker_main, &ws[i]);
 	}
 	double sum = 0, sum2 = 0;
-	long count = 0;
-	int nmeasured = 0;
+	struct cell c = {.nw = nw};
 	double *all_times = alloc_doubles(reps * nw);
 	for (int i = 0; i < nw; i++) {
 		pthread_join(th[i], NULL);
 		if (ws[i].measured) {
 			sum += ws[i].sum;
 			sum2 += ws[i].sum2;
-			memcpy(&all_times[count], ws[i].times, (size_t)ws[i].count * sizeof(double));
-			count += ws[i].count;
-			nmeasured++;
+			memcpy(&all_times[c.count], ws[i].times, (size_t)ws[i].count * sizeof(double));
+			c.count += ws[i].count;
+			c.nmeasured++;
 		}
 		free(ws[i].times);
 	}
 	pthread_barrier_destroy(&barrier);
-	qsort(all_times, (size_t)count, sizeof(double), cmp_double);
-	double median = count % 2 ? all_times[count / 2] : 0.5 * (all_times[count / 2 - 1] + all_times[count / 2]);
-	double mean = sum / count;
-	double var = count > 1 ? (sum2 - count * mean * mean) / (count - 1) : 0;
-	double sd = var > 0 ? sqrt(var) : 0;
-	printf("%s,%ld,%s,%d,%d,%d,%d,%ld,%.9g,%.9g,%.9g,%.9g,%.6g,%.6g\n", kernel_names[k], b, all ? "all" : "alone", t,
-	       d, nmeasured, nw, count, mean, sd, median, all_times[0], sd / mean, flops_of(k, b) / median * 1e-9);
+	long n = c.count;
+	qsort(all_times, (size_t)n, sizeof(double), cmp_double);
+	c.median = n % 2 ? all_times[n / 2] : 0.5 * (all_times[n / 2 - 1] + all_times[n / 2]);
+	c.min = all_times[0];
+	c.mean = sum / n;
+	double var = n > 1 ? (sum2 - n * c.mean * c.mean) / (n - 1) : 0;
+	c.sd = var > 0 ? sqrt(var) : 0;
 	free(all_times);
+	return c;
+}
+
+static void kernel_cell(enum kernel k, long b, long reps, int all, int t, int d)
+{
+	struct cell c = measure_cell(k, b, reps, all, t, d);
+	printf("%s,%ld,%s,%d,%d,%d,%d,%ld,%.9g,%.9g,%.9g,%.9g,%.6g,%.6g\n", kernel_names[k], b, all ? "all" : "alone", t,
+	       d, c.nmeasured, c.nw, c.count, c.mean, c.sd, c.median, c.min, c.sd / c.mean,
+	       flops_of(k, b) / c.median * 1e-9);
 	fflush(stdout);
+}
+
+/* ------------------------------------------------------------------ host<->GPU copies */
+
+/* The few CUDA runtime entry points the copies need, opened with dlopen so that numa_bench
+ * builds and runs without CUDA. Values of the runtime API (cuda_runtime_api.h, driver_types.h):
+ * cudaSuccess 0, cudaMemcpyHostToDevice 1, cudaMemcpyDeviceToHost 2, cudaHostRegisterPortable 1,
+ * cudaDeviceScheduleBlockingSync 4 (the copying thread sleeps while the DMA runs). */
+static struct {
+	int (*get_device_count)(int *);
+	int (*set_device)(int);
+	int (*set_device_flags)(unsigned);
+	int (*malloc_)(void **, size_t);
+	int (*free_)(void *);
+	int (*host_register)(void *, size_t, unsigned);
+	int (*host_unregister)(void *);
+	int (*memcpy_)(void *, const void *, size_t, int);
+	int ndev;
+} cuda;
+
+/* Number of CUDA devices (0 with the reason in `why` when there is no usable runtime or device). */
+static int cuda_devices(char *why, size_t len)
+{
+	const char *env = getenv("NUMA_BENCH_CUDART");
+	const char *names[] = {env ? env : "libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0",
+	                       "/usr/local/cuda/lib64/libcudart.so"};
+	void *h = NULL;
+	char first[200] = "";
+	for (size_t i = 0; i < sizeof names / sizeof *names && !h; i++) {
+		h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+		if (!h && !first[0])
+			snprintf(first, sizeof first, "%s", dlerror());
+	}
+	if (!h) {
+		snprintf(why, len, "no CUDA runtime (dlopen: %s)", first);
+		return 0;
+	}
+	*(void **)&cuda.get_device_count = dlsym(h, "cudaGetDeviceCount");
+	*(void **)&cuda.set_device = dlsym(h, "cudaSetDevice");
+	*(void **)&cuda.set_device_flags = dlsym(h, "cudaSetDeviceFlags");
+	*(void **)&cuda.malloc_ = dlsym(h, "cudaMalloc");
+	*(void **)&cuda.free_ = dlsym(h, "cudaFree");
+	*(void **)&cuda.host_register = dlsym(h, "cudaHostRegister");
+	*(void **)&cuda.host_unregister = dlsym(h, "cudaHostUnregister");
+	*(void **)&cuda.memcpy_ = dlsym(h, "cudaMemcpy");
+	if (!cuda.get_device_count || !cuda.set_device || !cuda.malloc_ || !cuda.free_ || !cuda.host_register ||
+	    !cuda.host_unregister || !cuda.memcpy_) {
+		snprintf(why, len, "the CUDA runtime lacks an entry point");
+		return 0;
+	}
+	int n = 0;
+	if (cuda.get_device_count(&n) != 0 || n <= 0) {
+		snprintf(why, len, "no CUDA device (cudaGetDeviceCount)");
+		return 0;
+	}
+	cuda.ndev = n;
+	return n;
+}
+
+#define COPY_BYTES (64L << 20)
+
+struct copier {
+	int device, node;
+	volatile int *stop;
+	double bytes, seconds;
+	int failed;
+};
+
+/* One GPU: 64 MiB host->device then device->host until *stop, from a buffer first-touched and
+ * pinned in place (cudaHostRegister) on `node`, the thread bound to that node's cores. */
+static void *copier_main(void *arg)
+{
+	struct copier *c = arg;
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	for (int i = 0; i < node_ncpus[c->node]; i++)
+		CPU_SET(node_cpus[c->node][i], &set);
+	sched_setaffinity(0, sizeof set, &set);
+	double *host = alloc_doubles(COPY_BYTES / (long)sizeof(double));
+	memset(host, 1, COPY_BYTES); /* first touch on the node */
+	void *dev = NULL;
+	int ok = cuda.set_device(c->device) == 0;
+	if (ok && cuda.set_device_flags) /* before the context exists; refused (harmlessly) once it does */
+		cuda.set_device_flags(4);
+	ok = ok && cuda.malloc_(&dev, COPY_BYTES) == 0 && cuda.host_register(host, COPY_BYTES, 1) == 0;
+	if (!ok) {
+		c->failed = 1;
+		free(host);
+		return NULL;
+	}
+	double t0 = now();
+	while (!*c->stop) {
+		if (cuda.memcpy_(dev, host, COPY_BYTES, 1) != 0 || cuda.memcpy_(host, dev, COPY_BYTES, 2) != 0) {
+			c->failed = 1;
+			break;
+		}
+		c->bytes += 2.0 * COPY_BYTES;
+	}
+	c->seconds = now() - t0;
+	cuda.host_unregister(host);
+	cuda.free_(dev);
+	free(host);
+	return NULL;
+}
+
+struct copies {
+	pthread_t th[MAX_NODES];
+	struct copier c[MAX_NODES];
+	volatile int stop;
+	int n;
+};
+
+static void copies_start(struct copies *cp, int ndev, int node)
+{
+	cp->stop = 0;
+	cp->n = ndev < MAX_NODES ? ndev : MAX_NODES;
+	for (int g = 0; g < cp->n; g++) {
+		cp->c[g] = (struct copier){.device = g, .node = node, .stop = &cp->stop};
+		pthread_create(&cp->th[g], NULL, copier_main, &cp->c[g]);
+	}
+	struct timespec ramp = {0, 200000000}; /* let the copies reach their rate first */
+	nanosleep(&ramp, NULL);
+}
+
+/* Stops the copies; their total rate (bytes/s summed over the GPUs), or -1 if one failed. */
+static double copies_stop(struct copies *cp)
+{
+	cp->stop = 1;
+	double rate = 0;
+	int failed = 0;
+	for (int g = 0; g < cp->n; g++) {
+		pthread_join(cp->th[g], NULL);
+		failed |= cp->c[g].failed;
+		rate += cp->c[g].seconds > 0 ? cp->c[g].bytes / cp->c[g].seconds : 0;
+	}
+	return failed ? -1 : rate;
+}
+
+/* ------------------------------------------------------------------ remote penalty */
+
+static int penalty_main(long b, long reps, const char *copies)
+{
+	if (nnodes < 2) {
+		fprintf(stderr, "numa_bench penalty: %d NUMA node: no memory on another socket, the remote penalty "
+		                "cannot be measured on this machine\n",
+		        nnodes);
+		return 3;
+	}
+	char why[256] = "";
+	int ndev = strcmp(copies, "none") ? cuda_devices(why, sizeof why) : 0;
+	if (!strcmp(copies, "auto") && ndev == 0)
+		fprintf(stderr, "numa_bench penalty: %s: the cells with concurrent host<->GPU copies are skipped\n", why);
+	const enum kernel ks[] = {DGEMM, DTRSM, DGETRF_NOPIV};
+	printf("kernel,b,copies,thread_node,data_node,threads,calls,local_median_s,remote_median_s,penalty,"
+	       "local_rel_std,remote_rel_std,copy_gbps\n");
+	for (int with = 0; with <= (ndev > 0); with++)
+		for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
+			for (int t = 0; t < nnodes; t++)
+				for (int d = 0; d < nnodes; d++) {
+					if (t == d || !node_ncpus[t] || !node_ncpus[d])
+						continue;
+					struct copies cp;
+					double rate = 0;
+					if (with)
+						copies_start(&cp, ndev, d);
+					struct cell local = measure_cell(ks[i], b, reps, 1, t, t);
+					struct cell remote = measure_cell(ks[i], b, reps, 1, t, d);
+					if (with && (rate = copies_stop(&cp)) < 0) {
+						fprintf(stderr, "error: numa_bench penalty: a host<->GPU copy failed\n");
+						return 1;
+					}
+					printf("%s,%ld,%s,%d,%d,%d,%ld,%.9g,%.9g,%.6g,%.6g,%.6g,%.6g\n", kernel_names[ks[i]], b,
+					       with ? "gpu" : "none", t, d, remote.nmeasured, remote.count, local.median, remote.median,
+					       remote.median / local.median, local.sd / local.mean, remote.sd / remote.mean,
+					       rate * 1e-9);
+					fflush(stdout);
+				}
+	return 0;
+}
+
+static int copies_main(int node, double seconds)
+{
+	char why[256] = "";
+	if (node < 0 || node >= nnodes || !node_ncpus[node]) {
+		fprintf(stderr, "error: numa_bench copies: --node %d: this machine has NUMA nodes 0..%d\n", node, nnodes - 1);
+		return 2;
+	}
+	int ndev = cuda_devices(why, sizeof why);
+	if (ndev == 0) {
+		fprintf(stderr, "numa_bench copies: %s\n", why);
+		return 3;
+	}
+	struct copies cp;
+	copies_start(&cp, ndev, node);
+	struct timespec ts = {(time_t)seconds, (long)((seconds - (long)seconds) * 1e9)};
+	nanosleep(&ts, NULL);
+	double rate = copies_stop(&cp);
+	if (rate < 0) {
+		fprintf(stderr, "error: numa_bench copies: a host<->GPU copy failed\n");
+		return 1;
+	}
+	printf("devices,data_node,copy_bytes,copy_gbps\n%d,%d,%ld,%.6g\n", ndev, node, COPY_BYTES, rate * 1e-9);
+	return 0;
 }
 
 /* ------------------------------------------------------------------ bandwidth */
@@ -447,7 +694,9 @@ static void bandwidth_cell(long mb, long reps, int t, int d)
 static int usage(void)
 {
 	fprintf(stderr, "usage: numa_bench kernel --kernel dgemm|dtrsm|dgetrf_nopiv|daxpy --b B --reps R "
-	                "[--load alone|all]\n       numa_bench bandwidth --mb MB --reps R\n       numa_bench topology\n");
+	                "[--load alone|all]\n       numa_bench bandwidth --mb MB --reps R\n"
+	                "       numa_bench penalty --b B --reps R [--copies auto|none]\n"
+	                "       numa_bench copies --node D --seconds S\n       numa_bench topology\n");
 	return 2;
 }
 
@@ -504,6 +753,20 @@ int main(int argc, char **argv)
 					bandwidth_cell(mb, reps, t, d);
 		bandwidth_cell(mb, reps, -1, -1);
 		return 0;
+	}
+	if (!strcmp(argv[1], "penalty")) {
+		long b = atol(opt(argc, argv, "--b", "0")), reps = atol(opt(argc, argv, "--reps", "0"));
+		const char *copies = opt(argc, argv, "--copies", "auto");
+		if (b <= 0 || reps <= 0 || (strcmp(copies, "auto") && strcmp(copies, "none")))
+			return usage();
+		return penalty_main(b, reps, copies);
+	}
+	if (!strcmp(argv[1], "copies")) {
+		const char *node = opt(argc, argv, "--node", NULL);
+		double seconds = atof(opt(argc, argv, "--seconds", "0"));
+		if (!node || seconds <= 0)
+			return usage();
+		return copies_main(atoi(node), seconds);
 	}
 	return usage();
 }

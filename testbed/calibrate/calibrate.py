@@ -15,6 +15,9 @@ layout (docs/interfaces.md §8):
   numa/raw/*.csv           microbenchmark output (thread node x data node)
   numa/matrix-*.csv        matrices: median time, GF/s, factor vs local
   numa/bandwidth.csv       triad bandwidth per (thread node, data node) and machine
+  numa/remote_penalty.csv  remote BLAS 3 penalty at the study's tile, every core busy, with and without
+                           concurrent host<->GPU copies (numa_bench penalty; two NUMA nodes or more)
+  numa/remote_penalty.log  what numa_bench said about it (e.g. copies skipped: no CUDA device)
   lu-reference.json        real LU makespans with the calibrated models (N = b * lu_nt)
   validation.json          numasim on the derived machine vs lu-reference (testbed/calibrate/validation.py)
   network/pingpong.{csv,json}  MPI ping-pong between --hosts A,B (loopback when both are this host)
@@ -55,7 +58,7 @@ from testbed.calibrate.microbench import (
     numa_layout,
 )
 from testbed.common.atomic import atomic_dir, atomic_file
-from testbed.common.commands import repo_relative, run_cmd, shell_line, try_cmd
+from testbed.common.commands import mpi_singleton_env, repo_relative, run_cmd, shell_line, try_cmd
 from testbed.common.errors import InputError
 from testbed.common.paths import BUILD, LU_REAL, STARPU_NATIVE
 
@@ -85,6 +88,8 @@ class Options:
     hosts: list[str] | None = None  # two hosts for the network ping-pong
     pingpong_reps: int = 100
     paired_runs: int = 2  # real runs per priority in the validation's paired check (0: none)
+    # tile of the remote BLAS 3 penalty cells: the study's b (docs/references/study-case.md: 960)
+    penalty_b: int = 960
     allow_other_machine: bool = False  # resume a bundle whose host.json names another machine
 
 
@@ -237,6 +242,30 @@ def step_kernel(kernel: str, b: int, load: str) -> Callable[[Context, Path, list
         return "done"
 
     return action
+
+
+#: numa_bench penalty's exit status when the machine has one NUMA node (no remote memory).
+PENALTY_NOT_MEASURABLE = 3
+
+
+def step_remote_penalty(ctx: Context, out: Path, commands: list[str]) -> str:
+    """The remote BLAS 3 penalty at the study's tile (docs/blas3-remote-penalty.md): dgemm, dtrsm
+    and dgetrf_nopiv with every core busy, the threads of one socket on data of the other, against
+    the same threads on their own node's data; again with every GPU copying to and from a pinned
+    buffer on the data's node when a CUDA device is there (numa_bench skips those cells with a
+    message otherwise, kept in numa/remote_penalty.log)."""
+    cmd = [str(build_microbench()), "penalty", "--b", str(ctx.opts.penalty_b), "--reps", str(ctx.opts.reps)]
+    commands.append(shell_line(cmd, BENCH_ENV))
+    p = subprocess.run(cmd, env=mpi_singleton_env({**os.environ, **BENCH_ENV}), capture_output=True, text=True)
+    if p.returncode == PENALTY_NOT_MEASURABLE:
+        return f"not measurable: {p.stderr.strip()}"
+    if p.returncode != 0:
+        raise RuntimeError(f"command failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr[-2000:]}")
+    with atomic_file(out.with_suffix(".log")) as fh:
+        fh.write(p.stderr)
+    with atomic_file(out) as fh:
+        fh.write(p.stdout)
+    return "done"
 
 
 def step_bandwidth(ctx: Context, out: Path, commands: list[str]) -> str:
@@ -489,6 +518,8 @@ def steps_for(opts: Options, nnuma: int) -> list[Step]:
                 steps.append(Step(f"numa-{kernel}-b{b}-{load}", o / "numa" / "raw" / f"{kernel}-b{b}-{load}.csv",
                                   step_kernel(kernel, b, load)))
     steps.append(Step("bandwidth", o / "numa" / "bandwidth.csv", step_bandwidth))
+    if nnuma > 1:  # one NUMA node has no remote memory: numa_bench penalty would exit 3
+        steps.append(Step("remote-penalty", o / "numa" / "remote_penalty.csv", step_remote_penalty))
     steps.append(Step("codelets-all", o / "sampling" / "codelets" / "45", step_codelets("all")))
     if nnuma > 1:  # on one NUMA node the per-node models are the `all` models
         for k in range(nnuma):
@@ -600,6 +631,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reps", type=int, default=20, help="kernel calls per NUMA cell and thread")
     p.add_argument("--bw-mb", type=int, default=256, help="total triad array size in MB")
     p.add_argument("--bw-reps", type=int, default=10)
+    p.add_argument("--penalty-b", type=int, default=960,
+                   help="tile size of the remote BLAS 3 penalty cells (default 960, the study's; two NUMA nodes or more)")
     p.add_argument("--lu-nt", type=int, default=10, help="tiles per dimension of the calibration LU runs")
     p.add_argument("--max-rounds", type=int, default=5, help="LU runs per tile size before giving up")
     p.add_argument("--history-max-error", type=int, default=None, metavar="PCT",
@@ -621,7 +654,7 @@ def options_from_args(args: argparse.Namespace) -> Options:
     if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", args.machine):
         raise InputError(None, "--machine", f"a name of letters, digits, _ or - (used in file names), got {args.machine!r}")
     sizes = args.b or [192]
-    for name, v in (("--b", min(sizes)), ("--reps", args.reps), ("--bw-mb", args.bw_mb), ("--bw-reps", args.bw_reps),
+    for name, v in (("--b", min(sizes)), ("--reps", args.reps), ("--bw-mb", args.bw_mb), ("--bw-reps", args.bw_reps), ("--penalty-b", args.penalty_b),
                     ("--lu-nt", args.lu_nt), ("--max-rounds", args.max_rounds), ("--lu-reps", args.lu_reps)):
         if v <= 0:
             raise InputError(None, name, f"a positive integer, got {v}")
@@ -641,7 +674,7 @@ def options_from_args(args: argparse.Namespace) -> Options:
                    lu_nt=args.lu_nt, max_rounds=args.max_rounds, history_max_error=args.history_max_error,
                    lu_reps=args.lu_reps, unstable=args.unstable, lu=Path(args.lu),
                    hosts=hosts, pingpong_reps=args.pingpong_reps, paired_runs=args.paired_runs,
-                   allow_other_machine=args.allow_other_machine)
+                   allow_other_machine=args.allow_other_machine, penalty_b=args.penalty_b)
 
 
 def run(args: argparse.Namespace) -> int:

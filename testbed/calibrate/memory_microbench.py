@@ -116,7 +116,32 @@ def bundle_check(bundle: Path, platform_xml: Path, gemm_block_k: float | None = 
                                  "quantity": q, "measured": round(m, 4), "simulated": round(s, 4),
                                  "error_pct": round(100 * (s - m) / m, 1),
                                  "within_tolerance": abs(s - m) <= TOLERANCE * m})
+    rows += _penalty_rows(bundle, platform_xml, node, gemm_block_k)
     return {"tolerance_pct": 100 * TOLERANCE, "platform_node": node, "gemm_block_k": gemm_block_k,
             "cells": rows, "reproduced": sum(r["within_tolerance"] for r in rows), "total": len(rows),
             "method": "memory_bench (numasim's memory model) on the machine derived from the bundle; d0 = the "
-                      "measured local median alone; remote_factor = cell / local cell; load_factor = all / alone"}
+                      "measured local median alone; remote_factor = cell / local cell; load_factor = all / alone; "
+                      "remote_penalty (numa/remote_penalty.csv, every core busy, no GPU copies): d0 = the measured "
+                      "local median of the penalty cell"}
+
+
+def _penalty_rows(bundle: Path, platform_xml: Path, node: str, gemm_block_k: float | None) -> list[dict[str, Any]]:
+    """The remote BLAS 3 penalty cells of `numa_bench penalty` without GPU copies, simulated as the
+    same two cells with every core busy (docs/blas3-remote-penalty.md). memory_bench's kernel cells
+    run no concurrent host<->GPU copies, so the `gpu` rows stay measurements only."""
+    path = bundle / "numa" / "remote_penalty.csv"
+    if not path.is_file():
+        return []
+    rows = []
+    with path.open() as fh:
+        cells = [r for r in csv.DictReader(fh) if r["copies"] == "none"]
+    for r in cells:
+        kernel, b, t, d = r["kernel"], int(r["b"]), int(r["thread_node"]), int(r["data_node"])
+        d0, m = float(r["local_median_s"]), float(r["penalty"])
+        nbytes = bytes_per_call(kernel, b, gemm_block_k)
+        s = (kernel_cell(platform_xml, node, kernel, d0, nbytes, t, d, "all")
+             / kernel_cell(platform_xml, node, kernel, d0, nbytes, t, t, "all"))
+        rows.append({"kernel": kernel, "b": b, "load": "all", "thread_node": t, "data_node": d,
+                     "quantity": "remote_penalty", "measured": round(m, 4), "simulated": round(s, 4),
+                     "error_pct": round(100 * (s - m) / m, 1), "within_tolerance": abs(s - m) <= TOLERANCE * m})
+    return rows

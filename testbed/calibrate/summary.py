@@ -167,6 +167,7 @@ def write_summary(ctx: Any, out: Path) -> None:
     unstable: list[str] = []
     lines = _header_lines(b, opts.machine)
     lines += _numa_lines(rows, layout, opts.unstable, unstable)
+    lines += penalty_lines(b, len(layout))
     lines += _bandwidth_and_bus_lines(b, opts.machine)
     lines += _codelet_lines(codelets, layout, opts.unstable, unstable)
     lines += _reference_lines(b, opts.unstable, unstable)
@@ -235,6 +236,29 @@ def _numa_lines(rows: list[dict[str, str]], layout: dict[int, list[int]], thresh
     lines += _table(["kernel", "b", "load", "T", "D", "median (ms)", "GF/s", "rel. sd", "factor", ""], trows)
     lines += ["", "Matrices: `numa/matrix-<kernel>-b<b>-<load>.csv`; plot: `plots/numa-kernels.png`.", ""]
     return lines
+
+
+def penalty_lines(b: Path, nnuma: int) -> list[str]:
+    """The remote BLAS 3 penalty cells (numa/remote_penalty.csv, docs/blas3-remote-penalty.md)."""
+    lines = ["", "## Remote BLAS 3 penalty", "",
+             "Every core busy; the threads of node T on data of node D against the same threads on data of T "
+             "(median call time); `gpu`: every GPU copying to and from a pinned buffer on D meanwhile. "
+             "`testbed platform --from-calibration` turns the penalty into `numa.stall_fraction_<kernel>`.", ""]
+    path = b / "numa" / "remote_penalty.csv"
+    if nnuma < 2:
+        return lines + ["Not measurable: one NUMA node (no memory on another socket).", ""]
+    if not path.is_file():
+        return lines + ["Not available (see Steps).", ""]
+    rows = read_csv(path)
+    lines += _table(["kernel", "b", "copies", "T", "D", "local (ms)", "remote (ms)", "penalty", "copies GB/s"],
+                    [[r["kernel"], r["b"], r["copies"], r["thread_node"], r["data_node"],
+                      _fmt(float(r["local_median_s"]) * 1e3, 4), _fmt(float(r["remote_median_s"]) * 1e3, 4),
+                      _fmt(float(r["penalty"]), 4), _fmt(float(r["copy_gbps"]), 3) if r["copies"] == "gpu" else "—"]
+                     for r in rows])
+    log = path.with_suffix(".log")
+    if log.is_file() and log.read_text().strip():
+        lines += ["", "numa_bench: " + " ".join(log.read_text().split())]
+    return lines + [""]
 
 
 def _bandwidth_and_bus_lines(b: Path, machine: str) -> list[str]:

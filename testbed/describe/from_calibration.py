@@ -10,6 +10,9 @@ field (docs/interfaces.md §8 names the files):
 * `kernels.yaml`                 kernel times (`kernels:` points at the bundle), core/GPU flop rates;
 * `numa/bandwidth.csv`           triad bandwidth per NUMA node and across sockets;
 * `numa/matrix-*.csv`            remote-access factors (kept under `numa:` as matrices);
+* `numa/remote_penalty.csv`      the remote BLAS 3 penalty at the study's tile, every core busy (with and
+                                 without concurrent host<->GPU copies), kept as `numa.remote_penalty_*`
+                                 and turned into `numa.stall_fraction_<kernel>` (docs/blas3-remote-penalty.md);
 * `sampling/bus/M.{bandwidth,latency}`  host<->GPU and GPU<->GPU figures (StarPU bus calibration);
 * `network/pingpong.json`        NIC bandwidth, only when measured between two hosts;
 * `host.json`                    clock frequency when lscpu reports one.
@@ -110,6 +113,7 @@ def machine_from_bundle(bundle: Path, name: str | None = None) -> tuple[dict[str
     _task_overhead(data, bundle, label, missing)
     _network(data, bundle, label, missing)
     data["numa"] = _numa_factors(bundle, label)
+    data["numa"].update(_remote_penalty(data, bundle, label))
     if not data["numa"]:
         del data["numa"]
     data["kernels"] = label
@@ -346,6 +350,78 @@ def _numa_factors(bundle: Path, label: str) -> dict[str, dict]:
         key = "factor_" + path.stem.removeprefix("matrix-").replace("-", "_")
         out[key] = {"value": matrix, "source": f"{label}/numa/{path.name}: rows quantity=factor "
                                                "(median time / local median; [thread node][data node])"}
+    return out
+
+
+def _idle_latency_ratio(data: dict, t: int, d: int) -> float | None:
+    """numasim's idle route latency from node d's memory to a core of node t over that of t's own
+    memory (memory latency of d + the direct inter-socket link's, over t's memory latency);
+    None without a direct link."""
+    link = next((lk for lk in data["inter_socket_links"] if sorted(lk["numa_nodes"]) == sorted((t, d))), None)
+    if link is None:
+        return None
+    local = float(data["numa_nodes"][t]["memory_latency_s"]["value"])
+    remote = float(data["numa_nodes"][d]["memory_latency_s"]["value"]) + float(link["latency_s"]["value"])
+    return remote / local if local > 0 else None
+
+
+def _remote_penalty(data: dict, bundle: Path, label: str) -> dict[str, dict]:
+    """The measured remote BLAS 3 penalty (numa/remote_penalty.csv) and the stall fraction it gives.
+
+    P = remote / local median call time, every core busy, mean over the ordered pairs of nodes.
+    numasim stretches a kernel by 1 + sigma (rho - 1), rho its byte-weighted latency ratio
+    (docs/memory-model.md); a description derived from a bundle has no loaded-latency curve (no
+    microbenchmark measures one), so a fully remote kernel has rho = its idle route-latency ratio
+    and sigma = (P - 1) / (rho - 1) reproduces the measured P, load included. The cells with
+    concurrent GPU copies are kept as measured (`remote_penalty_<k>_b<b>_gpu_copies`): numasim
+    adds the copies' load through its controller model, not through sigma."""
+    path = bundle / "numa" / "remote_penalty.csv"
+    if not path.is_file():
+        return {}
+    rows = _read_csv(path)
+    need = {"kernel", "b", "copies", "thread_node", "data_node", "penalty"}
+    if rows and not need <= set(rows[0]):
+        raise InputError(path, "header", f"the columns of numa_bench penalty ({', '.join(sorted(need))})")
+    out: dict[str, dict] = {}
+    groups: dict[tuple[str, int, str], list[tuple[int, int, float]]] = {}
+    for i, r in enumerate(rows, start=2):
+        try:
+            cell = (int(r["thread_node"]), int(r["data_node"]), float(r["penalty"]))
+            key = (r["kernel"], int(r["b"]), r["copies"])
+        except (TypeError, ValueError):
+            raise InputError(path, f"line {i}", "numbers in thread_node, data_node, b and penalty") from None
+        if not (math.isfinite(cell[2]) and cell[2] > 0) or r["copies"] not in ("none", "gpu") or \
+                not r["kernel"].replace("_", "").isalnum():
+            raise InputError(path, f"line {i}", "a kernel name, copies none|gpu and a positive finite penalty")
+        if not all(0 <= n < len(data["numa_nodes"]) for n in cell[:2]) or cell[0] == cell[1]:
+            raise InputError(path, f"line {i}", f"two different NUMA nodes of the bundle (0..{len(data['numa_nodes']) - 1})")
+        groups.setdefault(key, []).append(cell)
+    for (kernel, b, copies), cells in sorted(groups.items()):
+        mean_p = sum(p for _, _, p in cells) / len(cells)
+        suffix = "" if copies == "none" else "_gpu_copies"
+        what = "every core busy" + ("" if copies == "none" else ", every GPU copying to and from the data's node")
+        out[f"remote_penalty_{kernel}_b{b}{suffix}"] = {
+            "value": float(f"{mean_p:.5g}"),
+            "source": f"{label}/numa/remote_penalty.csv: mean penalty (remote / local median call time) of the "
+                      f"{len(cells)} rows kernel {kernel}, b {b}, copies {copies} ({what})"}
+        if copies != "none":
+            continue
+        sigmas, rhos = [], []
+        for t, d, p in cells:
+            rho = _idle_latency_ratio(data, t, d)
+            if rho is not None and rho > 1:
+                sigmas.append(min(1.0, max(0.0, (p - 1) / (rho - 1))))
+                rhos.append(rho)
+        if sigmas:
+            sigma = sum(sigmas) / len(sigmas)
+            out[f"stall_fraction_{kernel}"] = {
+                "value": float(f"{sigma:.4g}"),
+                "derived": f"(P - 1) / (rho - 1) averaged over {len(sigmas)} node pairs, clipped to [0, 1]: P the "
+                           f"measured penalty (remote_penalty_{kernel}_b{b}, {label}/numa/remote_penalty.csv), rho "
+                           f"= {sum(rhos) / len(rhos):.4g} this description's idle route-latency ratio (memory_latency_s "
+                           "of the data's node + inter-socket latency_s, over the thread node's memory_latency_s); "
+                           "with no loaded-latency curve in this description, numasim then reproduces P for a fully "
+                           "remote kernel (docs/blas3-remote-penalty.md)"}
     return out
 
 
