@@ -58,7 +58,8 @@ MemoryParams MemoryParams::from_zone(const sg4::NetZone* zone, const std::string
       double x = parse_number(v, ok);
       if (!ok || x <= 0 || x > k.hi)
         throw InputError(file, where + "'" + k.name + "'",
-                         "a positive number at most " + std::to_string(k.hi) + ", got '" + v + "'");
+                         std::string("a positive number at most ") + (k.hi > 1 ? "1e6" : "1e-3") + ", got '" +
+                             v + "'");
       *k.field = x;
     }
   const std::string stall = "numa_stall_fraction_", spread = "numa_variability_remote_";
