@@ -71,12 +71,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.cluster}, N = {960 * args.nt}, b = 960, factors {args.factors or 'all -1'}: makespan "
           f"{makespan:.3f} s")
     print()
-    print("| copies | count | actual / idle: median | 10 % | 90 % | max |")
-    print("|---|---|---|---|---|---|")
+    print("| copies | count | actual / idle: min | 10 % | median | 90 % | max |")
+    print("|---|---|---|---|---|---|---|")
     for kind, xs in ratios.items():
         if xs:
             q = statistics.quantiles(xs, n=10)
-            print(f"| {kind} | {len(xs)} | {statistics.median(xs):.2f} | {q[0]:.2f} | {q[-1]:.2f} | {max(xs):.2f} |")
+            print(f"| {kind} | {len(xs)} | {min(xs):.3f} | {q[0]:.2f} | {statistics.median(xs):.2f} | {q[-1]:.2f} | "
+                  f"{max(xs):.2f} |")
     return 0
 
 

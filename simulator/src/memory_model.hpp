@@ -45,6 +45,16 @@ struct MemoryParams {
   // standard deviations of numa_bench's remote and local cells with every core busy), by kernel
   // name: zone properties numa_variability_remote_<kernel>; absent: 1 (the same i.i.d. spread).
   std::vector<std::pair<std::string, double>> variability_remote;
+  // A peripheral's DMA through the controller (docs/memory-model.md, "DMA under memory load";
+  // Vuppalapati et al., "Understanding the Host Network", SIGCOMM 2024, section 4): the IIO holds
+  // at most `credits` cache lines in flight per direction, each for the domain's latency, so a
+  // DMA stream runs at most at credits * 64 B / latency. Reads of host memory (host -> device):
+  // zone properties numa_dma_read_credits, numa_dma_read_latency_s; writes (device -> host):
+  // numa_dma_write_credits, numa_dma_write_latency_s; a core's line fill buffers:
+  // numa_core_credits. 0 (absent): that part of the mechanism is off.
+  double dma_read_credits = 0, dma_read_latency_s = 0;
+  double dma_write_credits = 0, dma_write_latency_s = 0;
+  double core_credits = 0;
 
   static MemoryParams from_zone(const sg4::NetZone* zone, const std::string& platform_file);
   double latency_ratio(double utilisation) const;        // piecewise linear, flat outside the points
@@ -89,6 +99,32 @@ public:
   // returns the number of flows put in `out`.
   size_t start_traffic(sg4::Host* core, int thread_numa, const double* bytes_by_node, double d,
                        std::array<sg4::CommPtr, kMaxNumaNodes>& out) const;
+  // DMA of a peripheral reading (to_memory false) or writing (true) NUMA node `numa`'s pages, now.
+  // Its credit window's rate: credits * 64 B over the domain's unloaded latency plus the
+  // controller's queueing delay at its present utilisation (the loaded-latency curve's extra over
+  // the idle local latency); infinite when the description gives no credits for that direction.
+  double dma_window_Bps(int numa, bool to_memory) const;
+  // How many SimGrid flows a DMA copy starting now is made of, so that max-min sharing at the
+  // controller gives it its share of the requests in flight (Little's law with one queue: a
+  // stream's share of a saturated controller is its outstanding requests over everyone's): a read
+  // of host memory holds dma_read_credits lines in flight where a core holds core_credits, so on
+  // a controller oversubscribed now it is round(dma_read_credits / core_credits) flows; a write,
+  // posted and competing with the cores' posted write-backs for the write queue, one flow; one
+  // flow too on a controller that is not oversubscribed (no sharing to decide) or without the
+  // parameters.
+  int dma_flows(int numa, bool to_memory) const;
+  bool oversubscribed(int numa) const; // the running kernels' and copies' rates exceed the controller
+  // One DMA copy of `bytes` from `src` to `dst` (node `numa`'s RAM on one end, the device on the
+  // other; route latency and lone-flow rate given), in the calling actor: decided at its start,
+  // as the kernels' flows are, it is dma_flows(...) SimGrid flows, and it ends no earlier than its
+  // credit window allows (latency + bytes / dma_window_Bps). numasim's copies
+  // (numa_effects.cpp run_legs) and memory_bench's `dma` scenario both run it.
+  struct DmaRun {
+    int flows = 1;
+    bool window_bound = false; // the window was below the route's rate
+  };
+  DmaRun dma_copy(sg4::Host* src, sg4::Host* dst, double bytes, int numa, bool to_memory,
+                  double route_latency, double route_rate) const;
 
 private:
   MemoryParams p_;

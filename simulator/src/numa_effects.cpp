@@ -329,7 +329,7 @@ std::vector<std::string> NumaEffects::control_links(int gpu_gmem) {
   return paths_[intern(legs)].links;
 }
 
-void NumaEffects::run_legs(int path, const Legs& legs, double bytes) {
+void NumaEffects::run_legs(int path, const Legs& legs, double bytes, const Dma* dma) {
   // Legs of one pipelined copy run concurrently: the copy ends when its slowest leg ends, and
   // each leg contends on its own links. A leg faster than the pipeline's rate only carries what
   // the narrowest leg drains, spread over the whole copy; as a SimGrid flow it would run as a
@@ -341,7 +341,15 @@ void NumaEffects::run_legs(int path, const Legs& legs, double bytes) {
   // (latency + bytes / rate), which the copy waits for if the flows end earlier. At most 5 legs
   // (an MPI message): a fixed array, no allocation per copy.
   if (legs.size() == 1) {
-    sg4::Comm::sendto(legs[0].src, legs[0].dst, static_cast<uint64_t>(bytes));
+    if (!dma) {
+      sg4::Comm::sendto(legs[0].src, legs[0].dst, static_cast<uint64_t>(bytes));
+      return;
+    }
+    const PathLeg& leg = paths_[path].legs[0];
+    const auto r =
+        dma->mem->dma_copy(legs[0].src, legs[0].dst, bytes, dma->numa, dma->to_memory, leg.latency, leg.rate);
+    dma_split_ += r.flows > 1;
+    dma_window_bound_ += r.window_bound;
     return;
   }
   // Decided before any simcall: other actors may intern paths (and move paths_) meanwhile.
@@ -460,6 +468,12 @@ int NumaEffects::move(const Transfer& tr) {
       add(src.host, ram);
     else
       add(ram, dst.host);
+    const RankInfo& ri = ranks_[t.rank];
+    auto numa = std::find(ri.ram.begin(), ri.ram.end(), ram);
+    if (ri.mem && numa != ri.ram.end() && legs.size() == 1) {
+      const Dma dma{ri.mem.get(), static_cast<int>(numa - ri.ram.begin()), src.gpu};
+      return copy(legs, data_.tile_bytes(), cpu_rate, &dma);
+    }
   } else if (!src.gpu && !dst.gpu) {
     // RAM -> RAM (STARPU_USE_NUMA's copies between NUMA nodes): a memcpy by a worker of the
     // destination node, reading through its core's link and writing back through it (memory_bench's
@@ -481,10 +495,10 @@ int NumaEffects::move(const Transfer& tr) {
   return copy(legs, data_.tile_bytes(), cpu_rate);
 }
 
-int NumaEffects::copy(const Legs& legs, double bytes, double cpu_copy_rate) {
+int NumaEffects::copy(const Legs& legs, double bytes, double cpu_copy_rate, const Dma* dma) {
   int path = intern(legs, cpu_copy_rate);
   stream_demand(path, +1);
-  run_legs(path, legs, bytes);
+  run_legs(path, legs, bytes, dma);
   stream_demand(path, -1);
   return path;
 }
@@ -713,6 +727,8 @@ std::map<std::string, double> NumaEffects::summary() const {
           {"memory_stall_s", stall_time_},
           {"kernel_flows", static_cast<double>(kernel_flows_)},
           {"spread_copy_legs", static_cast<double>(spread_legs_)},
+          {"dma_split_copies", static_cast<double>(dma_split_)},
+          {"dma_window_bound_copies", static_cast<double>(dma_window_bound_)},
           {"kernel_memory_bytes", kernel_bytes_}};
 }
 

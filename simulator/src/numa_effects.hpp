@@ -180,6 +180,8 @@ private:
   double remote_total_ = 0, migrated_bytes_ = 0, fault_time_ = 0, stall_time_ = 0, kernel_bytes_ = 0;
   uint64_t migrations_ = 0, faults_ = 0, launch_waits_ = 0, remote_tasks_ = 0, kernel_flows_ = 0,
            spread_legs_ = 0;
+  uint64_t dma_split_ = 0;        // DMA copies started as several flows (MemorySystem::dma_flows)
+  uint64_t dma_window_bound_ = 0; // DMA copies whose credit window was below their route's rate
 
   sg4::Host* ram_host(int rank, uint32_t h, int gmem) const;
   int operand_numa(const Worker& w, uint32_t h) const;
@@ -187,11 +189,18 @@ private:
   double control_delay(int rank, const sg4::Host* driver, const sg4::Host* gpu);
   int link_id(const sg4::Link* l);
   bool oversubscribed(const PathLeg& leg) const;
-  void run_legs(int path, const Legs& legs, double bytes);
+  // A host <-> GPU copy's DMA through NUMA node `numa`'s controller (MemorySystem::dma_window_Bps,
+  // dma_flows): reading host memory, or writing it (`to_memory`).
+  struct Dma {
+    const MemorySystem* mem;
+    int numa;
+    bool to_memory;
+  };
+  void run_legs(int path, const Legs& legs, double bytes, const Dma* dma = nullptr);
   // One copy along `legs` (counted in the controllers' load while it runs); cpu_copy_rate: the
-  // copying thread's rate for a memcpy (RAM -> core -> RAM), infinite for DMA and MPI copies.
-  // Returns its interned path.
-  int copy(const Legs& legs, double bytes, double cpu_copy_rate);
+  // copying thread's rate for a memcpy (RAM -> core -> RAM), infinite for DMA and MPI copies;
+  // `dma`: the device's DMA when the copy is one. Returns its interned path.
+  int copy(const Legs& legs, double bytes, double cpu_copy_rate, const Dma* dma = nullptr);
   // The copy along interned path `path` is counted on every link it crosses at its pipeline's
   // rate (Path::stream_bw; sign +1 at its start, -1 at its end); the memory controllers among
   // them carry the copies' bounded load (copies_load) in their node's MemorySystem.

@@ -27,6 +27,13 @@
  *       (numa_effects.cpp stream_demand: at the rate its route gives it alone).
  *   memory_bench PLATFORM.xml NODE copy SRC_HOST DST_HOST BYTES
  *       one copy (e.g. ram1 -> gpu0, a cross-socket host-to-device copy).
+ *   memory_bench PLATFORM.xml NODE dma SRC_HOST DST_HOST BYTES D THREADS
+ *       a device's DMA of BYTES between NUMA node D's RAM and a GPU or NIC (SRC -> DST; D's RAM
+ *       is one of them) while THREADS cores of D stream from D's memory for its whole length
+ *       (greedy, as STREAM's or MLC's traffic threads; a core's reads and write-backs are one flow,
+ *       as numasim's kernel flows carry a kernel's), everything counted in the controller's load at
+ *       the rate its route gives it alone, as numasim counts copies; the DMA runs as numasim runs
+ *       it (MemorySystem::dma_copy). THREADS = 0: the DMA alone.
  *
  * Prints one JSON object: the medians of the measured calls (kernel), the aggregate bandwidth
  * (stream, copy) or the probe's latency and the controller's utilisation (latency).
@@ -40,6 +47,7 @@
 #include <simgrid/s4u.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -62,7 +70,8 @@ namespace {
                "       PLATFORM.xml NODE triad BYTES T D THREADS\n"
                "       PLATFORM.xml NODE memcpy BYTES T D THREADS\n"
                "       PLATFORM.xml NODE latency T D THREADS [COPY_DST]\n"
-               "       PLATFORM.xml NODE copy SRC_HOST DST_HOST BYTES\n";
+               "       PLATFORM.xml NODE copy SRC_HOST DST_HOST BYTES\n"
+               "       PLATFORM.xml NODE dma SRC_HOST DST_HOST BYTES D THREADS\n";
   std::exit(2);
 }
 
@@ -277,6 +286,48 @@ int main(int argc, char* argv[]) {
       engine.run();
       std::cout << "{\"scenario\": \"copy\", \"src\": \"" << argv[4] << "\", \"dst\": \"" << argv[5]
                 << "\", \"bandwidth_Bps\": " << num(bytes / end) << "}\n";
+    } else if (what == "dma" && argc == 9) {
+      sg4::Host* src = sg4::Host::by_name_or_null(argv[4]);
+      sg4::Host* dst = sg4::Host::by_name_or_null(argv[5]);
+      if (!src || !dst)
+        throw numasim::InputError(file, std::string("host ") + (src ? argv[5] : argv[4]),
+                                  "a host of the platform");
+      const double bytes = number(argv[6], "BYTES");
+      const int d = numa_arg(argv[7], "D");
+      const int threads = static_cast<int>(number(argv[8], "THREADS", true));
+      if (src != mem.ram(d) && dst != mem.ram(d))
+        throw numasim::InputError(file, std::string("hosts ") + argv[4] + ", " + argv[5],
+                                  "one of them the RAM of NUMA node " + std::to_string(d));
+      const bool to_memory = dst == mem.ram(d);
+      const auto cores = threads > 0 ? thread_cores(node, d, threads) : std::vector<sg4::Host*>{};
+      const auto [latency, rate] = numasim::route_latency_bandwidth(src, dst);
+      double loaders = 0;
+      for (auto* c : cores)
+        loaders += numasim::route_latency_bandwidth(mem.ram(d), c).second;
+      double elapsed = 0, utilisation = 0, window = 0;
+      MemorySystem::DmaRun run;
+      sg4::Actor::create("dma", to_memory ? src : dst, [&] {
+        mem.add_stream(d, loaders + rate);
+        std::vector<sg4::CommPtr> load;
+        for (auto* c : cores) // longer than any DMA of the scenario: cancelled when it ends
+          load.push_back(sg4::Comm::sendto_async(mem.ram(d), c, static_cast<uint64_t>(1e12)));
+        utilisation = mem.utilisation(d);
+        window = mem.dma_window_Bps(d, to_memory);
+        const double start = sg4::Engine::get_clock();
+        run = mem.dma_copy(src, dst, bytes, d, to_memory, latency, rate);
+        elapsed = sg4::Engine::get_clock() - start;
+        for (auto& c : load)
+          c->cancel();
+        mem.add_stream(d, -(loaders + rate));
+      });
+      engine.run();
+      std::cout << "{\"scenario\": \"dma\", \"src\": \"" << argv[4] << "\", \"dst\": \"" << argv[5]
+                << "\", \"data_node\": " << d << ", \"threads\": " << threads
+                << ", \"utilisation\": " << num(utilisation)
+                << ", \"window_Bps\": " << (std::isfinite(window) ? num(window) : "null")
+                << ", \"flows\": " << run.flows
+                << ", \"window_bound\": " << (run.window_bound ? "true" : "false")
+                << ", \"bandwidth_Bps\": " << num(bytes / elapsed) << "}\n";
     } else
       usage(argv[0]);
   } catch (const numasim::InputError& e) {
