@@ -326,7 +326,7 @@ def test_trace_pair_reruns_default_and_best_from_the_design(tmp_path: Path) -> N
     assert "default (A- E-" in out.stderr and "best (A+ E-" in out.stderr
     assert {p.name for p in (tmp_path / "traces").iterdir()} == {".testbed-files",
         "compare.md", "compare.json", "durations-by-worker.png", "space-time.png", "utilisation.csv",
-        "utilisation.png"}
+        "utilisation.png", "durations-by-worker.pdf", "space-time.pdf", "utilisation.pdf"}
     usage = pd.read_csv(tmp_path / "traces" / "utilisation.csv")
     assert set(usage["run"]) == {"all default", "best"} and (usage.groupby("run")["time_s"].nunique() == 100).all()
     busy = usage[usage["metric"] == "busy_fraction"]
