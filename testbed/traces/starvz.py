@@ -13,7 +13,10 @@ application panels read, with the columns of StarVZ's readers (read at commit 74
   `_`); Value = the codelet's name (Chameleon's `dgemm`, ...), which StarVZ takes for an
   application task as it is no StarPU state; Size = bytes of all buffers; Params = each
   buffer's StarPU matrix description `M<nx>x<ny>x<elemsize>` (matrix_interface.c, describe)
-  joined by `_`; Footprint `%08lx`; GFlop = the task's flop count / 1e9 (LU_CODELETS); X, Y =
+  joined by `_`; Footprint `%08lx`; GFlop = the task's flop count / 1e9 (LU_CODELETS: LAPACK
+  Working Note 41's counts, as Chameleon's include/chameleon/flops.h writes them, for b x b
+  tiles: gemm 2b^3, trsm b^3 (n m^2 with m = n = b), getrf_nopiv its leading term 2b^3/3, the
+  whole count 2b^3/3 - b^2/2 + 5b/6 being 0.8 % less at b = 96); X, Y =
   row and column of the tile the task writes (numasim's X, Y; Chameleon sets a tile handle's
   coordinates to (m, n), StarPU reports those of the first written handle); Iteration = the
   step k (Chameleon's RUNTIME_iteration_push(k)); Subiteration -1 (never pushed).
