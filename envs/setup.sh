@@ -77,7 +77,7 @@ APT_PACKAGES=(
   dpkg-dev
   pajeng
   libfxt-dev
-  wkhtmltopdf  # wkhtmltoimage: tests/test_report_render.py screenshots the HTML report (27 MB, no X server)
+  chromium  # headless: tests/test_report_render.py screenshots the HTML report (no X server)
 )
 # batch schedulers, for trying the profiles on a one-node cluster of this machine
 if [ "$TESTBED_SLURM" = 1 ]; then

@@ -28,7 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "calibrate": ("testbed.calibrate.calibrate", "calibrate a machine into a calibration bundle"),
     "sensitivity": ("testbed.study.sensitivity", "sensitivity of makespans and factor effects to the machine parameters"),
     "trace-paje": ("testbed.traces.paje", "a numasim trace (task + transfer CSVs) as a Paje file (pj_dump, ViTE)"),
-    "trace-starvz": ("testbed.traces.starvz", "a numasim task trace as StarVZ phase-1 input (worker states, entities)"),
+    "trace-starvz": ("testbed.traces.starvz", "a task trace as StarVZ phase-1 input (worker states, tasks, DAG)"),
     "compare-traces": ("testbed.traces.compare_traces", "two task traces side by side: kernel durations, idle time, plots"),
     "trace-pair": ("testbed.traces.trace_pair", "traced reruns of an experiment's all-default and best configurations, compared"),
     "diagnose": ("testbed.traces.diagnostics", "a traced run's diagnostics: kernel durations per NUMA node and GPU, "

@@ -155,11 +155,14 @@ def test_cli_tables_then_plots_from_tidy_tables(tmp_path: Path):
     assert main_a[1] - main_a[-1] == pytest.approx(2 * 5.0, abs=0.6)
     assert main(["analyze", str(tmp_path / "runs.csv"), "--out", str(out), "--stage", "plots",
                  "--boxplot", "A", "--boxplot", "A,D"]) == 0
-    figures = sorted(p.name for p in (out / "figures").iterdir() if p.name != ".testbed-output")  # the marker
+    names = {p.name for p in (out / "figures").iterdir() if p.name != ".testbed-output"}  # the marker
+    figures = sorted(n for n in names if n.endswith(".png"))
     assert figures == ["boxplot_A.png", "boxplot_AD.png", "halfnormal_effects.png", "interactions_A.png",
                        "interactions_pairs.png", "main_effects.png", "residuals_fitted.png", "residuals_qq.png"]
     for name in figures:
         assert (out / "figures" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert (out / "figures" / name.replace(".png", ".pdf")).read_bytes()[:5] == b"%PDF-"  # the vector twin
+    assert names == set(figures) | {n.replace(".png", ".pdf") for n in figures}
     facts = json.loads((out / "model.json").read_text())
     assert facts["factors"] == list("ABCD") and 0.9 < facts["r2"] <= 1
 

@@ -165,7 +165,7 @@ CASES = {
         lambda d: (write(d / "t.csv", TASKS), ["trace-paje", "t.csv", "--out", "t.csv"])[1],
         ("t.csv: --out:", "input t.csv")),
     "trace-starvz sv/entities.csv --out sv": Case(
-        lambda d: (write(d / "sv" / "entities.csv", TASKS), ["trace-starvz", "sv/entities.csv", "--out", "sv"])[1],
+        lambda d: (write(d / "sv" / "entities.csv", TASKS), ["trace-starvz", "sv/entities.csv", "--b", "96", "--out", "sv"])[1],
         ("sv: --out:", "input sv/entities.csv")),
     "compare-traces c/compare.md u.csv --out c": Case(
         lambda d: (write(d / "c" / "compare.md", TASKS), write(d / "u.csv", TASKS),
@@ -200,7 +200,7 @@ CASES = {
         ("notes.csv: --out:", "not replaced")),
     "trace-starvz --out over the user's entities.csv": Case(
         lambda d: (write(d / "t.csv", TASKS), write(d / "sv" / "entities.csv", "mine\n"),
-                   ["trace-starvz", "t.csv", "--out", "sv"])[2],
+                   ["trace-starvz", "t.csv", "--b", "96", "--out", "sv"])[2],
         ("sv/entities.csv: --out:", "not replaced")),
     "simulate --trace over the user's file": Case(
         lambda d: (write(d / "mine.csv", "mine\n"), [*SIMULATE, "--trace", "mine.csv"])[1],
@@ -343,7 +343,7 @@ def test_no_empty_out_folder_on_a_full_disk(small_fs, tmp_path: Path, capsys) ->
     for argv in (["analyze", str(res / "runs.csv"), "--out", str(fs / "a" / "b")],
                  ["report", "--experiment", f"syn={res}", "--out", str(fs / "report"),
                   "--platforms-dir", str(tmp_path / "none")],
-                 ["trace-starvz", str(tasks), "--out", str(fs / "starvz")],
+                 ["trace-starvz", str(tasks), "--b", "96", "--out", str(fs / "starvz")],
                  ["compare-traces", str(tasks), str(tasks), "--out", str(fs / "compare")]):
         capsys.readouterr()
         assert main(argv) == 1, argv
@@ -409,7 +409,7 @@ def command_line(rng: random.Random) -> list[str]:
     if kind == "paje":
         return ["trace-paje", inp("t.csv"), *rng.choice([[], ["--transfers", inp()]]), "--out", out]
     if kind == "starvz":
-        return ["trace-starvz", inp("t.csv"), "--out", out]
+        return ["trace-starvz", inp("t.csv"), "--b", "96", "--out", out]
     if kind == "compare":
         return ["compare-traces", inp("t.csv"), inp("u.csv"), "--out", out]
     if kind == "platform":

@@ -1,5 +1,5 @@
-"""The HTML report as a user sees it: rendered by a browser engine (wkhtmltoimage, Debian package
-wkhtmltopdf, installed by envs/setup.sh), the screenshot checked for the figures it must show.
+"""The HTML report as a user sees it: rendered by headless Chromium (Debian package chromium,
+installed by envs/setup.sh), the screenshot checked for the figures it must show.
 
 The report is built from the synthetic campaign of test_report.py plus a traced pair of real numasim
 runs (test_traces.run_tiny), so it holds the analysis figures, the residual diagnostics and the trace
@@ -25,10 +25,13 @@ from testbed.traces.compare_traces import write_comparison
 from testbed.traces.traces import read_tasks, read_transfers
 from testbed.traces.utilisation import utilisation
 
-BROWSER = shutil.which("wkhtmltoimage")
+BROWSER = shutil.which("chromium")
 WIDTH = 1200
+#: first window height tried (px); doubled while the page reaches the window's bottom
+WINDOW_HEIGHT = 16384
+MAX_WINDOW_HEIGHT = 65536
 pytestmark = [
-    pytest.mark.skipif(BROWSER is None, reason="wkhtmltoimage not installed (Debian package wkhtmltopdf, "
+    pytest.mark.skipif(BROWSER is None, reason="chromium not installed (Debian package chromium, "
                                                "listed in envs/setup.sh)"),
     pytest.mark.skipif(not paths.NUMASIM.exists(), reason="numasim not built (make build)"),
 ]
@@ -67,10 +70,24 @@ class Figures(HTMLParser):
 
 
 def screenshot(html: Path, out: Path) -> np.ndarray:
-    proc = subprocess.run([BROWSER, "--quiet", "--format", "png", "--width", str(WIDTH), str(html), str(out)],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    return np.asarray(Image.open(out).convert("RGB"), dtype=float) / 255
+    """The whole page at WIDTH px: Chromium's --screenshot captures the window, so the window is
+    made taller than the page (doubled until white rows remain below the content) and the white
+    rows below the page's last drawn row are cut off."""
+    height = WINDOW_HEIGHT
+    while True:
+        # --no-sandbox: as root (CI), Chromium's sandbox refuses to start; one pixel per CSS pixel
+        proc = subprocess.run([BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                               "--force-device-scale-factor=1", f"--window-size={WIDTH},{height}",
+                               f"--screenshot={out}", html.resolve().as_uri()],
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0 and out.is_file(), proc.stderr
+        image = np.asarray(Image.open(out).convert("RGB"), dtype=float) / 255
+        drawn = np.flatnonzero((image < 0.99).any(axis=(1, 2)))
+        last = int(drawn[-1]) + 1 if len(drawn) else 0
+        if last < image.shape[0] - 16 or height >= MAX_WINDOW_HEIGHT:
+            assert last < image.shape[0] - 16, f"the page is taller than {MAX_WINDOW_HEIGHT} px"
+            return image[:last]
+        height *= 2
 
 
 def coloured_fraction(image: np.ndarray) -> float:

@@ -355,6 +355,7 @@ def test_report_section_with_bands_ranks_and_advice(experiment_dir: Path, sensit
     assert "| A:B (= C:D) |" in md and "Parameter band (s)" in md and "Run-to-run 95% CI" in md
     assert "Calibrate first: `p1`" in md and "before trusting the sign of A" in md
     assert (out / "sensitivity_syn.png").stat().st_size > 1000 and "![syn effects and parameter bands](sensitivity_syn.png)" in md
+    assert (out / "sensitivity_syn.pdf").read_bytes()[:5] == b"%PDF-"  # its vector twin
     assert page.count("data:image/png;base64,") == images + 1  # and the sensitivity figure, embedded
     assert main(base + ["--sensitivity", f"other={sensitivity_dir}"]) == 2
     assert "--sensitivity: expected the name of a reported experiment" in capsys.readouterr().err

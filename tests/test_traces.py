@@ -202,32 +202,69 @@ def test_simulate_writes_paje(tmp_path):
 
 
 # ------------------------------------------------------------------------------- StarVZ phase 1
+# What StarVZ's phase-1 readers expect of each file (schnorr/starvz commit 7426178, R/phase1.R and
+# R/phase1_parse_csv.R): readr's read_csv(trim_ws = TRUE) with the col_types below, matched by name;
+# the files under the names starvz_phase1 opens. Checked here without R; bench/RESULTS.md records
+# StarVZ itself reading them.
 
-#: The columns StarVZ's phase-1 reader gives readr for paje.worker_state.csv.gz
-#: (R/phase1_parse_csv.R, read_worker_csv, schnorr/starvz commit 7426178), in its order.
+#: read_worker_csv (paje.worker_state.csv.gz), in the order of phase1-workflow.sh's header
 STARVZ_WORKER_STATE = ["Nature", "ResourceId", "Type", "Start", "End", "Duration", "Depth", "Value", "Size",
-                       "Params", "Footprint", "Tag", "JobId", "GFlop", "SubmitOrder", "X", "Y", "Iteration",
+                       "Params", "Footprint", "Tag", "JobId", "SubmitOrder", "GFlop", "X", "Y", "Iteration",
                        "Subiteration", "NumaNodes"]
-#: ... for entities.csv (R/phase1.R, hl_y_paje_tree)
+#: hl_y_paje_tree (entities.csv)
 STARVZ_ENTITIES = ["Parent", "Name", "Type", "Nature"]
+#: tasks_csv_parser (rec.tasks.csv.gz)
+STARVZ_TASKS = ["Control", "JobId", "SubmitOrder", "SubmitTime", "Handles", "MPIRank", "DependsOn", "Tag",
+                "Footprint", "Iteration", "Name", "Model", "Priority", "WorkerId", "MemoryNode", "StartTime",
+                "EndTime", "Parameters", "Modes", "Sizes"]
+#: read_dag (dag.csv.gz), phase1-workflow.sh's header
+STARVZ_DAG = ["Dependent", "JobId"]
+#: read_vars_set_new_zero (paje.variable.csv.gz)
+STARVZ_VARIABLE = ["Nature", "ResourceId", "Type", "Start", "End", "Duration", "Value"]
+#: read_memory_state_csv, read_comm_state_csv, read_other_state_csv
+STARVZ_STATE = ["Nature", "ResourceId", "Type", "Start", "End", "Duration", "Depth", "Value"]
 #: StarPU's own states, which StarVZ does not count as application tasks (R/phase2_applications.R)
 STARPU_STATES = {"Callback", "FetchingInput", "Idle", "Initializing", "Overhead", "PushingOutput", "Scheduling",
                  "Submitting task", "Progressing", "Sleeping", "Submiting task", "Waiting all tasks",
                  "Building task", "Deinitializing", "execute_on_all_wrapper", "HandleRequests", "Executing"}
 
 
-def test_starvz_phase1_export(runs, tmp_path):
+def starvz_table(path: Path, columns: list[str], sep: str) -> list[dict]:
+    """A phase-1 file as readr reads it: gzip when named .gz, header = `columns` joined by `sep`
+    (pj_dump's ", " or rec2csv's ","), fields trimmed (trim_ws = TRUE)."""
     import gzip
+
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", newline="") as fh:
+        text = fh.read()
+    header, *lines = text.splitlines()
+    assert header == sep.join(columns), path.name
+    assert all(line.count(",") == len(columns) - 1 for line in lines), path.name  # no field holds a comma
+    return [dict(zip(columns, (f.strip() for f in line.split(",")), strict=True)) for line in lines]
+
+
+def is_double(v: str) -> bool:  # readr col_double
+    try:
+        float(v)
+    except ValueError:
+        return False
+    return True
+
+
+def test_starvz_phase1_export(runs, tmp_path):
     import re
 
+    from testbed.starpu.lu_codelets import BY_KIND
+
     (tasks, _, _), _ = runs
-    proc = run_testbed("trace-starvz", tasks, "--out", tmp_path / "starvz")
+    b = 96
+    out = tmp_path / "starvz"
+    proc = run_testbed("trace-starvz", tasks, "--b", b, "--out", out)
     assert proc.returncode == 0, proc.stderr
-    with gzip.open(tmp_path / "starvz" / "paje.worker_state.csv.gz", "rt") as fh:
-        states = list(csv.DictReader(fh, skipinitialspace=True))  # readr's trim_ws = TRUE
-    # readr matches col_types by name: every column the reader names is there (the file keeps
-    # the order of StarPU's pj_dump output, SubmitOrder before GFlop, as StarVZ's example trace)
-    assert set(states[0]) == set(STARVZ_WORKER_STATE)
+    assert {p.name for p in out.iterdir()} == {
+        ".testbed-files", "paje.worker_state.csv.gz", "entities.csv", "rec.tasks.csv.gz", "dag.csv.gz",
+        "paje.variable.csv.gz", "paje.memory_state.csv.gz", "paje.comm_state.csv.gz", "paje.other_state.csv.gz"}
+    states = starvz_table(out / "paje.worker_state.csv.gz", STARVZ_WORKER_STATE, ", ")
     rows = csv_rows(tasks)
     assert len(states) == len(rows)
 
@@ -242,17 +279,68 @@ def test_starvz_phase1_export(runs, tmp_path):
     codelet = {"getrf": "dgetrf_nopiv", "trsm": "dtrsm", "gemm": "dgemm"}
     by_job = {f"{r['Node']}_{r['JobId']}": r for r in rows}
     assert len(by_job) == len(rows)
+    nt = 960 // b
     for s in states:
         r = by_job[s["JobId"]]  # every state is an application task: JobId set ...
         assert s["Value"] == codelet[r["Value"]] and s["Value"] not in STARPU_STATES  # ... not a StarPU state
         assert (s["Nature"], s["Type"], float(s["Depth"])) == ("State", "Worker State", 0.0)
+        assert all(is_double(s[c]) for c in ("Start", "End", "Duration", "GFlop"))
         assert float(s["Start"]) == pytest.approx(float(r["Start"]) * 1e3, abs=1e-5)  # ms
         assert float(s["End"]) == pytest.approx(float(r["End"]) * 1e3, abs=1e-5)
-        assert s["Iteration"] == r["Step"] and s["X"] == "" and s["Y"] == ""
+        # the panels' columns: the tile written (X row, Y column), step k, flops of the kernel at b
+        c = BY_KIND[r["Value"]]
+        assert (int(s["X"]), int(s["Y"]), int(s["Iteration"]), int(s["Subiteration"])) == (
+            int(r["X"]), int(r["Y"]), int(r["Step"]), -1)
+        assert 0 <= int(s["X"]) < nt and 0 <= int(s["Y"]) < nt
+        assert float(s["GFlop"]) == pytest.approx({"getrf": 2 * b**3 / 3, "trsm": b**3, "gemm": 2 * b**3}[c.kind]
+                                                  / 1e9, rel=1e-3)
+        assert int(s["Size"]) == c.buffers * b * b * 8 and s["Params"] == "_".join([f"M{b}x{b}x8"] * c.buffers)
+        assert re.fullmatch(r"[0-9a-f]{8}", s["Footprint"]) and s["SubmitOrder"] == s["JobId"]
+    # the kernels' tiles: getrf on the diagonal, trsm in step k's row or column, gemm below and right of k
+    for s in states:
+        x, y, k = int(s["X"]), int(s["Y"]), int(s["Iteration"])
+        assert {"dgetrf_nopiv": x == y == k, "dtrsm": (x == k) != (y == k) and min(x, y) == k,
+                "dgemm": x > k and y > k}[s["Value"]], s
 
-    with open(tmp_path / "starvz" / "entities.csv", newline="") as fh:
-        entities = list(csv.DictReader(fh, skipinitialspace=True))
-    assert list(entities[0]) == STARVZ_ENTITIES
+    records = starvz_table(out / "rec.tasks.csv.gz", STARVZ_TASKS, ",")
+    assert {r["JobId"] for r in records} == set(by_job)
+    for r in records:
+        # the parser splits Handles, Modes and Sizes together (tidyr unnest): as many of each
+        handles, modes, sizes = r["Handles"].split(" "), r["Modes"].split(" "), r["Sizes"].split(" ")
+        assert len(handles) == len(modes) == len(sizes) == BY_KIND[by_job[r["JobId"]]["Value"]].buffers
+        assert modes[-1] == "RW" and set(modes[:-1]) <= {"R"} and all(int(z) == b * b * 8 for z in sizes)
+        assert int(r["SubmitOrder"]) == int(by_job[r["JobId"]]["JobId"]) and int(r["MPIRank"]) >= 0
+        assert is_double(r["StartTime"]) and is_double(r["EndTime"]) and int(r["Iteration"]) >= 0
+
+    # the DAG: edges between the trace's tasks, each successor started after its predecessor ended,
+    # and the in-degrees of Chameleon's LU (a task waits for the last writer of each tile it accesses)
+    dag = starvz_table(out / "dag.csv.gz", STARVZ_DAG, ",")
+    assert dag == sorted(dag, key=lambda e: (e["Dependent"], e["JobId"]))
+    preds: dict[str, set] = {j: set() for j in by_job}
+    for e in dag:
+        assert float(by_job[e["JobId"]]["Start"]) >= float(by_job[e["Dependent"]]["End"]) - 1e-9, e
+        preds[e["JobId"]].add(e["Dependent"])
+    for job, r in by_job.items():
+        k, first = int(r["Step"]), int(r["Step"]) == 0
+        assert len(preds[job]) == {"getrf": 0 if first else 1, "trsm": 1 if first else 2,
+                                   "gemm": 2 if first else 3}[r["Value"]], (job, r["Value"], k)
+    assert {r["JobId"]: set(r["DependsOn"].split()) for r in records} == preds
+
+    # each worker's GFlops variable covers the run, the task's GFlop / duration while it runs
+    variables = starvz_table(out / "paje.variable.csv.gz", STARVZ_VARIABLE, ", ")
+    assert {v["ResourceId"] for v in variables} == set(name.values()) and {v["Type"] for v in variables} == {"GFlops"}
+    makespan = max(float(r["End"]) for r in rows) * 1e3
+    for worker in set(name.values()):
+        mine = [v for v in variables if v["ResourceId"] == worker]
+        assert float(mine[0]["Start"]) == 0 and float(mine[-1]["End"]) == pytest.approx(makespan, abs=1e-5)
+        assert all(float(a["End"]) == float(c["Start"]) for a, c in zip(mine, mine[1:], strict=False))
+        busy = sum(float(v["Duration"]) * float(v["Value"]) for v in mine) / 1e3  # GFlop
+        ran = [BY_KIND[r["Value"]].flop_count(b) / 1e9 for r in rows if name[r["ResourceId"]] == worker]
+        assert busy == pytest.approx(sum(ran), rel=1e-4)
+    for state_file in ("paje.memory_state.csv.gz", "paje.comm_state.csv.gz", "paje.other_state.csv.gz"):
+        assert starvz_table(out / state_file, STARVZ_STATE, ", ") == []
+
+    entities = starvz_table(out / "entities.csv", STARVZ_ENTITIES, ", ")
     parent = {e["Name"]: e["Parent"] for e in entities if e["Nature"] == "Container"}
     for worker in set(name.values()):
         assert {"Parent": worker, "Name": "Worker State", "Type": "Worker State", "Nature": "State"} in entities
@@ -261,6 +349,31 @@ def test_starvz_phase1_export(runs, tmp_path):
             node = parent[node]
             chain.append(node)
         assert chain[-1] == "root" and chain[-2] == f"{worker.split('_')[0]}_program"
+
+
+def test_starvz_export_of_a_trace_without_tiles(tmp_path):
+    """A trace without X, Y, Step (the `real` engine's, from FxT): the files still load, X, Y and the
+    DAG empty, a warning on stderr."""
+    tasks = tmp_path / "t.csv"
+    tasks.write_text("ResourceId,Start,End,Value,Node,WorkerNuma,WorkerMemNode,JobId\n"
+                     "n0.CPU0,0.0,0.1,getrf,0,0,n0.memnode0,1\nn0.CUDA0_0,0.1,0.3,gemm,0,0,n0.memnode1,2\n")
+    proc = run_testbed("trace-starvz", tasks, "--b", 96, "--out", tmp_path / "sv")
+    assert proc.returncode == 0, proc.stderr
+    assert "no X, Y, Step columns" in proc.stderr
+    states = starvz_table(tmp_path / "sv" / "paje.worker_state.csv.gz", STARVZ_WORKER_STATE, ", ")
+    assert [(s["ResourceId"], s["X"], s["Y"], s["Iteration"]) for s in states] == [
+        ("0_CPU0", "", "", ""), ("0_CUDA0_0", "", "", "")]
+    assert starvz_table(tmp_path / "sv" / "dag.csv.gz", STARVZ_DAG, ",") == []
+    records = starvz_table(tmp_path / "sv" / "rec.tasks.csv.gz", STARVZ_TASKS, ",")
+    assert [(r["Handles"], r["Modes"], r["Sizes"]) for r in records] == [("", "", "")] * 2
+
+
+def test_starvz_export_refuses_an_unknown_kernel(tmp_path):
+    tasks = tmp_path / "t.csv"
+    tasks.write_text("ResourceId,Start,End,Value,Node,WorkerNuma\nn0.cpu0,0.0,0.1,potrf,0,0\n")
+    proc = run_testbed("trace-starvz", tasks, "--b", 96, "--out", tmp_path / "sv")
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "potrf" in proc.stderr
+    assert not (tmp_path / "sv").exists()
 
 
 def test_outliers_as_starvz_defines_them():
@@ -315,7 +428,7 @@ def test_trace_pair_reruns_default_and_best_from_the_design(tmp_path: Path) -> N
     assert "default (A- E-" in out.stderr and "best (A+ E-" in out.stderr and "default, E=+1 (A- E+" in out.stderr
     assert {p.name for p in (tmp_path / "traces").iterdir()} == {".testbed-files",
         "compare.md", "compare.json", "durations-by-worker.png", "space-time.png", "utilisation.csv",
-        "utilisation.png", "diagnostics"}
+        "utilisation.png", "diagnostics", "durations-by-worker.pdf", "space-time.pdf", "utilisation.pdf"}
     # the diagnostics of the three runs, one `run` column (testbed/traces/diagnostics.py)
     diag = tmp_path / "traces" / "diagnostics"
     kernels = pd.read_csv(diag / "kernels.csv")

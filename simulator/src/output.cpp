@@ -124,12 +124,16 @@ void Simulation::write_transfers(const std::string& path) const {
 }
 
 // One row per task (docs/interfaces.md §10): StarVZ-like columns, then where its operands' pages
-// were and the bytes it read remotely (numa_effects.cpp).
+// were and the bytes it read remotely (numa_effects.cpp). X, Y: the row m and column n of the tile
+// the task writes, as StarPU's FxT tool reports them: the coordinates of the task's first written
+// handle (src/debug/traces/starpu_fxt.c, handle_codelet_details), which Chameleon sets to (m, n)
+// (runtime/starpu/control/runtime_descriptor.c, starpu_data_set_coordinates(handle, 2, m, n)).
 void Simulation::write_trace(std::ostream& out) const {
   if (dag_.spans.empty())
     throw std::logic_error(
         "Simulation::write_trace: the run kept no per-task records (RunConfig::trace empty)");
   out << "ResourceId,Start,End,Duration,Value,JobId,Node,WorkerNuma,WorkerMemNode,OperandNuma,Priority,Step,"
+         "X,Y,"
          "OperandPages,RemoteBytes\n";
   char buf[256];
   for (size_t i = 0; i < dag_.tasks.size(); i++) {
@@ -139,9 +143,11 @@ void Simulation::write_trace(std::ostream& out) const {
     const Worker& w = workers()[t.worker];
     const MemNode& m = topo_->mem(topo_->global_mem(w.rank, w.mem));
     const TaskSpan& span = dag_.spans[i];
-    std::snprintf(buf, sizeof buf, "%s,%.9f,%.9f,%.9f,%s,%zu,%d,%d,%s,%d,%d,%d\n", w.name.c_str(), span.start,
-                  span.end, span.end - span.start, kind_name(t.kind), i, w.rank, w.numa, m.host->get_cname(),
-                  m.numa, t.prio, t.step);
+    const uint32_t tile = dag_.tile(t, t.nbuf - 1); // m * NT + n (lu_dag.cpp); the last operand is written
+    std::snprintf(buf, sizeof buf, "%s,%.9f,%.9f,%.9f,%s,%zu,%d,%d,%s,%d,%d,%d,%zu,%zu\n", w.name.c_str(),
+                  span.start, span.end, span.end - span.start, kind_name(t.kind), i, w.rank, w.numa,
+                  m.host->get_cname(), m.numa, t.prio, t.step, static_cast<size_t>(tile / cfg_.nt),
+                  static_cast<size_t>(tile % cfg_.nt));
     buf[std::strlen(buf) - 1] = ','; // NUMA node of each operand's pages as read, remote bytes
     out << buf << numa_->operand_pages(static_cast<uint32_t>(i)) << ','
         << numa_->remote_bytes(static_cast<uint32_t>(i)) << '\n';

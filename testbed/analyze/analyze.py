@@ -36,6 +36,7 @@ from testbed.analyze.diagnostics import (
 from testbed.analyze.runs_table import check_one_design, factor_columns, read_runs
 from testbed.common.atomic import atomic_dir, atomic_members, check_output_dir, check_output_file
 from testbed.common.errors import InputError
+from testbed.common.figures import save_figure
 from testbed.common.outputs import Out, check_distinct
 
 log = logging.getLogger(__name__)
@@ -335,7 +336,7 @@ def plot_main_effects(effects: pd.DataFrame, factors: list[str], path: Path) -> 
         ax.set_ylabel("mean makespan (s)")
     fig.suptitle("Main effects (mean, 95% CI)")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path, dpi=100)  # and PDF beside it
     plt.close(fig)
     return path
 
@@ -363,7 +364,7 @@ def plot_interactions(effects: pd.DataFrame, pairs: list[tuple[str, str]], path:
         ax.set_ylabel("mean makespan (s)")
     fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path, dpi=100)  # and PDF beside it
     plt.close(fig)
     return path
 
@@ -380,7 +381,7 @@ def plot_boxplot(runs: pd.DataFrame, subset: list[str], path: Path) -> Path:
     ax.set_title(f"Makespan by {', '.join(subset)}")
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path, dpi=100)  # and PDF beside it
     plt.close(fig)
     return path
 

@@ -19,6 +19,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from testbed.common.figures import save_figure
+
 RESIDUAL_COLUMNS = ["run", "config", "fitted_s", "residual_s", "studentized", "normal_quantile"]
 
 
@@ -99,7 +101,7 @@ def plot_residuals_fitted(resid: pd.DataFrame, path: Path) -> Path:
     ax.set_title(f"Residuals vs fitted ({len(resid)} runs)")
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path, dpi=100)  # and PDF beside it
     plt.close(fig)
     return path
 
@@ -122,7 +124,7 @@ def plot_residuals_qq(resid: pd.DataFrame, path: Path) -> Path:
     ax.set_title("Normal QQ plot of the residuals")
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path, dpi=100)  # and PDF beside it
     plt.close(fig)
     return path
 
@@ -151,6 +153,6 @@ def plot_halfnormal(half: pd.DataFrame, path: Path, label_top: int = 6) -> Path:
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path, dpi=100)  # and PDF beside it
     plt.close(fig)
     return path

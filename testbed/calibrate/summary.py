@@ -10,6 +10,7 @@ from typing import Any
 from testbed.calibrate.bundle import codelet_table, numa_rows, read_csv
 from testbed.calibrate.microbench import numa_layout
 from testbed.common.atomic import atomic_file
+from testbed.common.palette import kernel_color
 from testbed.starpu.bus_files import read_bus_matrix
 
 
@@ -70,7 +71,8 @@ def plot_codelets(table: list[dict[str, Any]], path: Path) -> bool:
 
     fig, ax = plt.subplots(figsize=(6, 3.2))
     labels = [f"{r['symbol']} {r['arch']}\nb={r['b']} {r['scope']}" for r in table]
-    ax.bar(range(len(table)), [r["mean_s"] * 1e3 for r in table], yerr=[r["dev_s"] * 1e3 for r in table])
+    ax.bar(range(len(table)), [r["mean_s"] * 1e3 for r in table], yerr=[r["dev_s"] * 1e3 for r in table],
+           color=[kernel_color(r["symbol"]) for r in table])  # StarVZ's palette
     ax.set_xticks(range(len(table)), labels, fontsize="x-small")
     ax.set_ylabel("StarPU model mean (ms), ±1 sd")
     fig.tight_layout()

@@ -457,8 +457,10 @@ def sensitivity_section(name: str, exp_dir: Path, sens_dir: Path, report_dir: Pa
             body.append(_md_to_html_list(block))
     with tempfile.TemporaryDirectory() as tmp:
         png = plot_bands(summary, anova, Path(tmp) / "bands.png").read_bytes()
+        pdf = (Path(tmp) / "bands.pdf").read_bytes()  # the vector twin (testbed/common/figures.py)
     figure = f"sensitivity_{name}.png"
     figures[figure] = png
+    figures[f"sensitivity_{name}.pdf"] = pdf
     md.insert(3, f"![{name} effects and parameter bands]({figure})\n")
     data = base64.b64encode(png).decode("ascii")
     body.insert(3, f"<figure><img alt=\"{html.escape(name)} effects and parameter bands\" "

@@ -49,6 +49,7 @@ import yaml
 from testbed import ROOT
 from testbed.common.atomic import atomic_file, atomic_members, check_output_dir
 from testbed.common.errors import InputError
+from testbed.common.figures import save_figure
 from testbed.common.outputs import Out, check_distinct
 from testbed.common.yaml_input import load_yaml
 
@@ -915,7 +916,7 @@ def plot_bands(summary: dict, anova: pd.DataFrame | None, path: Path) -> Path:
     ax.legend(fontsize="x-small", loc="best")
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path, dpi=100)  # and PDF beside it
     plt.close(fig)
     return path
 

@@ -21,13 +21,16 @@ import json
 import math
 from pathlib import Path
 
+from testbed.common.figures import save_figure
+from testbed.common.palette import kernel_color
 from testbed.traces.traces import read_tasks, worker_sort_key
 
 GROUP = ["Value", "WorkerType", "WorkerNuma"]
 STATS = ["count", "median", "p10", "p90", "mean"]
-OUT_FILES = ["compare.md", "compare.json", "durations-by-worker.png", "space-time.png"]
+OUT_FILES = ["compare.md", "compare.json", "durations-by-worker.png", "space-time.png", "durations-by-worker.pdf",
+             "space-time.pdf"]
 #: written beside them when the transfers are traced too (testbed trace-pair)
-UTILISATION_FILES = ["utilisation.csv", "utilisation.png"]
+UTILISATION_FILES = ["utilisation.csv", "utilisation.png", "utilisation.pdf"]
 
 
 def kernel_stats(tasks):
@@ -196,7 +199,7 @@ def plot_durations(traces: dict, path: Path) -> None:
     fig.legend(handles, [f"NUMA {k}" for k in sorted(numas)], loc="lower center", ncol=max(1, len(numas)),
                fontsize=7)
     fig.tight_layout(rect=(0, 0.4 / fig.get_figheight(), 1, 1))  # ~0.4 in for the legend
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)  # and PDF beside it
     plt.close(fig)
 
 
@@ -209,7 +212,7 @@ def plot_space_time(traces: dict, path: Path) -> None:
     from matplotlib.collections import PolyCollection
 
     kinds = sorted(set().union(*(set(t["Value"]) for t in traces.values())))
-    colors = {k: plt.get_cmap("tab10")(i % 10) for i, k in enumerate(kinds)}
+    colors = {k: kernel_color(k) for k in kinds}  # StarVZ's palette (testbed/common/palette.py)
     nworkers = max(t["ResourceId"].nunique() for t in traces.values())
     fig, axes = plt.subplots(len(traces), 1, squeeze=False, sharex=True,
                              figsize=(10, min(12.0, 1.0 + 0.18 * nworkers) * len(traces)))
@@ -228,7 +231,8 @@ def plot_space_time(traces: dict, path: Path) -> None:
             y = g["ResourceId"].map(row).to_numpy(dtype=float)
             verts = np.stack([np.column_stack([x0, y - 0.4]), np.column_stack([x0, y + 0.4]),
                               np.column_stack([x1, y + 0.4]), np.column_stack([x1, y - 0.4])], axis=1)
-            ax.add_collection(PolyCollection(verts, facecolors=[colors[kind]], linewidths=0))
+            ax.add_collection(PolyCollection(verts, facecolors=[colors[kind]], linewidths=0,
+                                          rasterized=True))  # an image inside the PDF
         ax.set_ylim(-0.6, len(workers) - 0.4)
         out = t[t["Outlier"]]
         ax.plot(out["Start"] + out["Duration"] / 2, out["ResourceId"].map(row), "k.", markersize=2)
@@ -243,7 +247,7 @@ def plot_space_time(traces: dict, path: Path) -> None:
     axes[-1, 0].set_xlabel("time (s)")
     axes[0, 0].set_xlim(0, 1.01 * max(makespan(t) for t in traces.values()))  # shared by the panels
     fig.tight_layout(rect=(0, 0.45 / fig.get_figheight(), 1, 1))  # ~0.45 in for the legend
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)  # and PDF beside it
     plt.close(fig)
 
 

@@ -22,7 +22,7 @@ JobId, Node (rank), WorkerNuma (NUMA node of the worker's PU for CPU workers, of
 CUDA workers, from the machine description; -1 when the description does not have that PU),
 WorkerMemNode (StarPU's memory node, `<node>.memnode<k>`), OperandNuma (the NUMA node most
 operands are on, from StarPU's `NumaNodes`; empty when unknown), Priority; numasim's own columns
-Step, OperandPages, RemoteBytes stay empty. Matrix generation tasks
+Step, X, Y (apps/lu sets no tile coordinates nor iterations), OperandPages, RemoteBytes stay empty. Matrix generation tasks
 (dplrnt) are left out, as numasim does not simulate them. Transfers: the MPI messages, from and to
 main RAM (StarPU-MPI's buffers, `<node>.memnode0`).
 """
@@ -49,9 +49,10 @@ def lu_kind(name: str) -> str | None:
                 return kind.split("_")[0]
     return None
 #: numasim's trace columns (simulator/src/output.cpp), in its order: the two tables are the same
-#: table. Step (the LU iteration), OperandPages and RemoteBytes are numasim's own and stay empty.
+#: table. Step (the LU iteration), X, Y (the tile written), OperandPages and RemoteBytes are numasim's
+#: own and stay empty.
 TASK_HEADER = ["ResourceId", "Start", "End", "Duration", "Value", "JobId", "Node", "WorkerNuma",
-               "WorkerMemNode", "OperandNuma", "Priority", "Step", "OperandPages", "RemoteBytes"]
+               "WorkerMemNode", "OperandNuma", "Priority", "Step", "X", "Y", "OperandPages", "RemoteBytes"]
 TRANSFER_HEADER = ["Start", "End", "Bytes", "Src", "Dst", "Links"]
 
 

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from testbed.common.atomic import atomic_file
 from testbed.common.outputs import Out, check_distinct
+from testbed.common.palette import paje_rgb
 from testbed.traces.traces import node_name, read_tasks, read_transfers, worker_sort_key
 
 log = logging.getLogger(__name__)
@@ -58,11 +59,6 @@ FIELDS = {
     "PajeEndLink": [("Time", "date"), ("Type", "string"), ("Container", "string"), ("Value", "string"),
                     ("EndContainer", "string"), ("Key", "string")],
 }
-
-#: colours (r g b in [0, 1]) of the LU's task kinds; other kinds get a grey
-KIND_COLORS = {"getrf": "0.85 0.1 0.1", "trsm": "0.1 0.45 0.85", "gemm": "0.2 0.7 0.2",
-               "plrnt": "0.9 0.6 0.1"}
-
 
 def _field(value) -> str:
     """A Paje field: strings with blanks (or empty) in double quotes."""
@@ -99,7 +95,7 @@ def paje_lines(tasks, transfers=None) -> list[str]:
               event("PajeDefineLinkType", "LK", "CL", "MM", "MM", "Transfer")]
     kinds = sorted(tasks["Value"].unique())
     for kind in kinds:
-        lines.append(event("PajeDefineEntityValue", kind, "ST", kind, KIND_COLORS.get(kind, "0.5 0.5 0.5")))
+        lines.append(event("PajeDefineEntityValue", kind, "ST", kind, paje_rgb(kind)))
     lines += [event("PajeDefineEntityValue", "intra-node", "LK", "intra-node", "0.4 0.4 0.4"),
               event("PajeDefineEntityValue", "network", "LK", "network", "0.8 0.2 0.8")]
 

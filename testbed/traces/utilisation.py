@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from testbed.common.figures import save_figure
 from testbed.traces.traces import worker_sort_key
 
 COLUMNS = ["time_s", "bin_s", "node", "resource", "metric", "value"]
@@ -177,6 +178,6 @@ def plot_utilisation(tables: dict[str, pd.DataFrame], path: Path) -> Path:
     axes[-1][0].set_xlabel("time (s)")
     axes[-1][0].set_xlim(0, span)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)  # and PDF beside it
     plt.close(fig)
     return path
