@@ -149,7 +149,7 @@ void Simulation::write_trace(std::ostream& out) const {
 }
 
 void Simulation::write_transfers(std::ostream& out) const {
-  out << "Start,End,Bytes,Src,Dst,Links\n";
+  out << "Start,End,Bytes,Src,Dst,Links,Thread\n"; // Thread: the worker whose thread ran a memcpy
   char buf[256];
   for (const auto& r : data_->transfer_log()) {
     std::string links;
@@ -157,7 +157,7 @@ void Simulation::write_transfers(std::ostream& out) const {
       links += (links.empty() ? "" : " ") + l;
     std::snprintf(buf, sizeof buf, "%.9f,%.9f,%.0f,%s,%s,", r.start, r.end, r.bytes,
                   topo_->mem(r.gsrc).host->get_cname(), topo_->mem(r.gdst).host->get_cname());
-    out << buf << links << "\n";
+    out << buf << links << ',' << (r.thread >= 0 ? workers()[r.thread].name : std::string()) << "\n";
   }
 }
 
