@@ -9,6 +9,10 @@
  *   free        cudaFree of such a buffer (_starpu_cuda_free_on_node)
  *   h2d, d2h    one cudaMemcpyAsync of B bytes from/to pinned host memory (cudaHostAlloc,
  *               as STARPU_MALLOC_PINNED), waited for with cudaStreamSynchronize
+ *   hostalloc   cudaHostAlloc(cudaHostAllocPortable) of B bytes, as StarPU pins every RAM
+ *               allocation when CUDA workers exist (src/datawizard/malloc.c
+ *               _starpu_malloc_flags_on_node); StarPU-SimGrid charges 650 us per MiB for it
+ *   hostfree    cudaFreeHost of such a buffer
  * StarPU-SimGrid charges 175 us per allocation and 750 us per free (driver_cuda.c, SimGrid
  * branch); this measures the device at hand. Built by calibration/microbench/Makefile when a
  * CUDA toolkit is found. */
@@ -101,6 +105,19 @@ int main(int argc, char **argv)
 		t[r] = now() - t0;
 	}
 	row("free", bytes, t, reps);
+
+	for (int r = 0; r < reps; r++) { /* reps live buffers, as replicas accumulate in RAM */
+		double t0 = now();
+		check(cudaHostAlloc(&bufs[r], bytes, cudaHostAllocPortable), "cudaHostAlloc");
+		t[r] = now() - t0;
+	}
+	row("hostalloc", bytes, t, reps);
+	for (int r = 0; r < reps; r++) {
+		double t0 = now();
+		check(cudaFreeHost(bufs[r]), "cudaFreeHost");
+		t[r] = now() - t0;
+	}
+	row("hostfree", bytes, t, reps);
 	cudaStreamDestroy(s);
 	cudaFreeHost(host);
 	free(bufs);

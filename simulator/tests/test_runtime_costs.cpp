@@ -217,3 +217,46 @@ TEST(RuntimeCosts, GpuMallocAndFreeAreChargedPerCall) {
   EXPECT_GT(r.costs["gpu_frees"], 0);
   EXPECT_LE(r.costs["gpu_mallocs"] - r.costs["gpu_frees"], 14 + 1);
 }
+
+// StarPU-MPI's memory node for a send (run description `mpi.memory_node`): the StarPU-MPI of the
+// study's era acquires the data on STARPU_MAIN_RAM ("main_ram", the default), StarPU 1.4.10 sends
+// from the first RAM node holding a valid copy (mpi/src/starpu_mpi.c _starpu_mpi_choose_node,
+// "choose_node"). With STARPU_USE_NUMA a tile last written on the other NUMA node is sent from
+// there instead of being copied to STARPU_MAIN_RAM first.
+static std::map<std::string, size_t> message_sources(const std::string& memory_node) {
+  std::string text = R"({"platform": ")" + kData + R"(tiny2.xml", "perfmodels": {"tiny": ")" + kData +
+                     R"(tiny_sampling"}, "workload": {"kind": "lu", "n": 960, "b": 96, "distribution":
+                     {"kind": "block-cyclic", "p": 1, "q": 2}}, "seed": 3, "variability": true,
+                     "mpi": {"memory_node": ")" +
+                     memory_node + R"("}, "env": {"STARPU_USE_NUMA": "1", "STARPU_SCHED": "dmdas"}})";
+  RunConfig cfg = RunConfig::from_json(parse_json(text, "test.json"), "test.json");
+  cfg.transfers = ::testing::TempDir() + "mpi_node_transfers.csv";
+  sg4::Engine e(&argc_, argv_);
+  Simulation sim(e, cfg);
+  Summary s = sim.run();
+  EXPECT_EQ(s.tasks, sim.dag().tasks.size());
+  std::ostringstream tr;
+  sim.write_transfers(tr);
+  auto rows = csv(tr.str());
+  const size_t src = column(rows.at(0), "Src"), dst = column(rows.at(0), "Dst");
+  std::map<std::string, size_t> from; // sending RAM host -> messages
+  for (size_t i = 1; i < rows.size(); i++)
+    if (rows[i][src].substr(0, 3) != rows[i][dst].substr(0, 3)) // n1.* -> n2.*: a message
+      from[rows[i][src]]++;
+  EXPECT_FALSE(from.empty());
+  return from;
+}
+
+TEST(RuntimeCosts, StudyEraStarpuMpiSendsFromMainRam) {
+  auto from = message_sources("main_ram");
+  for (const auto& [host, n] : from) // STARPU_MAIN_RAM is NUMA 0's node on tiny2 (first CPU worker)
+    EXPECT_NE(host.find("ram0"), std::string::npos) << n << " messages sent from " << host;
+}
+
+TEST(RuntimeCosts, Starpu1410SendsFromARamNodeHoldingTheData) {
+  auto from = message_sources("choose_node");
+  size_t other = 0;
+  for (const auto& [host, n] : from)
+    other += host.find("ram0") == std::string::npos ? n : 0;
+  EXPECT_GT(other, 0u);
+}

@@ -237,12 +237,12 @@ void DataWizard::transfer_done(uint32_t tid) {
   free_transfers_.push_back(tid);
 }
 
-void DataWizard::send_message(int src, int dst, uint32_t tile, uint32_t recv) {
+void DataWizard::send_message(int src, int dst, uint32_t tile, uint32_t recv, int src_local) {
   uint32_t tid = new_transfer();
   Transfer& t = transfers_[tid];
   t.rank = dst;
   t.handle = handle(dst, tile);
-  t.gsrc = global(src, topo_.home(src));
+  t.gsrc = global(src, src_local);
   t.gdst = global(dst, topo_.home(dst));
   t.mpi = true;
   t.recv = recv;

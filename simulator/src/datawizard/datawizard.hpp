@@ -162,7 +162,9 @@ public:
 
   // data_request.cpp
   // Sends version `version` of tile `tile` as an MPI message (reception `recv`, src -> dst rank).
-  void send_message(int src, int dst, uint32_t tile, uint32_t recv);
+  // from the sender's local RAM node `src_local`.
+  void send_message(int src, int dst, uint32_t tile, uint32_t recv, int src_local);
+  int ram_nodes(int rank) const { return nram_[rank]; } // RAM memory nodes: local 0 .. n - 1
   double estimate(int gsrc, int gdst) { return bus_.estimate(gsrc, gdst, tile_bytes_); }
 
   // Copies between RAM memory nodes are a memcpy by a thread that drives the destination node
