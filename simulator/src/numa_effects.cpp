@@ -187,7 +187,7 @@ sg4::Host* NumaEffects::thread_core(const Worker& w) const {
 
 void NumaEffects::allocated(int rank, uint32_t h, int gdst, const Worker* pinner) {
   const MemNode& m = topo_.mem(gdst);
-  if (!pinner || !ranks_[rank].use_numa)
+  if (!pinner || !ranks_[rank].use_numa || !ranks_[rank].pinned)
     return; // bound to the memory node's NUMA node (hwloc_alloc_membind), or the one RAM node
   const int numa = pinner->numa; // cudaHostAlloc populates the pages in the allocating thread
   slot_page_[static_cast<size_t>(h) * topo_.mem_stride() + m.local] =

@@ -104,6 +104,10 @@ void DataWizard::runner_loop(int rid) {
         if (topo_.mem(g).gpu)
           if (const double left = ms_[g].blocked_until - sg4::Engine::get_clock(); left > 0)
             numasim::sleep_for(left);
+      // A GPU -> RAM copy into a RAM node without a buffer: the GPU's driver, which handles the
+      // request, allocates it first (DataWizard::allocate_ram).
+      if (topo_.mem(gsrc).gpu && !topo_.mem(gdst).gpu)
+        allocate_ram(transfers_[tid].rank, transfers_[tid].handle, gdst, driver_of(gsrc));
     }
     transfers_[tid].start = sg4::Engine::get_clock();
     transfers_[tid].path = numa_->move(transfers_[tid]); // through pages, drivers, MPI thread
@@ -117,6 +121,14 @@ void DataWizard::account(int gsrc, int gdst, double bytes, double start, int pat
     classes_.add_bytes(c, bytes);
   if (log_transfers_)
     transfer_log_.push_back({start, sg4::Engine::get_clock(), bytes, gsrc, gdst, path, thread});
+}
+
+const Worker* DataWizard::driver_of(int gpu_gmem) const {
+  const MemNode& m = topo_.mem(gpu_gmem);
+  for (int wid : topo_.rank_workers(m.rank))
+    if (topo_.workers()[wid].cuda && topo_.workers()[wid].mem == m.local)
+      return &topo_.workers()[wid];
+  return nullptr;
 }
 
 bool DataWizard::drives(const Worker& w, int gdst) const {
@@ -145,36 +157,38 @@ int32_t DataWizard::take_ram_copy(const Worker& w) {
   return -1;
 }
 
+void DataWizard::allocate_ram(int rank, uint32_t h, int gdst, const Worker* thread) {
+  // The destination has no buffer yet: the thread handling the request allocates it
+  // (datawizard/copy_driver.c _starpu_driver_copy_data_1_to_1 -> memalloc.c
+  // _starpu_allocate_memory_on_node). A replica stays allocated when invalidated (memalloc.c:
+  // replicate->allocated), and RAM is not limited (nothing evicted), so each (tile, RAM node) is
+  // allocated once. With CUDA workers the allocation is pinned, cudaHostAlloc(Portable) in that
+  // thread and no hwloc binding (datawizard/malloc.c _starpu_malloc_flags_on_node: `goto end`
+  // before the hwloc branch), so cudaHostAlloc populates the pages where the thread runs.
+  const size_t s = slot(h, topo_.mem(gdst).local);
+  if (ram_alloc_[s])
+    return;
+  ram_alloc_[s] = 1;
+  numa_->allocated(rank, h, gdst, thread);
+  const double per_mib = pinned_s_per_mib_[rank];
+  if (per_mib <= 0)
+    return;
+  const double cost = tile_bytes_ / 1048576.0 * per_mib;
+  // A page-locked allocation serialises the devices' streams (CUDA C Programming Guide, "Implicit
+  // Synchronization"); portable memory is pinned for every device of the node.
+  const double now = sg4::Engine::get_clock();
+  for (size_t g = 0; g < ms_.size(); g++)
+    if (topo_.mem(static_cast<int>(g)).rank == rank && topo_.mem(static_cast<int>(g)).gpu)
+      ms_[g].blocked_until = std::max(ms_[g].blocked_until, now + cost);
+  counters_.pinned_allocs++;
+  counters_.pinned_alloc_s += cost;
+  numasim::sleep_for(cost);
+}
+
 void DataWizard::run_ram_copy(uint32_t tid, Worker& w) {
   const double t0 = sg4::Engine::get_clock();
-  const int rank = transfers_[tid].rank, gdst = transfers_[tid].gdst;
-  const uint32_t h = transfers_[tid].handle;
   transfers_[tid].thread = w.id;
-  const size_t s = slot(h, topo_.mem(gdst).local);
-  if (!ram_alloc_[s]) {
-    // The destination has no buffer yet: this thread allocates it (datawizard/copy_driver.c
-    // _starpu_driver_copy_data_1_to_1 -> memalloc.c _starpu_allocate_memory_on_node). A replica
-    // stays allocated when invalidated (memalloc.c: replicate->allocated), and RAM is not limited
-    // (nothing evicted), so each (tile, RAM node) is allocated once. With CUDA workers the
-    // allocation is pinned, cudaHostAlloc(Portable) in this thread and no hwloc binding
-    // (datawizard/malloc.c _starpu_malloc_flags_on_node: `goto end` before the hwloc branch), so
-    // cudaHostAlloc populates the pages where this thread runs.
-    ram_alloc_[s] = 1;
-    const double per_mib = pinned_s_per_mib_[rank];
-    if (per_mib > 0) {
-      const double cost = tile_bytes_ / 1048576.0 * per_mib;
-      // A page-locked allocation serialises the devices' streams (CUDA C Programming Guide,
-      // "Implicit Synchronization"); portable memory is pinned for every device of the node.
-      const double now = sg4::Engine::get_clock();
-      for (size_t g = 0; g < ms_.size(); g++)
-        if (topo_.mem(static_cast<int>(g)).rank == rank && topo_.mem(static_cast<int>(g)).gpu)
-          ms_[g].blocked_until = std::max(ms_[g].blocked_until, now + cost);
-      counters_.pinned_allocs++;
-      counters_.pinned_alloc_s += cost;
-      numasim::sleep_for(cost);
-    }
-    numa_->allocated(rank, h, gdst, per_mib > 0 ? &w : nullptr);
-  }
+  allocate_ram(transfers_[tid].rank, transfers_[tid].handle, transfers_[tid].gdst, &w);
   const double start = sg4::Engine::get_clock();
   transfers_[tid].start = start;
   transfers_[tid].path = numa_->move(transfers_[tid], &w);

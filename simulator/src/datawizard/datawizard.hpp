@@ -297,6 +297,9 @@ private:
   // wait until it ends; returns when it ends.
   double gpu_alloc_call(int gmem, double cost);
   void gpu_free_chunk(int gmem); // a replica freed by the generic reclaim: its chunk is cudaFree'd
+  // The first buffer of handle h on RAM node gdst, allocated by `thread` (blocking: pinned cost).
+  void allocate_ram(int rank, uint32_t h, int gdst, const Worker* thread);
+  const Worker* driver_of(int gpu_gmem) const; // the CUDA worker driving a GPU memory node
 
   // data_request.cpp
   uint32_t new_transfer();
