@@ -232,3 +232,33 @@ def test_derived_stall_gives_the_measured_penalty_back_in_numasim(gpu_bundle: Pa
         assert r["simulated"] > 1.0 and r["within_tolerance"], r
     dtrsm = [r for r in rows if r["kernel"] == "dtrsm"]
     assert all(r["simulated"] == pytest.approx(1.03, rel=2e-3) for r in dtrsm)
+
+
+def test_gpu_allocation_costs_come_from_cuda_bench(gpu_bundle: Path, tmp_path: Path, capsys) -> None:
+    """gpu/cuda_bench.csv (the calibration's cuda-alloc step) gives each GPU its cudaMalloc and
+    cudaFree times and the pinned cost per MiB; without a hostalloc row the pinned cost is
+    StarPU-SimGrid's 650 us per MiB, marked derived; a bad row names the file."""
+    (gpu_bundle / "gpu").mkdir()
+    csv_path = gpu_bundle / "gpu" / "cuda_bench.csv"
+    header = "what,bytes,reps,median_s,min_s,max_s\n"
+    csv_path.write_text(header + "malloc,7372800,200,6e-05,5e-05,1e-04\nfree,7372800,200,5e-05,4e-05,1e-04\n"
+                        + header + "malloc,29491200,200,9e-05,5e-05,1e-04\n"
+                        "hostalloc,7372800,200,0.0042,0.003,0.006\n")
+    out = tmp_path / "gpunode.yaml"
+    assert main(["platform", "--from-calibration", str(gpu_bundle), "--out", str(out)]) == 0
+    m = load_machine(out)
+    assert [g.malloc_s for g in m.gpus] == [pytest.approx(9e-5)] * 2  # the largest tile's row
+    assert m.gpus[1].free_s == pytest.approx(5e-5)
+    assert m.gpus[0].pinned_alloc_s_per_mib == pytest.approx(0.0042 / (7372800 / 1048576))
+    csv_path.write_text(header + "malloc,7372800,200,6e-05,5e-05,1e-04\n")
+    assert main(["platform", "--from-calibration", str(gpu_bundle), "--out", str(out)]) == 0
+    raw = yaml.safe_load(out.read_text())
+    assert raw["gpus"][0]["pinned_alloc_s_per_mib"]["value"] == pytest.approx(650e-6)
+    assert "SimGrid" in raw["gpus"][0]["pinned_alloc_s_per_mib"]["derived"]
+    assert "free_s" not in raw["gpus"][0]
+    csv_path.write_text(header + "malloc,7372800,200,abc,5e-05,1e-04\n")
+    capsys.readouterr()
+    assert main(["platform", "--from-calibration", str(gpu_bundle), "--out", str(tmp_path / "bad.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert "cuda_bench.csv" in err and "median_s" in err
+    assert not (tmp_path / "bad.yaml").exists()

@@ -116,3 +116,15 @@ def test_runs_table_records_the_per_machine_environment(tmp_path: Path) -> None:
     for row in runs.to_dict("records"):
         per = json.loads(row["env_per_machine"])
         assert per == resolve_run_env(CLUSTER, {"D": int(row["D"])}).per_machine
+
+
+def test_numasim_mpi_memory_node_defaults_to_the_studys_and_is_selectable(tmp_path: Path) -> None:
+    """StarPU-MPI's memory node for sends: the study's StarPU-MPI (STARPU_MAIN_RAM) unless
+    `--mpi-memory-node choose_node` asks for StarPU 1.4.10's (docs/interfaces.md §4, `mpi`)."""
+    spec = cli_spec("--engine", "numasim", "--cluster", CLUSTER, "--n", "1920", "--b", "960")
+    assert spec.mpi_memory_node == "main_ram"
+    assert "mpi" not in run_description(spec, platform_dir_for(spec, tmp_path), tmp_path)
+    spec = cli_spec("--engine", "numasim", "--cluster", CLUSTER, "--n", "1920", "--b", "960",
+                    "--mpi-memory-node", "choose_node")
+    desc = run_description(spec, platform_dir_for(spec, tmp_path), tmp_path)
+    assert desc["mpi"] == {"memory_node": "choose_node"}

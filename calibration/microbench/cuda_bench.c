@@ -108,10 +108,12 @@ int main(int argc, char **argv)
 		t[r] = now() - t0;
 	}
 	row("free", bytes, t, reps);
+
 	cudaStreamDestroy(s);
 	check(cudaFreeHost(host), "cudaFreeHost");
 
-	/* Pinned host allocations: reps live buffers, then freed, per flag set. */
+	/* Pinned host allocations: reps live buffers (as replicas accumulate in RAM), then freed, per
+	 * flag set. */
 	int can_map = 0;
 	check(cudaDeviceGetAttribute(&can_map, cudaDevAttrCanMapHostMemory, device), "cudaDeviceGetAttribute");
 	const unsigned int flag_sets[2] = {cudaHostAllocPortable, cudaHostAllocPortable | cudaHostAllocMapped};

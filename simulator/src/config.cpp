@@ -423,8 +423,13 @@ void read_options(const Json& j, RunConfig& c) {
   }
   if (const Json* m = j.find("mpi")) {
     if (m->type != Json::Type::Object)
-      throw InputError(file, "mpi", "an object {overhead_s}");
-    known_keys(*m, file, "mpi.", {"overhead_s"});
+      throw InputError(file, "mpi", "an object {overhead_s, memory_node}");
+    known_keys(*m, file, "mpi.", {"overhead_s", "memory_node"});
+    if (const Json* n = m->find("memory_node")) {
+      if (n->type != Json::Type::String || (n->string != "main_ram" && n->string != "choose_node"))
+        throw InputError(file, "mpi.memory_node", "\"main_ram\" or \"choose_node\"");
+      c.mpi_choose_node = n->string == "choose_node";
+    }
     if (m->has("overhead_s")) {
       c.mpi_overhead_s = num_at(file, *m, "overhead_s", "mpi.");
       if (c.mpi_overhead_s < 0)

@@ -74,6 +74,10 @@ struct RunConfig {
   uint64_t seed = 1;
   bool variability = true;
   double mpi_overhead_s = 0; // per request on the progression thread
+  // StarPU-MPI's memory node for sends (run description `mpi.memory_node`): false ("main_ram",
+  // the StarPU-MPI of the study's era: the data is acquired on STARPU_MAIN_RAM), true
+  // ("choose_node", StarPU 1.4.10 mpi/src/starpu_mpi.c _starpu_mpi_choose_node).
+  bool mpi_choose_node = false;
   std::string trace, transfers;
 
   static RunConfig from_json(const Json& j, const std::string& file);

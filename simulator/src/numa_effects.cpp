@@ -67,6 +67,7 @@ void NumaEffects::init() {
   const size_t nranks = topo_.nranks();
   ranks_.resize(nranks);
   page_.assign(data_.nhandles(), -1);
+  slot_page_.assign(data_.nhandles() * static_cast<size_t>(topo_.mem_stride()), -1);
   marked_.assign(data_.nhandles(), 0);
   last_fault_.assign(data_.nhandles(), -1);
   if (!cfg_.trace.empty()) {
@@ -132,9 +133,14 @@ void NumaEffects::first_touch(int r, const std::vector<int>& cpu_numas) {
     if (cfg_.owner[t] != r)
       continue;
     uint32_t h = data_.handle(r, t);
-    if (ri.use_numa) // one memory node per NUMA node: its allocations live on its node
+    if (ri.use_numa) { // one memory node per NUMA node: its allocations live on its node ...
       page_[h] = static_cast<int8_t>(topo_.mem(topo_.global_mem(r, topo_.home(r))).numa);
-    else if (ri.pinned || cpu_numas.empty()) // cudaHostAlloc in the main thread populates the matrix
+      // ... unless pinned: the main thread's cudaHostAlloc populated them, no hwloc binding
+      // (datawizard/malloc.c _starpu_malloc_flags_on_node)
+      if (ri.pinned && ri.main_numa != page_[h])
+        slot_page_[static_cast<size_t>(h) * topo_.mem_stride() + topo_.home(r)] =
+            static_cast<int8_t>(ri.main_numa);
+    } else if (ri.pinned || cpu_numas.empty()) // cudaHostAlloc in the main thread populates the matrix
       page_[h] = static_cast<int8_t>(ri.main_numa);
     else // pageable: first written by dplrnt, spread evenly over the CPU workers in submission order
       page_[h] = static_cast<int8_t>(cpu_numas[k++ % cpu_numas.size()]);
@@ -146,10 +152,17 @@ int NumaEffects::page_numa(int rank, uint32_t tile) const {
   return h == kNone ? -1 : page_[h];
 }
 
+int NumaEffects::slot_numa(int rank, uint32_t h, int local) const {
+  const int8_t p = slot_page_[static_cast<size_t>(h) * topo_.mem_stride() + local];
+  return p >= 0 ? p : topo_.mem(topo_.global_mem(rank, local)).numa;
+}
+
 sg4::Host* NumaEffects::ram_host(int rank, uint32_t h, int gmem) const {
   const MemNode& m = topo_.mem(gmem);
   const RankInfo& ri = ranks_[rank];
-  if (ri.use_numa || page_[h] < 0)
+  if (ri.use_numa)
+    return ri.pinned && !m.gpu ? ri.ram[slot_numa(rank, h, m.local)] : m.host;
+  if (page_[h] < 0)
     return m.host;
   return ri.ram[page_[h]];
 }
@@ -158,9 +171,27 @@ int NumaEffects::operand_numa(const Worker& w, uint32_t h) const {
   const MemNode& m = topo_.mem(topo_.global_mem(w.rank, w.mem));
   if (m.gpu)
     return -1;
-  if (ranks_[w.rank].use_numa || page_[h] < 0)
+  if (ranks_[w.rank].use_numa)
+    return ranks_[w.rank].pinned ? slot_numa(w.rank, h, w.mem) : m.numa;
+  if (page_[h] < 0)
     return m.numa;
   return page_[h];
+}
+
+sg4::Host* NumaEffects::thread_core(const Worker& w) const {
+  if (!w.cuda)
+    return w.host;
+  auto drv = driver_of_gpu_mem_.find(topo_.global_mem(w.rank, w.mem)); // the CUDA driver's core
+  return drv != driver_of_gpu_mem_.end() ? drv->second : w.host;
+}
+
+void NumaEffects::allocated(int rank, uint32_t h, int gdst, const Worker* pinner) {
+  const MemNode& m = topo_.mem(gdst);
+  if (!pinner || !ranks_[rank].use_numa || !ranks_[rank].pinned)
+    return; // bound to the memory node's NUMA node (hwloc_alloc_membind), or the one RAM node
+  const int numa = pinner->numa; // cudaHostAlloc populates the pages in the allocating thread
+  slot_page_[static_cast<size_t>(h) * topo_.mem_stride() + m.local] =
+      static_cast<int8_t>(numa == m.numa ? -1 : numa);
 }
 
 void NumaEffects::Legs::add(sg4::Host* a, sg4::Host* b) {
@@ -409,7 +440,7 @@ std::pair<sg4::Host*, sg4::Host*> NumaEffects::network_split(int a, int b) {
   return split_[k];
 }
 
-int NumaEffects::move(const Transfer& tr) {
+int NumaEffects::move(const Transfer& tr, const Worker* worker) {
   // A copy: transfers_ may grow (and move) while this actor blocks.
   struct {
     bool mpi;
@@ -480,8 +511,21 @@ int NumaEffects::move(const Transfer& tr) {
     // memcpy), not a DMA at the inter-socket link's rate.
     sg4::Host* from = ram_host(t.rank, t.handle, t.gsrc);
     sg4::Host* to = ram_host(t.rank, t.handle, t.gdst);
-    const Topology::CopyThread& thread = topo_.copy_thread(t.rank, dst.numa);
-    if (from != to && thread.core) {
+    Topology::CopyThread thread = topo_.copy_thread(t.rank, dst.numa);
+    if (worker) { // the thread that progressed the request (DataWizard::run_ram_copy)
+      thread.core = thread_core(*worker);
+      auto known = thread_rate_.find(thread.core);
+      if (known == thread_rate_.end()) { // half its core's link, as Topology::copy_thread
+        std::vector<sg4::Link*> links;
+        double latency = 0;
+        thread.core->route_to(to, links, &latency);
+        const double rate =
+            links.empty() ? std::numeric_limits<double>::infinity() : links.front()->get_bandwidth() / 2;
+        known = thread_rate_.emplace(thread.core, rate).first;
+      }
+      thread.rate = known->second;
+    }
+    if ((from != to || worker) && thread.core) {
       add(from, thread.core);
       add(thread.core, to);
       cpu_rate = thread.rate;

@@ -67,7 +67,11 @@ public:
   static double respread(double d, double mean, double sd, double ratio, double remote_share);
   // Moves one transfer (blocking, in a runner actor) along the path its threads give it;
   // returns the path id (links crossed) for accounting and the transfer CSV.
-  int move(const Transfer& t);
+  // `thread`: the worker whose thread runs a RAM -> RAM memcpy (DataWizard::run_ram_copy).
+  int move(const Transfer& t, const Worker* thread = nullptr);
+  // A buffer of handle h was allocated on RAM memory node gdst by `pinner` (cudaHostAlloc, its pages
+  // where that thread runs), or bound to the node's NUMA node (pinner nullptr: hwloc_alloc_membind).
+  void allocated(int rank, uint32_t h, int gdst, const Worker* pinner);
 
   // Introspection (tests, traces, summary).
   int page_numa(int rank, uint32_t tile) const; // NUMA node of the RAM replica's pages, -1: none
@@ -161,8 +165,12 @@ private:
   const Progress& progress_;
   LinkClasses& classes_; // the link classes of the paths (interned on first use)
   std::vector<RankInfo> ranks_;
-  std::vector<int8_t> page_;        // per handle: NUMA node of the RAM replica's pages (-1: not allocated)
-  std::vector<uint8_t> marked_;     // per handle: pages protected by the last balancing scan
+  std::vector<int8_t> page_; // per handle: NUMA node of the RAM replica's pages (-1: not allocated)
+  // Per (handle, memory node), with STARPU_USE_NUMA and pinned memory: NUMA node of that RAM
+  // replica's pages when not its memory node's (-1: the node's own, hwloc-bound).
+  std::vector<int8_t> slot_page_;
+  std::map<const sg4::Host*, double> thread_rate_; // a thread's core -> its memcpy rate
+  std::vector<uint8_t> marked_;                    // per handle: pages protected by the last balancing scan
   std::vector<int8_t> last_fault_;  // per handle: NUMA node of the last hinting fault (two-pass filter)
   std::vector<float> remote_bytes_; // per task, with a trace only
   std::vector<uint16_t> op_pages_;  // per task, with a trace only: 4 bits per operand (NUMA node, 15: GPU)
@@ -185,6 +193,8 @@ private:
 
   sg4::Host* ram_host(int rank, uint32_t h, int gmem) const;
   int operand_numa(const Worker& w, uint32_t h) const;
+  int slot_numa(int rank, uint32_t h, int local) const; // NUMA node of a use_numa RAM replica
+  sg4::Host* thread_core(const Worker& w) const;        // the core a worker's thread runs on
   int intern(const Legs& legs, double cpu_copy_rate = std::numeric_limits<double>::infinity());
   double control_delay(int rank, const sg4::Host* driver, const sg4::Host* gpu);
   int link_id(const sg4::Link* l);

@@ -160,7 +160,8 @@ void Simulation::write_trace(std::ostream& out) const {
 // `Calibrated` the bus calibration's figure it starts from (latency + bytes / bandwidth, one copy
 // on an idle node); both empty for MPI messages between ranks, which no scheduler estimate covers.
 void Simulation::write_transfers(std::ostream& out) const {
-  out << "Start,End,Bytes,Src,Dst,Links,Estimate,Calibrated\n";
+  // Thread: the worker whose thread ran a memcpy
+  out << "Start,End,Bytes,Src,Dst,Links,Estimate,Calibrated,Thread\n";
   char buf[256];
   for (const auto& r : data_->transfer_log()) {
     std::string links;
@@ -177,7 +178,7 @@ void Simulation::write_transfers(std::ostream& out) const {
     } else {
       out << ',';
     }
-    out << "\n";
+    out << ',' << (r.thread >= 0 ? workers()[r.thread].name : std::string()) << "\n";
   }
 }
 

@@ -88,11 +88,12 @@ std::vector<MachineNode> discover_platform(const sg4::Engine& e, const std::stri
     int numa = int_prop(h, "numa", file);
     if (k == "cpu")
       n.cpus.push_back({h, int_prop(h, "index", file), numa});
-    else if (k == "gpu")
-      n.gpus.push_back(
-          {h, int_prop(h, "index", file), numa, double_prop(h, "memory", file),
-           h->get_property("task_overhead_s") ? optional_seconds(h, "task_overhead_s", file) : 0.0});
-    else if (k == "ram")
+    else if (k == "gpu") {
+      auto opt = [&](const char* key) { return h->get_property(key) ? optional_seconds(h, key, file) : 0.0; };
+      n.gpus.push_back({h, int_prop(h, "index", file), numa, double_prop(h, "memory", file),
+                        opt("task_overhead_s"), opt("malloc_s"), opt("free_s"),
+                        opt("pinned_alloc_s_per_mib")});
+    } else if (k == "ram")
       n.rams.push_back({h, numa, double_prop(h, "memory", file)});
     else if (k == "nic")
       n.nics.push_back({h, int_prop(h, "index", file), numa});

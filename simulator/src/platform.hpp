@@ -20,6 +20,10 @@ struct GpuInfo {
   int numa;
   double memory;            // bytes
   double task_overhead = 0; // s of host time per task on the GPU's CUDA worker (prop task_overhead_s)
+  // StarPU's allocation costs with this GPU (0: not described): cudaMalloc and cudaFree of one
+  // buffer on it (props malloc_s, free_s), cudaHostAlloc per MiB of host memory (prop
+  // pinned_alloc_s_per_mib; pinned allocations serve every GPU of the node).
+  double malloc_s = 0, free_s = 0, pinned_alloc_s_per_mib = 0;
 };
 struct RamInfo {
   sg4::Host* host;

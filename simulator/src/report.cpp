@@ -44,6 +44,13 @@ std::string summary_json(const Summary& s, uint64_t seed, double wall_s) {
   }
   o += "}";
   o += ", \"overcommits\": " + std::to_string(s.overcommits);
+  o += ", \"runtime_costs\": {"; // threads' copies and allocation calls (datawizard/)
+  first = true;
+  for (const auto& [k, v] : s.runtime_costs) {
+    o += (first ? "" : ", ") + ("\"" + json_escape(k) + "\": ") + num(v);
+    first = false;
+  }
+  o += "}";
   o += ", \"seed\": " + std::to_string(seed);
   o += ", \"tasks\": " + std::to_string(s.tasks);
   o += ", \"tasks_by_kind\": {\"gemm\": " + std::to_string(s.by_kind[3]) +

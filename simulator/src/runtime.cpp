@@ -19,7 +19,8 @@ Simulation::Simulation(sg4::Engine& engine, RunConfig cfg)
   dag_ = build_lu_dag(cfg_);
   bus_ = std::make_unique<BusModel>(*topo_, classes_);
   DataWizard::Hooks hooks{[this](uint32_t waiter) { operand_ready(waiter); },
-                          [this](uint32_t r) { mpi_->enqueue(dag_.receptions[r].dst, false, r); }};
+                          [this](uint32_t r) { mpi_->enqueue(dag_.receptions[r].dst, false, r); },
+                          [this](int gdst) { ram_copy_queued(gdst); }};
   data_ = std::make_unique<DataWizard>(*topo_, *bus_, classes_, dag_, cfg_, progress_, std::move(hooks));
   sched_ = make_sched_policy({cfg_, *topo_, dag_, *data_});
   const uint32_t ntasks = static_cast<uint32_t>(dag_.tasks.size());
@@ -65,6 +66,23 @@ void Simulation::operand_ready(uint32_t waiter) {
     wake(topo_->workers()[t.worker]);
 }
 
+// A copy between RAM nodes waits for a thread that drives its destination: one that sleeps (idle,
+// or waiting for its task's inputs) is woken, the node's CPU workers first, then the CUDA drivers
+// (datawizard/data_request.c _starpu_post_data_request -> _starpu_wake_all_blocked_workers_on_node;
+// the first woken takes it). When all are busy, the first to finish its task takes it.
+void Simulation::ram_copy_queued(int gdst) {
+  ram_threads_ = true;
+  const int rank = topo_->mem(gdst).rank;
+  for (int pass = 0; pass < 2; pass++)
+    for (int wid : topo_->rank_workers(rank)) {
+      Worker& w = topo_->workers()[wid];
+      if (w.cuda == (pass == 1) && w.suspended && data_->drives(w, gdst)) {
+        wake(w);
+        return;
+      }
+    }
+}
+
 double Simulation::sample_duration(const Worker& w, TaskKind k) {
   double mean = w.length[static_cast<int>(k)];
   double sd = w.dev[static_cast<int>(k)];
@@ -101,8 +119,15 @@ double Simulation::cuda_occupancy(const Worker& w, double kernel) const {
 void Simulation::execute(Worker& w, uint32_t task) {
   Task& t = dag_.tasks[task];
   double d = sample_duration(w, t.kind);
-  if (w.cuda)
+  if (w.cuda) {
+    // The driver thread is in cudaMalloc/cudaFree, or the device in an implicit synchronisation
+    // (a page-locked allocation): the launch waits (DataWizard::gpu_alloc_call).
+    const double left =
+        data_->mem_state(topo_->global_mem(w.rank, w.mem)).blocked_until - sg4::Engine::get_clock();
+    if (left > 0)
+      numasim::sleep_for(left);
     d = cuda_occupancy(w, d);
+  }
   const double start = numa_->run_task(w, task, d); // remote traffic, faults, GPU launch path
   const double end = sg4::Engine::get_clock();
   if (!dag_.spans.empty()) // a trace is asked for
@@ -142,7 +167,21 @@ void Simulation::release(uint32_t node_id, int releasing_worker) {
 void Simulation::worker_loop(int wid) {
   Worker& w = topo_->workers()[wid];
   size_t depth = w.cuda ? static_cast<size_t>(std::max(1, cfg_.env.cuda_pipeline)) : 1;
+  // Runs one RAM->RAM copy this worker's thread drives, if one waits (StarPU's driver loops
+  // progress their memory nodes' requests at each turn, before taking a task:
+  // drivers/cpu/driver_cpu.c _starpu_cpu_driver_run_once -> __starpu_datawizard_progress).
+  auto copy_one = [&] {
+    if (!ram_threads_)
+      return false;
+    const int32_t c = data_->take_ram_copy(w);
+    if (c < 0)
+      return false;
+    data_->run_ram_copy(static_cast<uint32_t>(c), w);
+    return true;
+  };
   while (!progress_.finished) {
+    if (copy_one())
+      continue;
     while (w.inflight.size() < depth) {
       int32_t task = sched_->pop(w);
       if (task < 0)
@@ -151,6 +190,8 @@ void Simulation::worker_loop(int wid) {
       w.inflight.push_back(static_cast<uint32_t>(task));
     }
     if (w.inflight.empty() || dag_.tasks[w.inflight.front()].pending > 0) {
+      if (copy_one()) // a task waiting for its inputs: the thread progresses requests meanwhile
+        continue;
       w.suspended = true; // resumed by a push or by the arrival of an operand
       sg4::this_actor::suspend();
       continue;
@@ -181,6 +222,14 @@ void Simulation::fill_summary() {
   sum_.evictions = dc.evictions;
   sum_.overcommits = dc.overcommits;
   sum_.eviction_writebacks = dc.eviction_writebacks;
+  sum_.runtime_costs = {{"gpu_free_s", dc.gpu_free_s},
+                        {"gpu_frees", static_cast<double>(dc.gpu_frees)},
+                        {"gpu_malloc_s", dc.gpu_malloc_s},
+                        {"gpu_mallocs", static_cast<double>(dc.gpu_mallocs)},
+                        {"pinned_alloc_s", dc.pinned_alloc_s},
+                        {"pinned_allocs", static_cast<double>(dc.pinned_allocs)},
+                        {"thread_copies", static_cast<double>(dc.thread_copies)},
+                        {"thread_copy_s", dc.thread_copy_s}};
   sum_.workers = topo_->workers().size();
   sum_.cpu_workers_by_rank.assign(topo_->nranks(), 0);
   for (const auto& w : topo_->workers()) {

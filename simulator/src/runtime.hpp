@@ -32,6 +32,8 @@ struct Summary {
   uint64_t eviction_writebacks = 0; // evictions of a sole (dirty) copy, written back to RAM first
   std::map<std::string, double> bytes_by_link_class;
   std::map<std::string, double> numa; // NumaEffects::summary (remote reads, migrations, ...)
+  // Threads' time in RAM->RAM copies, pinned and GPU allocation calls (DataCounters)
+  std::map<std::string, double> runtime_costs;
   size_t workers = 0, cpu_workers = 0, cuda_workers = 0;
   std::vector<int> cpu_workers_by_rank; // per MPI rank (node), in rank order
 };
@@ -98,6 +100,8 @@ private:
 
   void load_platform();
   void operand_ready(uint32_t waiter); // DataWizard::Hooks::ready
+  void ram_copy_queued(int gdst);      // DataWizard::Hooks::ram_copy_queued
+  bool ram_threads_ = false;           // some RAM->RAM copy was queued for a driving thread
   void worker_loop(int wid);
   void prepare(Worker& w, uint32_t task);
   void execute(Worker& w, uint32_t task);

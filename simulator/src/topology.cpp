@@ -226,8 +226,11 @@ std::map<int, int> Topology::add_memory_nodes(int r, const StarpuEnv& env) {
   for (const auto& wp : th.workers)
     if (wp.cuda)
       for (const auto& g : n.gpus)
-        if (g.index == wp.gpu && !gpu_mem.count(g.index))
+        if (g.index == wp.gpu && !gpu_mem.count(g.index)) {
           gpu_mem[g.index] = add_mem(true, g.numa, g.host, usable_gpu_memory(g.memory));
+          mem_.back().malloc_s = g.malloc_s;
+          mem_.back().free_s = g.free_s;
+        }
   return gpu_mem;
 }
 

@@ -49,7 +49,8 @@ struct MemNode {
   bool gpu;
   int numa; // NUMA node of the RAM, or the GPU's NUMA node
   sg4::Host* host;
-  double capacity; // bytes usable for tiles (GPU memory); RAM is not limited
+  double capacity;                 // bytes usable for tiles (GPU memory); RAM is not limited
+  double malloc_s = 0, free_s = 0; // GPU: cudaMalloc / cudaFree of one buffer (GpuInfo)
 };
 
 // A worker (StarPU's struct _starpu_worker, core/workers.h): placement, model lengths, the
@@ -73,6 +74,7 @@ struct Worker {
   std::deque<uint32_t> inflight; // popped tasks (more than one with STARPU_CUDA_PIPELINE)
   double task_overhead = 0;      // CUDA worker: host time per task (s), from the platform
   double last_end = -1;          // end of the worker's last task (back-to-back detection)
+  double busy_until = 0;         // its thread is in an allocation call until then (CUDA driver)
   sg4::ActorPtr actor;
   bool suspended = false;
   uint64_t executed = 0;

@@ -139,15 +139,22 @@ TEST(Factors, A_UseNumaCopiesAcrossQpiAndRemovesRemoteReads) {
   std::string p = platform_with("tiny1.xml", {{"numa_gemm_block_k", "32"}});
   auto body = [](Simulation& sim, Summary&) { return transfer_facts(sim); };
   Facts def = in_child(p, config(p, 8, {{"STARPU_USE_NUMA", "0"}}), body);
-  Facts a = in_child(p, config(p, 8, {{"STARPU_USE_NUMA", "1"}}), body);
+  Facts a = in_child(p, config(p, 8, {{"STARPU_USE_NUMA", "1"}, {"STARPU_NCUDA", "0"}}), body);
+  Facts pinned = in_child(p, config(p, 8, {{"STARPU_USE_NUMA", "1"}}), body);
   // Default: one RAM node with pages on the main thread's NUMA node 0; the CPU worker on
   // NUMA 1 reads them remotely, and no RAM-to-RAM copy exists.
   EXPECT_GT(def["numa.remote_read_bytes"], 0);
   EXPECT_EQ(def["ram_to_ram"], 0);
-  // A=1: data is copied to the worker's NUMA memory node over the inter-socket link instead.
+  // A=1 without CUDA: data is copied to the worker's NUMA memory node over the inter-socket link
+  // instead, into buffers bound to that node (malloc.c hwloc_alloc_membind).
   EXPECT_EQ(a["numa.remote_read_bytes"], 0);
   EXPECT_GT(a["ram_to_ram"], 0);
   EXPECT_EQ(a["ram_to_ram_over_qpi"], a["ram_to_ram"]);
+  // With CUDA the buffers are pinned and not bound (malloc.c _starpu_malloc_flags_on_node): the
+  // replicas a NUMA-0 thread (the CUDA driver) allocated for NUMA 1's memory node are on NUMA 0,
+  // and the NUMA-1 worker still reads remotely.
+  EXPECT_GT(pinned["ram_to_ram"], 0);
+  EXPECT_GT(pinned["numa.remote_read_bytes"], 0);
 }
 
 TEST(Factors, D_MainThreadMovesFirstTouchToNuma1) {

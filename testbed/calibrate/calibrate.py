@@ -8,6 +8,7 @@ layout (docs/interfaces.md §8):
   hwloc.xml                lstopo --of xml (hwloc's library where lstopo is missing)
   gpus.json                NVIDIA GPUs: nvidia-smi + sysfs NUMA affinity (testbed/describe/gpu_discovery.py)
   gpu/task_overhead.csv    host time of StarPU's CUDA worker per task (microbench/starpu_task_overhead.c)
+  gpu/cuda_bench.csv       cudaMalloc, cudaFree, cudaHostAlloc of one tile per tile size (microbench/cuda_bench.c)
   sampling/bus/<m>.*       native StarPU bus calibration (STARPU_HOSTNAME=<m>)
   sampling/codelets/45/    LU codelet models, all cores (STARPU_CALIBRATE=1 runs of apps/lu)
   codelets-numa<k>/        the same with the workers on NUMA node k only
@@ -51,6 +52,7 @@ from testbed import ROOT
 from testbed.calibrate.bundle import calibrated, codelet_table, numa_rows, write_kernels_yaml, write_matrices
 from testbed.calibrate.microbench import (
     BENCH_ENV,
+    CUDA_BENCH,
     MICROBENCH_SRC,
     TASK_OVERHEAD,
     build_microbench,
@@ -225,6 +227,20 @@ def step_cuda_task_overhead(ctx: Context, out: Path, commands: list[str]) -> str
         fh.write("\n".join(rows) + "\n")
     return "done"
 
+
+
+def step_cuda_alloc(ctx: Context, out: Path, commands: list[str]) -> str:
+    """StarPU's allocation calls on GPU 0 (calibration/microbench/cuda_bench.c): cudaMalloc, cudaFree
+    and cudaHostAlloc(Portable) of one tile of each calibrated size, 200 live buffers each."""
+    run_cmd(["make", "-s", "-C", str(MICROBENCH_SRC), f"BUILD={BUILD}", "cuda_bench"])
+    rows = ["what,bytes,reps,median_s,min_s,max_s"]
+    for b in ctx.opts.tile_sizes:
+        cmd = [str(CUDA_BENCH), "--bytes", str(8 * b * b), "--reps", "200"]
+        commands.append(shell_line(cmd, {}))
+        rows += run_cmd(cmd).strip().splitlines()[1:]
+    with atomic_file(out) as fh:
+        fh.write("\n".join(rows) + "\n")
+    return "done"
 
 
 # --------------------------------------------------------------------------- steps: microbenchmarks
@@ -512,6 +528,7 @@ def steps_for(opts: Options, nnuma: int) -> list[Step]:
              Step("gpus", o / "gpus.json", step_gpus), Step("bus", o / "sampling" / "bus", step_bus)]
     if lu_has_cuda():  # a GPU node: StarPU built with CUDA
         steps.append(Step("cuda-task-overhead", o / "gpu" / "task_overhead.csv", step_cuda_task_overhead))
+        steps.append(Step("cuda-alloc", o / "gpu" / "cuda_bench.csv", step_cuda_alloc))
     for b in opts.tile_sizes:
         for kernel in KERNELS:
             for load in ("alone", "all"):

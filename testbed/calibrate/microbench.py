@@ -17,6 +17,7 @@ from testbed.common.paths import BUILD
 MICROBENCH_SRC = ROOT / "calibration" / "microbench"
 NUMA_BENCH = BUILD / "microbench" / "numa_bench"
 TASK_OVERHEAD = BUILD / "microbench" / "starpu_task_overhead"
+CUDA_BENCH = BUILD / "microbench" / "cuda_bench"
 PINGPONG = BUILD / "microbench" / "pingpong"
 #: One BLAS thread per benchmark thread.
 BENCH_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}

@@ -111,6 +111,7 @@ def machine_from_bundle(bundle: Path, name: str | None = None) -> tuple[dict[str
     _bandwidth(data, bundle, label, missing)
     _bus(data, bundle, bundle_machine, label, missing)
     _task_overhead(data, bundle, label, missing)
+    _alloc_costs(data, bundle, label, missing)
     _network(data, bundle, label, missing)
     data["numa"] = _numa_factors(bundle, label)
     data["numa"].update(_remote_penalty(data, bundle, label))
@@ -293,6 +294,54 @@ def _task_overhead(data: dict, bundle: Path, label: str, missing: list[str]) -> 
         g["task_overhead_s"] = {"value": statistics.median(values),
                                 "source": f"{label}/gpu/task_overhead.csv: median per_task_s of the {len(values)} "
                                           "STARPU_CUDA_PIPELINE=1 runs (host time + a one-element kernel, GPU 0)"}
+
+
+#: StarPU-SimGrid's cost of a pinned host allocation, 650 us per MiB (StarPU 1.4.10
+#: src/datawizard/malloc.c _starpu_malloc_flags_on_node, SimGrid branch).
+STARPU_SIMGRID_PINNED_S_PER_MIB = 650e-6
+
+
+def _alloc_costs(data: dict, bundle: Path, label: str, missing: list[str]) -> None:
+    """StarPU's allocation calls (docs/page-placement.md): cudaMalloc / cudaFree of one tile and
+    cudaHostAlloc per MiB from gpu/cuda_bench.csv (the calibration's cuda-alloc step), at its
+    largest tile (the study's b: cudaHostAlloc's cost per MiB falls with the size, 628 us/MiB at
+    b = 480 against 363 at b = 960 on an H100 node, bench/data/gpu-device-h100); without a hostalloc
+    row the pinned cost is StarPU-SimGrid's constant."""
+    if not data["gpus"]:
+        return
+    path = bundle / "gpu" / "cuda_bench.csv"
+    rows: dict[str, dict[int, float]] = {}
+    if path.is_file():
+        for r in csv.DictReader(path.read_text().splitlines()):
+            if r.get("what") == "what":  # the header of a further invocation
+                continue
+            try:
+                size, median = int(r["bytes"]), float(r["median_s"])
+            except (KeyError, TypeError, ValueError):
+                raise InputError(path, "bytes/median_s", "numbers (rows what,bytes,reps,median_s,min_s,max_s)") from None
+            if size <= 0 or not (math.isfinite(median) and 0 <= median < 1):
+                raise InputError(path, f"{r['what']} row", "bytes > 0 and a median in seconds, finite, in [0, 1)")
+            rows.setdefault(r["what"], {})[size] = median
+    else:
+        missing.append("gpus[].malloc_s, free_s: no gpu/cuda_bench.csv (the calibration's cuda-alloc step)")
+    for g in data["gpus"]:
+        for key, what in (("malloc_s", "malloc"), ("free_s", "free")):
+            if rows.get(what):
+                size = max(rows[what])
+                g[key] = {"value": rows[what][size],
+                          "source": f"{label}/gpu/cuda_bench.csv: {what} row of {size} bytes (median, GPU 0)"}
+        if rows.get("hostalloc"):
+            size = max(rows["hostalloc"])
+            g["pinned_alloc_s_per_mib"] = {
+                "value": rows["hostalloc"][size] / (size / 1048576),
+                "derived": f"{label}/gpu/cuda_bench.csv: hostalloc row (cudaHostAlloc, median) of {size} bytes / "
+                           f"{size / 1048576:.3f} MiB"}
+        else:
+            g["pinned_alloc_s_per_mib"] = {
+                "value": STARPU_SIMGRID_PINNED_S_PER_MIB,
+                "derived": "StarPU-SimGrid's 650 us per MiB (StarPU 1.4.10 src/datawizard/malloc.c "
+                           "_starpu_malloc_flags_on_node, SimGrid branch): no hostalloc row in the bundle",
+                "needs_calibration": True}
 
 
 def _network(data: dict, bundle: Path, label: str, missing: list[str]) -> None:

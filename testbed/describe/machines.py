@@ -60,6 +60,11 @@ class Gpu:
     pcie_bandwidth_Bps: float
     pcie_latency_s: float
     task_overhead_s: float = 0.0  # host time of StarPU's CUDA worker per task (0: not described)
+    # StarPU's allocation calls with this GPU (0: not described; numasim then charges nothing):
+    # cudaMalloc / cudaFree of one tile, cudaHostAlloc per MiB of pinned host memory.
+    malloc_s: float = 0.0
+    free_s: float = 0.0
+    pinned_alloc_s_per_mib: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -415,6 +420,9 @@ def parse_machine(data: Any, file: Path) -> Machine:
             pcie_bandwidth_Bps=float(_v(g["pcie_bandwidth_Bps"])),
             pcie_latency_s=float(_v(g["pcie_latency_s"])),
             task_overhead_s=float(_v(g["task_overhead_s"])) if "task_overhead_s" in g else 0.0,
+            malloc_s=float(_v(g["malloc_s"])) if "malloc_s" in g else 0.0,
+            free_s=float(_v(g["free_s"])) if "free_s" in g else 0.0,
+            pinned_alloc_s_per_mib=float(_v(g["pinned_alloc_s_per_mib"])) if "pinned_alloc_s_per_mib" in g else 0.0,
         )
         for j, g in enumerate(data.get("gpus", []))
     ]

@@ -122,7 +122,9 @@ def _zone_hosts(zone: etree._Element, m: Machine, p: str) -> None:
     for g in m.gpus:
         h = etree.SubElement(zone, "host", id=f"{p}.gpu{g.index}", speed=_flops(g.flops))
         _props(h, kind="gpu", node=p, numa=g.numa_node, index=g.index, memory=g.memory_bytes, model=g.model,
-               **({"task_overhead_s": g.task_overhead_s} if g.task_overhead_s > 0 else {}))
+               **{k: v for k, v in (("task_overhead_s", g.task_overhead_s), ("malloc_s", g.malloc_s),
+                                    ("free_s", g.free_s), ("pinned_alloc_s_per_mib", g.pinned_alloc_s_per_mib))
+                  if v > 0})
     for numa in m.numa_nodes:
         h = etree.SubElement(zone, "host", id=f"{p}.ram{numa.index}", speed="1f")
         _props(h, kind="ram", node=p, numa=numa.index, socket=numa.socket, memory=numa.memory_bytes)

@@ -107,6 +107,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="StarPU's own defaults (plus --env) instead of the study's baseline and factor rules")
     p.add_argument("--getrf-gpu", action="store_true",
                    help="getrf_nopiv may also run on GPUs (cuSOLVER in the real build); default CPU only")
+    p.add_argument("--mpi-memory-node", choices=["main_ram", "choose_node"], default="main_ram",
+                   help="numasim: StarPU-MPI's memory node for sends: STARPU_MAIN_RAM (the study's StarPU-MPI, "
+                        "default) or StarPU 1.4.10's _starpu_mpi_choose_node")
 
 
 def spec_from_args(args: argparse.Namespace) -> RunSpec:
@@ -160,6 +163,7 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
         symbols=args.symbols,
         getrf_on_gpu=args.getrf_gpu,
         dag=args.dag,
+        mpi_memory_node=args.mpi_memory_node,
         simgrid_cfg=check_cfg(args.cfg, args.engine),
         trace=Path(args.trace) if args.trace else None,
         transfers=Path(args.transfers) if args.transfers else None,

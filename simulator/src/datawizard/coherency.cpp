@@ -32,6 +32,36 @@ DataWizard::DataWizard(const Topology& topo, BusModel& bus, LinkClasses& classes
   // Initial data: each tile on its owner's main RAM node (first touch by the main thread).
   for (uint32_t t = 0; t < dag_.ntiles; t++)
     hstate_[t].valid = static_cast<MemMask>(1u << topo_.home(dag_.handle_rank[t])); // owner's handle: t
+  // RAM replicas allocated: the owners' tiles, registered by the application before the run.
+  ram_alloc_.assign(nh * mem_stride_, 0);
+  for (uint32_t t = 0; t < dag_.ntiles; t++)
+    ram_alloc_[slot(t, topo_.home(dag_.handle_rank[t]))] = 1;
+  // Which RAM nodes have their copies run by a driving thread (a node with several RAM nodes);
+  // pinned allocation costs per node: StarPU pins RAM allocations when a CUDA task can be
+  // submitted (malloc.c _starpu_malloc_should_pin).
+  const size_t nmem = topo_.mem().size();
+  ram_copy_q_.resize(nmem);
+  thread_copies_.assign(nmem, 0);
+  pinned_s_per_mib_.assign(topo_.nranks(), 0.0);
+  nram_.assign(topo_.nranks(), 0);
+  for (size_t r = 0; r < topo_.nranks(); r++) {
+    int rams = 0;
+    bool cuda = false;
+    for (int wid : topo_.rank_workers(static_cast<int>(r)))
+      cuda |= topo_.workers()[wid].cuda;
+    for (const auto& g : topo_.nodes()[r].gpus)
+      if (cuda && pinned_s_per_mib_[r] == 0)
+        pinned_s_per_mib_[r] = g.pinned_alloc_s_per_mib;
+    for (size_t g = 0; g < nmem; g++)
+      rams +=
+          topo_.mem(static_cast<int>(g)).rank == static_cast<int>(r) && !topo_.mem(static_cast<int>(g)).gpu;
+    nram_[r] = rams; // RAM nodes come first (Topology::add_memory_nodes)
+    if (rams < 2)
+      continue;
+    for (size_t g = 0; g < nmem; g++)
+      for (int wid : topo_.rank_workers(static_cast<int>(r)))
+        thread_copies_[g] |= drives(topo_.workers()[wid], static_cast<int>(g));
+  }
   runner_of_pair_.assign(topo_.mem().size() * topo_.mem().size(), -1);
   gpu_copies_.resize(topo_.nranks());
   log_transfers_ = !cfg_.transfers.empty();
@@ -200,6 +230,7 @@ void DataWizard::task_done(const Task& t, const Worker& w) {
 }
 
 void DataWizard::receive(int rank, uint32_t h, uint32_t version) {
+  ram_alloc_[slot(h, topo_.home(rank))] = 1; // the reception buffer (its allocation is not charged)
   // Received into the main RAM node; this version replaces any older cached one.
   HandleState& s = hstate_[h];
   for (int l = 0; l < mem_stride_; l++)

@@ -3,6 +3,7 @@
 // memory node pair, StarPU-SimGrid's ordering between GPU copies, accounting of every copy.
 #include "datawizard/datawizard.hpp"
 #include "numa_effects.hpp"
+#include "sleep.hpp"
 
 #include <algorithm>
 
@@ -44,6 +45,15 @@ void DataWizard::start_transfer(uint32_t tid) {
   Transfer& t = transfers_[tid];
   t.submitted = t.start = sg4::Engine::get_clock();
   t.nwait = 0;
+  t.thread = -1;
+  if (!t.mpi && thread_copies_[t.gdst] && !topo_.mem(t.gsrc).gpu) {
+    // A memcpy between RAM nodes: queued on the destination's request list for a driving thread
+    // (datawizard/data_request.c _starpu_post_data_request wakes the workers that drive the
+    // node: _starpu_wake_all_blocked_workers_on_node).
+    ram_copy_q_[t.gdst].insert({t.prio, ram_seq_++, tid});
+    hooks_.ram_copy_queued(t.gdst);
+    return;
+  }
   if (!t.mpi && (topo_.mem(t.gsrc).gpu || topo_.mem(t.gdst).gpu)) {
     auto& pending = gpu_copies_[t.rank];
     for (uint32_t o : pending)
@@ -88,18 +98,103 @@ void DataWizard::runner_loop(int rid) {
       continue;
     }
     runners_[rid].queue.pop_front();
+    if (!transfers_[tid].mpi) { // a device of the copy is in an allocation call: the copy waits
+      const int gsrc = transfers_[tid].gsrc, gdst = transfers_[tid].gdst; // transfers_ may move
+      for (int g : {gsrc, gdst})
+        if (topo_.mem(g).gpu)
+          if (const double left = ms_[g].blocked_until - sg4::Engine::get_clock(); left > 0)
+            numasim::sleep_for(left);
+      // A GPU -> RAM copy into a RAM node without a buffer: the GPU's driver, which handles the
+      // request, allocates it first (DataWizard::allocate_ram).
+      if (topo_.mem(gsrc).gpu && !topo_.mem(gdst).gpu)
+        allocate_ram(transfers_[tid].rank, transfers_[tid].handle, gdst, driver_of(gsrc));
+    }
     transfers_[tid].start = sg4::Engine::get_clock();
     transfers_[tid].path = numa_->move(transfers_[tid]); // through pages, drivers, MPI thread
     transfer_done(tid);
   }
 }
 
-void DataWizard::account(int gsrc, int gdst, double bytes, double start, int path) {
+void DataWizard::account(int gsrc, int gdst, double bytes, double start, int path, int thread) {
   counters_.transfers++;
   for (int c : numa_->path_classes(path)) // the links the copy actually crossed
     classes_.add_bytes(c, bytes);
   if (log_transfers_)
-    transfer_log_.push_back({start, sg4::Engine::get_clock(), bytes, gsrc, gdst, path});
+    transfer_log_.push_back({start, sg4::Engine::get_clock(), bytes, gsrc, gdst, path, thread});
+}
+
+const Worker* DataWizard::driver_of(int gpu_gmem) const {
+  const MemNode& m = topo_.mem(gpu_gmem);
+  for (int wid : topo_.rank_workers(m.rank))
+    if (topo_.workers()[wid].cuda && topo_.workers()[wid].mem == m.local)
+      return &topo_.workers()[wid];
+  return nullptr;
+}
+
+bool DataWizard::drives(const Worker& w, int gdst) const {
+  const MemNode& m = topo_.mem(gdst);
+  // A CPU worker drives its own (NUMA) memory node (drivers/cpu/driver_cpu.c
+  // _starpu_cpu_init_worker_memory); a CUDA worker its GPU and every NUMA node
+  // (drivers/cuda/driver_cuda.c _starpu_cuda_init_worker_memory: "This worker can also manage
+  // transfers on NUMA nodes").
+  return m.rank == w.rank && !m.gpu && (w.cuda || w.mem == m.local);
+}
+
+int32_t DataWizard::take_ram_copy(const Worker& w) {
+  auto take = [&](int g) -> int32_t {
+    auto& q = ram_copy_q_[g];
+    if (q.empty())
+      return -1;
+    const uint32_t tid = q.begin()->tid; // prio request lists: highest priority first
+    q.erase(q.begin());
+    return static_cast<int32_t>(tid);
+  };
+  if (!w.cuda)
+    return take(global(w.rank, w.mem));
+  for (int l = 0; l < nram_[w.rank]; l++) // the NUMA nodes in order (__starpu_datawizard_progress)
+    if (int32_t tid = take(global(w.rank, l)); tid >= 0)
+      return tid;
+  return -1;
+}
+
+void DataWizard::allocate_ram(int rank, uint32_t h, int gdst, const Worker* thread) {
+  // The destination has no buffer yet: the thread handling the request allocates it
+  // (datawizard/copy_driver.c _starpu_driver_copy_data_1_to_1 -> memalloc.c
+  // _starpu_allocate_memory_on_node). A replica stays allocated when invalidated (memalloc.c:
+  // replicate->allocated), and RAM is not limited (nothing evicted), so each (tile, RAM node) is
+  // allocated once. With CUDA workers the allocation is pinned, cudaHostAlloc(Portable) in that
+  // thread and no hwloc binding (datawizard/malloc.c _starpu_malloc_flags_on_node: `goto end`
+  // before the hwloc branch), so cudaHostAlloc populates the pages where the thread runs.
+  const size_t s = slot(h, topo_.mem(gdst).local);
+  if (ram_alloc_[s])
+    return;
+  ram_alloc_[s] = 1;
+  numa_->allocated(rank, h, gdst, thread);
+  const double per_mib = pinned_s_per_mib_[rank];
+  if (per_mib <= 0)
+    return;
+  const double cost = tile_bytes_ / 1048576.0 * per_mib;
+  // A page-locked allocation serialises the devices' streams (CUDA C Programming Guide, "Implicit
+  // Synchronization"); portable memory is pinned for every device of the node.
+  const double now = sg4::Engine::get_clock();
+  for (size_t g = 0; g < ms_.size(); g++)
+    if (topo_.mem(static_cast<int>(g)).rank == rank && topo_.mem(static_cast<int>(g)).gpu)
+      ms_[g].blocked_until = std::max(ms_[g].blocked_until, now + cost);
+  counters_.pinned_allocs++;
+  counters_.pinned_alloc_s += cost;
+  numasim::sleep_for(cost);
+}
+
+void DataWizard::run_ram_copy(uint32_t tid, Worker& w) {
+  const double t0 = sg4::Engine::get_clock();
+  transfers_[tid].thread = w.id;
+  allocate_ram(transfers_[tid].rank, transfers_[tid].handle, transfers_[tid].gdst, &w);
+  const double start = sg4::Engine::get_clock();
+  transfers_[tid].start = start;
+  transfers_[tid].path = numa_->move(transfers_[tid], &w);
+  counters_.thread_copies++;
+  counters_.thread_copy_s += sg4::Engine::get_clock() - t0;
+  transfer_done(tid);
 }
 
 // A GPU copy ended: the later copies that waited for it may start.
@@ -129,13 +224,14 @@ void DataWizard::transfer_done(uint32_t tid) {
     Transfer c;
     const Transfer& t = transfers_[tid];
     c.rank = t.rank, c.handle = t.handle, c.gsrc = t.gsrc, c.gdst = t.gdst, c.mpi = t.mpi, c.recv = t.recv;
-    c.version = t.version, c.start = t.start, c.path = t.path;
+    c.version = t.version, c.start = t.start, c.path = t.path, c.thread = t.thread;
     return c;
   }();
-  account(t0.gsrc, t0.gdst, tile_bytes_, t0.start, t0.path);
+  account(t0.gsrc, t0.gdst, tile_bytes_, t0.start, t0.path, t0.thread);
   if (!t0.mpi && (topo_.mem(t0.gsrc).gpu || topo_.mem(t0.gdst).gpu))
     release_sequential(tid, t0);
-  runners_[runner_of_pair_[static_cast<size_t>(t0.gsrc) * topo_.mem().size() + t0.gdst]].pending--;
+  if (t0.thread < 0)
+    runners_[runner_of_pair_[static_cast<size_t>(t0.gsrc) * topo_.mem().size() + t0.gdst]].pending--;
   if (t0.mpi) {
     counters_.mpi_messages++;
     free_transfers_.push_back(tid);
@@ -155,12 +251,12 @@ void DataWizard::transfer_done(uint32_t tid) {
   free_transfers_.push_back(tid);
 }
 
-void DataWizard::send_message(int src, int dst, uint32_t tile, uint32_t recv) {
+void DataWizard::send_message(int src, int dst, uint32_t tile, uint32_t recv, int src_local) {
   uint32_t tid = new_transfer();
   Transfer& t = transfers_[tid];
   t.rank = dst;
   t.handle = handle(dst, tile);
-  t.gsrc = global(src, topo_.home(src));
+  t.gsrc = global(src, src_local);
   t.gdst = global(dst, topo_.home(dst));
   t.mpi = true;
   t.recv = recv;

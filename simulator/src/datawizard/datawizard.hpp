@@ -39,7 +39,15 @@ struct MemState {
   double pending_free = 0; // bytes of evicted dirty replicas whose write-back is under way
   double peak_used = 0;
   int inflight = 0; // copies into this memory under way (their replicas become evictable)
-  int dirty = 0;    // replicas here that are the only valid copy, no write-back submitted
+  // Bytes of device memory obtained with cudaMalloc and not given back with cudaFree (GPU
+  // memories): `chunks - used` are chunks StarPU keeps for reuse (invalidated replicas stay
+  // allocated, freed ones wait in the allocation cache: memalloc.c try_to_find_reusable_mc).
+  double chunks = 0;
+  // The GPU's driver thread is in cudaMalloc/cudaFree until then, and the device's copies wait
+  // (CUDA C Programming Guide, "Implicit Synchronization": a device memory allocation between
+  // two commands of different streams serialises them; cudaFree synchronises the device).
+  double blocked_until = 0;
+  int dirty = 0; // replicas here that are the only valid copy, no write-back submitted
   // GPU replicas allocated here, least recently used first: an intrusive doubly-linked list
   // through DataWizard::lru_prev_/lru_next_ (per slot). Entries only ever enter at the most
   // recent end, so the order is the one of a set sorted by a use counter (StarPU's mc_list with
@@ -84,17 +92,22 @@ struct Transfer {
   int32_t prio = 0;              // priority of the requesting task (orders the allocation queues)
   uint64_t qseq = 0;             // order of entry into an allocation queue
   std::vector<uint32_t> waiters; // task ids, or kRecvFlag|reception id
+  int thread = -1;               // worker whose thread ran the copy (a memcpy between RAM nodes), -1: none
 };
 
 struct TransferRecord {
   double start, end, bytes;
   int gsrc, gdst;
-  int path; // NumaEffects path id (links crossed)
+  int path;   // NumaEffects path id (links crossed)
+  int thread; // worker whose thread ran the copy, -1: a DMA engine or the MPI thread
 };
 
 struct DataCounters {
   uint64_t transfers = 0, mpi_messages = 0, evictions = 0, overcommits = 0;
   uint64_t eviction_writebacks = 0; // evictions of a sole (dirty) copy, written back to RAM first
+  // StarPU's costs outside the kernels and the copies' transfer time (summary `runtime_costs`).
+  uint64_t thread_copies = 0, pinned_allocs = 0, gpu_mallocs = 0, gpu_frees = 0;
+  double thread_copy_s = 0, pinned_alloc_s = 0, gpu_malloc_s = 0, gpu_free_s = 0;
 };
 
 // What a task's operand on a memory node still needs (fifo_queues.c starpu_st_non_ready_buffers_*;
@@ -108,6 +121,8 @@ public:
   struct Hooks {
     std::function<void(uint32_t waiter)> ready;   // a copy a task (or an MPI send) waited for landed
     std::function<void(uint32_t recv)> delivered; // the network message of reception `recv` landed
+    // A copy between two RAM nodes waits for a thread driving its destination (wake one).
+    std::function<void(int gdst)> ram_copy_queued;
   };
   DataWizard(const Topology& topo, BusModel& bus, LinkClasses& classes, const Dag& dag, const RunConfig& cfg,
              const Progress& progress, Hooks hooks);
@@ -147,8 +162,27 @@ public:
 
   // data_request.cpp
   // Sends version `version` of tile `tile` as an MPI message (reception `recv`, src -> dst rank).
-  void send_message(int src, int dst, uint32_t tile, uint32_t recv);
+  // from the sender's local RAM node `src_local`.
+  void send_message(int src, int dst, uint32_t tile, uint32_t recv, int src_local);
+  int ram_nodes(int rank) const { return nram_[rank]; } // RAM memory nodes: local 0 .. n - 1
   double estimate(int gsrc, int gdst) { return bus_.estimate(gsrc, gdst, tile_bytes_); }
+
+  // Copies between RAM memory nodes are a memcpy by a thread that drives the destination node
+  // (drivers/cpu/driver_cpu.c _starpu_cpu_copy_data): a CPU worker of that NUMA node, or a CUDA
+  // driver, which drives every NUMA node (drivers/cuda/driver_cuda.c, _starpu_worker_drives_memory_node
+  // in the CUDA worker's init). Such a copy waits in its destination's request list until one of
+  // those threads progresses it (datawizard/datawizard.c __starpu_datawizard_progress, at each
+  // turn of the driver loop, between tasks and while a task waits for its inputs).
+  bool drives(const Worker& w, int gdst) const;
+  // Takes the next queued RAM->RAM copy that worker w's thread drives (highest priority, then
+  // request order); -1 if none.
+  int32_t take_ram_copy(const Worker& w);
+  // Runs it in the calling worker's actor (blocking): the destination's allocation if it has none
+  // (pinned: cudaHostAlloc by this thread, pages on its NUMA node), then the memcpy.
+  void run_ram_copy(uint32_t tid, Worker& w);
+  // Pinned host allocations (malloc.c _starpu_malloc_flags_on_node): seconds per MiB, 0 when the
+  // node has no CUDA worker or its description gives no cost.
+  double pinned_cost_per_mib(int rank) const { return pinned_s_per_mib_[rank]; }
 
 private:
   const Topology& topo_;
@@ -172,8 +206,14 @@ private:
   uint64_t pending_evictions_ = 0;       // slots with evicting_ set
   std::vector<uint16_t> prefetch_tasks_; // (handle, local mem) -> queued tasks it was prefetched for
   std::vector<uint8_t> dirty_;           // (handle, local mem) -> counted in MemState::dirty
-  uint64_t pending_dirty_ = 0;           // slots with dirty_ set
-  uint64_t alloc_seq_ = 0;               // order of entry into the GPU allocation queues
+  std::vector<uint8_t> ram_alloc_;       // (handle, local RAM mem) -> a buffer is allocated there
+  std::vector<std::set<AllocKey>> ram_copy_q_; // per global RAM node: copies waiting for a thread
+  std::vector<uint8_t> thread_copies_;         // per global RAM node: its copies are run by threads
+  std::vector<double> pinned_s_per_mib_;       // per rank
+  std::vector<int> nram_;                      // per rank: RAM memory nodes (local 0 .. nram - 1)
+  uint64_t ram_seq_ = 0;
+  uint64_t pending_dirty_ = 0; // slots with dirty_ set
+  uint64_t alloc_seq_ = 0;     // order of entry into the GPU allocation queues
   std::vector<Transfer> transfers_;
   std::vector<uint32_t> free_transfers_;
   // One runner per (source, destination) memory node pair: transfers of a pair are sequential,
@@ -253,6 +293,13 @@ private:
   void set_clean(int rank, uint32_t h, int local);
   void set_dirty(int rank, uint32_t h, int local);
   void tidy(int gmem); // writes dirty replicas back ahead of need (memalloc.c starpu_memchunk_tidy)
+  // cudaMalloc / cudaFree of one tile on GPU memory gmem by its driver thread: the device's copies
+  // wait until it ends; returns when it ends.
+  double gpu_alloc_call(int gmem, double cost);
+  void gpu_free_chunk(int gmem); // a replica freed by the generic reclaim: its chunk is cudaFree'd
+  // The first buffer of handle h on RAM node gdst, allocated by `thread` (blocking: pinned cost).
+  void allocate_ram(int rank, uint32_t h, int gdst, const Worker* thread);
+  const Worker* driver_of(int gpu_gmem) const; // the CUDA worker driving a GPU memory node
 
   // data_request.cpp
   uint32_t new_transfer();
@@ -262,7 +309,7 @@ private:
   void runner_loop(int rid);
   void transfer_done(uint32_t tid);
   void release_sequential(uint32_t tid, const Transfer& t0);
-  void account(int gsrc, int gdst, double bytes, double start, int path);
+  void account(int gsrc, int gdst, double bytes, double start, int path, int thread);
 };
 
 } // namespace numasim

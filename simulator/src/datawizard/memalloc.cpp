@@ -110,6 +110,31 @@ void DataWizard::make_room(int gmem, double need, bool for_prefetch) {
     }
     drop_replica(rank, victim, local);
     counters_.evictions++;
+    gpu_free_chunk(gmem);
+  }
+}
+
+// The GPU's driver thread calls cudaMalloc or cudaFree: calls on one device follow each other,
+// and the device's copies wait until the call ends (MemState::blocked_until; its CUDA worker
+// launches nothing meanwhile: Simulation::execute).
+double DataWizard::gpu_alloc_call(int gmem, double cost) {
+  MemState& m = ms_[gmem];
+  m.blocked_until = std::max(m.blocked_until, sg4::Engine::get_clock()) + cost;
+  return m.blocked_until;
+}
+
+void DataWizard::gpu_free_chunk(int gmem) {
+  // The generic reclaim frees the victim's chunk (memalloc.c _starpu_memory_reclaim_generic ->
+  // free_potentially_in_use_mc -> do_free_mem_chunk -> driver_cuda.c _starpu_cuda_free_on_node:
+  // cudaFree, which synchronises the device); the allocation that needed the room then calls
+  // cudaMalloc. Reusing a clean chunk in place (try_to_reuse_potentially_in_use_mc) frees nothing.
+  const MemNode& n = topo_.mem(gmem);
+  MemState& m = ms_[gmem];
+  m.chunks -= tile_bytes_;
+  if (n.free_s > 0) {
+    gpu_alloc_call(gmem, n.free_s);
+    counters_.gpu_frees++;
+    counters_.gpu_free_s += n.free_s;
   }
 }
 
@@ -123,6 +148,17 @@ void DataWizard::start_waiting(int gmem, std::set<AllocKey>& q, std::set<AllocKe
     counters_.overcommits++;
   m.used += tile_bytes_;
   m.peak_used = std::max(m.peak_used, m.used);
+  if (m.used > m.chunks + tile_bytes_ / 2) {
+    // No chunk to reuse (memalloc.c _starpu_allocate_interface: try_to_find_reusable_mc, then the
+    // driver's allocation, drivers/cuda/driver_cuda.c _starpu_cuda_malloc_on_node: cudaMemGetInfo
+    // + cudaMalloc) by the GPU's driver thread, which handles the request; the copy waits for it.
+    m.chunks += tile_bytes_;
+    if (n.malloc_s > 0) {
+      gpu_alloc_call(gmem, n.malloc_s);
+      counters_.gpu_mallocs++;
+      counters_.gpu_malloc_s += n.malloc_s;
+    }
+  }
   Transfer& t = transfers_[tid];
   t.queued = 0;
   size_t s = slot(t.handle, n.local);
@@ -295,6 +331,7 @@ void DataWizard::finish_eviction(int rank, uint32_t h) {
     if ((valid & bit) && (valid & ~bit) && pins_[s] == 0 && fetch_id_[s] < 0) {
       drop_replica(rank, h, l);
       counters_.evictions++;
+      gpu_free_chunk(g);
     }
     serve_waiting(g);
   }

@@ -10,14 +10,29 @@ namespace numasim {
 MpiRuntime::MpiRuntime(const Topology& topo, const Dag& dag, DataWizard& data, const RunConfig& cfg,
                        const Progress& progress, std::function<void(uint32_t r)> received)
     : topo_(topo), dag_(dag), data_(data), cfg_(cfg), progress_(progress), received_(std::move(received)),
-      threads_(topo.nranks()), recv_state_(dag.receptions.size(), 0) {}
+      threads_(topo.nranks()), recv_state_(dag.receptions.size(), 0), send_node_(dag.receptions.size(), -1) {}
 
 void MpiRuntime::trigger(uint32_t r) {
-  // The owner sends once its copy is in RAM (StarPU-MPI acquires the data on the main RAM node).
+  // The owner sends once its copy is in RAM. The StarPU-MPI of the study's era acquires the data
+  // on STARPU_MAIN_RAM, so with STARPU_USE_NUMA a tile valid on another NUMA node is first copied
+  // there. StarPU 1.4.10 sends from the first RAM node holding a valid copy, STARPU_MAIN_RAM
+  // first, and otherwise fetches it into STARPU_MAIN_RAM (the least loaded node, RAM not being
+  // limited: mpi/src/starpu_mpi.c _starpu_mpi_choose_node, sending branch; `_starpu_mpi_has_cuda`
+  // is off with a network that is not CUDA-aware). Receptions go to STARPU_MAIN_RAM in both:
+  // 1.4.10 receives where the handle is already allocated, STARPU_MAIN_RAM first, which the first
+  // reception allocated.
   const Reception& rc = dag_.receptions[r];
   recv_state_[r] = kRecvTriggered;
   uint32_t h = data_.handle(rc.src, rc.tile);
-  if (data_.valid_on(rc.src, h, topo_.home(rc.src)))
+  const int home = topo_.home(rc.src);
+  send_node_[r] = static_cast<int8_t>(home);
+  if (cfg_.mpi_choose_node && !data_.valid_on(rc.src, h, home))
+    for (int l = 0; l < data_.ram_nodes(rc.src); l++)
+      if (data_.valid_on(rc.src, h, l)) {
+        send_node_[r] = static_cast<int8_t>(l);
+        break;
+      }
+  if (data_.valid_on(rc.src, h, send_node_[r]))
     enqueue(rc.src, true, r);
   else
     data_.request(rc.src, h, topo_.home(rc.src), kRecvFlag | r);
@@ -49,7 +64,7 @@ void MpiRuntime::progression_loop(int rank) {
     const Reception& rc = dag_.receptions[r];
     if (send) {
       recv_state_[r] = kRecvSent;
-      data_.send_message(rc.src, rc.dst, rc.tile, r);
+      data_.send_message(rc.src, rc.dst, rc.tile, r, send_node_[r]);
     } else {
       data_.receive(rc.dst, data_.handle(rc.dst, rc.tile), rc.version);
       recv_state_[r] = kRecvDone;

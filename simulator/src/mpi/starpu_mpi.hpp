@@ -44,6 +44,7 @@ private:
   std::function<void(uint32_t)> received_;
   std::vector<Thread> threads_;
   std::vector<uint8_t> recv_state_;
+  std::vector<int8_t> send_node_; // per reception: local RAM node the sender sends from
 
   void progression_loop(int rank);
 };

@@ -38,6 +38,9 @@ class RunSpec:
     symbols: str | None = None  # perf-model symbol set: chameleon | starpu-lu (auto-detected if None)
     getrf_on_gpu: bool = False  # getrf_nopiv may run on CUDA workers too (apps/lu --getrf-gpu)
     dag: str = "chameleon"  # submission order and priorities: chameleon | starpu-lu-example
+    # numasim: StarPU-MPI's memory node for sends: main_ram (the StarPU-MPI of the study's era,
+    # the default) | choose_node (StarPU 1.4.10's _starpu_mpi_choose_node); docs/interfaces.md §4
+    mpi_memory_node: str = "main_ram"
     simgrid_cfg: list[str] = field(default_factory=list)  # SimGrid options KEY:VALUE (numasim)
     trace: Path | None = None
     transfers: Path | None = None

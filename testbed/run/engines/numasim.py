@@ -144,6 +144,8 @@ def run_description(spec: RunSpec, pdir: Path, workdir: Path | None = None) -> d
         "getrf_on_cuda": spec.getrf_on_gpu,
         "dag": spec.dag,
     }
+    if spec.mpi_memory_node != "main_ram":  # numasim's default is the study's
+        desc["mpi"] = {"memory_node": spec.mpi_memory_node}
     if spec.trace:
         desc["trace"] = str(Path(spec.trace).resolve())
     if spec.transfers:
