@@ -15,6 +15,7 @@ import importlib
 import sys
 
 from testbed.common import logs
+from testbed.common.arguments import Parser
 from testbed.common.errors import InputError
 
 #: subcommand -> (module, one-line help)
@@ -65,8 +66,7 @@ def _defaults_shown(parser: argparse.ArgumentParser) -> None:
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser; only `command`'s module is imported (pandas, scipy, ... cost seconds)."""
-    parser = argparse.ArgumentParser(prog="testbed", description=__doc__.splitlines()[0],
-                                     formatter_class=HelpFormatter)
+    parser = Parser(prog="testbed", description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
     parser.add_argument("--version", action=_Version,
                         help="print the version and the commit, and exit")
     loud = parser.add_mutually_exclusive_group()
@@ -101,9 +101,9 @@ class _Version(argparse.Action):
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     command = next((a for a in argv if not a.startswith("-")), None)
-    args = build_parser(command).parse_args(argv)
-    logs.setup(args.verbosity)
     try:
+        args = build_parser(command).parse_args(argv)
+        logs.setup(args.verbosity)
         return int(args._run(args) or 0)
     except InputError as exc:
         print(f"error: {exc.message()}", file=sys.stderr)
@@ -117,6 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # the environment: disk full, permissions, a missing build
         print(f"error: {os_error_line(exc)}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C: outputs were cleaned up on the way out (common/atomic.py)
+        print(f"error: testbed {command}: interrupted" if command else "error: interrupted", file=sys.stderr)
+        return 130
 
 
 def os_error_line(exc: OSError) -> str:

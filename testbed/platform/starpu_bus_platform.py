@@ -31,7 +31,6 @@ machine) or ``--starpu-dir DIR --out FILE`` (a `testbed platform` starpu/ direct
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 import xml.etree.ElementTree as ET
@@ -267,7 +266,9 @@ def write_platform(tree: ET.ElementTree, out: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    from testbed.common.arguments import Parser
+
+    p = Parser(prog="python -m testbed.platform.starpu_bus_platform", description=__doc__.split("\n\n")[0])
     p.add_argument("--sampling", type=Path, help="a StarPU sampling directory (one machine)")
     p.add_argument("--host", help="STARPU_HOSTNAME of the bus files in --sampling")
     p.add_argument("--node", help="node name in the output (default: the host)")
