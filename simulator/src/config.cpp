@@ -3,10 +3,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <limits>
 #include <set>
 #include <sstream>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <xbt/log.h>
 
@@ -51,16 +54,19 @@ double nonnegative(double v, const std::string& file, const std::string& key, co
     throw InputError(file, key, "a number >= 0, got '" + text + "'");
   return v;
 }
-int count_or_default(long v, const std::string& file, const std::string& key, const std::string& text) {
-  if (v < -1 || v > 1000000)
-    throw InputError(file, key, "a count >= 0 (or -1: StarPU's default), got '" + text + "'");
+// StarPU reads counts and ids with starpu_get_env_number (include/starpu_helper.h), which asserts
+// "cannot be negative": -1 is only its internal "not set", never a value a user may give
+// (testbed/starpu/variables.py refuses the same values for every engine).
+int count_of(long v, const std::string& file, const std::string& key, const std::string& text) {
+  if (v < 0 || v > 1000000)
+    throw InputError(file, key, "a count in 0..1000000 (StarPU asserts >= 0), got '" + text + "'");
   return static_cast<int>(v);
 }
-// -1 (StarPU's "not set") or an id; larger values would wrap when narrowed to int.
+// An id; larger values would wrap when narrowed to int.
 int cpu_id(const std::string& s, const std::string& file, const std::string& key) {
   long v = parse_int(s, file, key, "a CPU id");
-  if (v < -1 || v > kMaxCpuId)
-    throw InputError(file, key, "a CPU id in 0.." + std::to_string(kMaxCpuId) + " (or -1), got '" + s + "'");
+  if (v < 0 || v > kMaxCpuId)
+    throw InputError(file, key, "a CPU id in 0.." + std::to_string(kMaxCpuId) + ", got '" + s + "'");
   return static_cast<int>(v);
 }
 bool parse_bool01(const std::string& s, const std::string& file, const std::string& key) {
@@ -163,6 +169,23 @@ bool inert_variable(const std::string& k) {
                                               "STARPU_ENABLE_STATS"};
   return inert.count(k) > 0;
 }
+// Inert variables that StarPU reads as integers (starpu_get_env_number, include/starpu_helper.h:
+// strtol to the end, "must contain an integer" then STARPU_ABORT, a negative value asserts): a
+// value StarPU would abort on is refused as StarPU-SimGrid refuses it. An empty string is 0 there.
+void check_inert_integer(const std::string& k, const std::string& v, const std::string& file,
+                         const std::string& key) {
+  static const std::set<std::string> integers = {
+      "STARPU_SILENT",    "STARPU_CALIBRATE",    "STARPU_FXT_TRACE",        "STARPU_WORKER_STATS",
+      "STARPU_BUS_STATS", "STARPU_MEMORY_STATS", "STARPU_PROFILING",        "STARPU_MALLOC_SIMULATION_FOLD",
+      "STARPU_MPI_STATS", "STARPU_COMM_STATS",   "STARPU_DISPLAY_BINDINGS", "STARPU_ENABLE_STATS"};
+  if (!integers.count(k) || v.empty())
+    return;
+  long n = parse_int(v, file, key, "an integer (StarPU aborts otherwise)");
+  if (n < 0 || n > std::numeric_limits<int>::max())
+    throw InputError(file, key,
+                     "an integer in 0.." + std::to_string(std::numeric_limits<int>::max()) +
+                         " (StarPU aborts otherwise), got '" + v + "'");
+}
 
 Scheduler parse_sched(const std::string& v, const std::string& file, const std::string& key) {
   if (v == "dmda")
@@ -213,13 +236,13 @@ bool set_runtime_variable(StarpuEnv& e, const std::string& k, const std::string&
 // Worker counts and thread binding (numasim: topology.cpp); false if `k` is none of them.
 bool set_thread_variable(StarpuEnv& e, const std::string& k, const std::string& v, const std::string& file,
                          const std::string& key) {
-  // -1 is StarPU's "as many as there are" (the default); other negative counts are errors.
+  // Unset (-1 in StarpuEnv) is StarPU's "as many as there are"; a given count is >= 0 (count_of).
   if (k == "STARPU_NCPU" || k == "STARPU_NCPUS")
-    e.ncpu = count_or_default(parse_int(v, file, key, "an integer"), file, key, v);
+    e.ncpu = count_of(parse_int(v, file, key, "an integer"), file, key, v);
   else if (k == "STARPU_NCUDA")
-    e.ncuda = count_or_default(parse_int(v, file, key, "an integer"), file, key, v);
+    e.ncuda = count_of(parse_int(v, file, key, "an integer"), file, key, v);
   else if (k == "STARPU_RESERVE_NCPU")
-    e.reserve_ncpu = count_or_default(parse_int(v, file, key, "an integer"), file, key, v);
+    e.reserve_ncpu = count_of(parse_int(v, file, key, "an integer"), file, key, v);
   else if (k == "STARPU_WORKERS_CPUID")
     e.workers_cpuid = parse_cpuid_list(v, file, key);
   else if (k == "STARPU_WORKERS_CUDAID")
@@ -240,9 +263,12 @@ StarpuEnv parse_starpu_env(const std::map<std::string, std::string>& env, const 
   StarpuEnv e;
   for (const auto& [k, v] : env) {
     std::string key = "env." + k;
-    if (set_runtime_variable(e, k, v, file, key) || set_thread_variable(e, k, v, file, key) ||
-        inert_variable(k))
+    if (set_runtime_variable(e, k, v, file, key) || set_thread_variable(e, k, v, file, key))
       continue;
+    if (inert_variable(k)) {
+      check_inert_integer(k, v, file, key);
+      continue;
+    }
     throw InputError(file, key,
                      "a StarPU variable numasim interprets (STARPU_SCHED, STARPU_SCHED_ALPHA/BETA/GAMMA, "
                      "STARPU_PREFETCH, STARPU_CUDA_PIPELINE, STARPU_USE_NUMA, STARPU_NCPU, STARPU_NCUDA, "
@@ -270,11 +296,12 @@ double num_at(const std::string& file, const Json& parent, const std::string& ke
     throw InputError(file, where + key, "a number");
   return v->number;
 }
-// Env values: strings, or numbers/booleans written for convenience; a list or object is a mistake.
+// Env values are strings, as environment variables are: a number's text would be JSON's, not the
+// user's (1e3, 1.0, true), which StarPU would have read differently or aborted on.
 std::string env_value(const std::string& file, const Json& v, const std::string& key) {
-  if (v.type != Json::Type::String && v.type != Json::Type::Number && v.type != Json::Type::Bool)
-    throw InputError(file, key, "a string, number or boolean");
-  return v.scalar_text();
+  if (v.type != Json::Type::String)
+    throw InputError(file, key, "a string (an environment variable's text, e.g. \"1\")");
+  return v.string;
 }
 
 // perfmodels, symbols, dag, getrf_on_cuda
@@ -382,6 +409,7 @@ void read_workload(const Json& j, RunConfig& c) {
   c.n = static_cast<int>(n);
   c.b = static_cast<int>(b);
   c.nt = c.n / c.b;
+  check_memory_need(c.nt, file);
   read_distribution(*w, c);
 }
 
@@ -401,6 +429,12 @@ void read_envs(const Json& j, RunConfig& c) {
     for (const auto& [machine, vars] : pm->object) {
       if (vars.type != Json::Type::Object)
         throw InputError(file, "env_per_machine." + machine, "an object of STARPU_* variables");
+      if (!c.perfmodels.count(machine)) { // a typo would leave the machine's ranks with `env` silently
+        std::string list;
+        for (const auto& [m, dir] : c.perfmodels)
+          list += (list.empty() ? "" : ", ") + m;
+        throw InputError(file, "env_per_machine." + machine, "a machine type of the run (" + list + ")");
+      }
       std::map<std::string, std::string> merged = c.env_raw;
       for (const auto& [k, v] : vars.object) {
         c.env_machine_raw[machine][k] = env_value(file, v, "env_per_machine." + machine + "." + k);
@@ -500,9 +534,7 @@ void RunConfig::resolve_distribution(int nranks) {
         owner[static_cast<size_t>(m) * nt + n2] = (m % p) * q + (n2 % q);
     return;
   }
-  std::ifstream in(dist_path);
-  if (!in)
-    throw InputError(dist_path, "", "a readable tile distribution file (docs/interfaces.md §5)");
+  std::istringstream in(read_input_file(dist_path, "", "a tile distribution file (docs/interfaces.md §5)"));
   std::string line;
   int row = 0;
   while (std::getline(in, line)) {
@@ -526,4 +558,49 @@ void RunConfig::resolve_distribution(int nranks) {
     throw InputError(dist_path, "rows", std::to_string(nt) + " rows, got " + std::to_string(row));
 }
 
+void check_cfg_option(const std::string& arg) {
+  const std::string opt = arg.substr(std::string("--cfg=").size());
+  size_t colon = opt.find(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == opt.size())
+    throw InputError("--cfg", opt, "KEY:VALUE (a SimGrid option, e.g. network/model:SMPI)");
+  const std::string key = opt.substr(0, colon), value = opt.substr(colon + 1);
+  // The models and optimization levels of SimGrid 3.32 (`numasim RUN.json --help-models`).
+  static const std::map<std::string, std::set<std::string>> models = {
+      {"host/model", {"default", "compound", "ptask_L07"}},
+      {"cpu/model", {"Cas01"}},
+      {"network/model", {"LV08", "Constant", "SMPI", "IB", "CM02", "ns-3"}},
+      {"cpu/optim", {"Lazy", "TI", "Full"}},
+      {"network/optim", {"Lazy", "TI", "Full"}}};
+  auto it = models.find(key);
+  if (it != models.end() && !it->second.count(value)) {
+    std::string list;
+    for (const auto& m : it->second)
+      list += (list.empty() ? "" : ", ") + m;
+    throw InputError("--cfg", key, "one of " + list + " (SimGrid's models), got '" + value + "'");
+  }
+}
+
+void check_memory_need(int nt, const std::string& file) {
+  // Peak resident memory of numasim on chifflet-1 (b = 192) grows by 0.126 kB per task between
+  // NT = 40 (22,140 tasks, 43.3 MB) and NT = 80 (173,880 tasks, 62.3 MB), measured with
+  // /usr/bin/time -f %M; 1 kB per task leaves room for larger clusters' queues and copies.
+  constexpr double kBytesPerTask = 1024;
+  const double tasks = static_cast<double>(nt) * (nt + 1) * (2.0 * nt + 1) / 6;
+  const double need = tasks * kBytesPerTask;
+  double have = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  struct rlimit lim {};
+  if (getrlimit(RLIMIT_AS, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY)
+    have = std::min(have, static_cast<double>(lim.rlim_cur));
+  if (have > 0 && need > have) {
+    int fit = 1;
+    while (static_cast<double>(fit + 1) * (fit + 2) * (2.0 * fit + 3) / 6 * kBytesPerTask <= have)
+      fit++;
+    char msg[256];
+    std::snprintf(msg, sizeof msg,
+                  "at most %d tiles per dimension on this machine: n/b = %d is %.3g tasks, ~%.0f GiB of task "
+                  "graph at ~1 kB each, above its %.0f GiB (physical memory or ulimit -v)",
+                  fit, nt, tasks, need / (1 << 30), have / (1 << 30));
+    throw InputError(file, "workload.n/b", msg);
+  }
+}
 } // namespace numasim

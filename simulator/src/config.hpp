@@ -87,4 +87,16 @@ struct RunConfig {
 
 StarpuEnv parse_starpu_env(const std::map<std::string, std::string>& env, const std::string& file);
 
+// A SimGrid option `--cfg=KEY:VALUE` of numasim's command line, checked before SimGrid reads it
+// (InputError naming --cfg otherwise): SimGrid 3.32 aborts on a missing ':' (src/xbt/config.cpp
+// Config::set_parse: "badly formatted", xbt_die) and on a model it does not know
+// (src/surf/surf_interface.cpp find_model_description: "Model 'X' is invalid!", xbt_die).
+void check_cfg_option(const std::string& arg);
+
+// The memory a run's task graph needs, checked before it is built (InputError on workload.n/b):
+// NT(NT+1)(2NT+1)/6 tasks of about kBytesPerTask each, against the machine's physical memory and
+// the process's address-space limit (RLIMIT_AS), so that a size that cannot fit is one line, not
+// std::bad_alloc after minutes.
+void check_memory_need(int nt, const std::string& file);
+
 } // namespace numasim

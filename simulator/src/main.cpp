@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 
 XBT_LOG_NEW_DEFAULT_SUBCATEGORY(numasim_main, numasim, "numasim main");
 
@@ -94,8 +95,18 @@ int main(int argc, char** argv) {
   }
   try {
     auto cfg = numasim::RunConfig::from_json(numasim::load_json_file(run_file), run_file);
+    for (const char* a : sg_args)
+      if (!std::strncmp(a, "--cfg=", 6))
+        numasim::check_cfg_option(a);
     int sg_argc = static_cast<int>(sg_args.size());
-    simgrid::s4u::Engine engine(&sg_argc, sg_args.data());
+    std::unique_ptr<simgrid::s4u::Engine> owned;
+    try {
+      owned = std::make_unique<simgrid::s4u::Engine>(&sg_argc, sg_args.data());
+    } catch (const std::exception& e) { // an unknown --cfg key: SimGrid's first line, not its list of keys
+      std::string what = e.what();
+      throw numasim::InputError("--cfg", "", "a SimGrid option (" + what.substr(0, what.find('\n')) + ")");
+    }
+    simgrid::s4u::Engine& engine = *owned;
     numasim::Simulation sim(engine, cfg);
     numasim::Summary s = sim.run();
     if (!cfg.trace.empty())

@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from testbed.common.errors import InputError
+from testbed.common.inputs import TABLE_BYTES, read_input_text
 
 #: columns every runs table has, besides the factor letters
 RUN_COLUMNS = [
@@ -86,15 +87,12 @@ def _check_value(path: Path, row: int, line: int, column: str, text: str) -> Non
         raise _row_error(path, row, line, column, "a non-empty value")
 
 
-def read_runs(path: str | Path) -> pd.DataFrame:
-    """Read and validate a runs table; InputError names the first bad row."""
+def read_runs(path: str | Path, key: str | None = None) -> pd.DataFrame:
+    """Read and validate a runs table (`key`: the option that named it); InputError names the
+    first bad row. A regular file of bounded size (testbed/common/inputs.py), UTF-8 with or
+    without the byte-order mark spreadsheet programs write."""
+    text = read_input_text(path, key, "a runs table (CSV)", TABLE_BYTES)
     path = Path(path)
-    if not path.exists():
-        raise InputError(path, None, "an existing runs table (CSV)")
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(path, None, f"UTF-8 text (byte {exc.start} is not)") from None
     with io.StringIO(text, newline="") as fh:
         reader = csv.reader(fh)
         try:
@@ -174,7 +172,7 @@ def write_runs(rows: list[dict], fh) -> None:
 
 def concat_runs(paths: list[str | Path], fh) -> int:
     """Concatenate validated batch tables into one runs table; returns the number of runs."""
-    frames = [read_runs(p) for p in paths]
+    frames = [read_runs(p, "--merge") for p in paths]
     headers = {tuple(f.columns) for f in frames}
     if len(headers) != 1:
         raise InputError(paths[0], "header", "the same columns in every batch")

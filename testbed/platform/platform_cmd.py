@@ -27,6 +27,7 @@ from pathlib import Path
 
 from testbed.common.atomic import atomic_dir, atomic_file, check_output_dir
 from testbed.common.errors import InputError
+from testbed.common.inputs import XML_BYTES, read_input_bytes
 from testbed.common.outputs import Out, check_distinct
 from testbed.describe.hwloc_xml import describe_local, write_topology
 from testbed.describe.machines import Cluster, load_cluster
@@ -180,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.describe_local:
         if args.hwloc_xml:
-            xml = Path(args.hwloc_xml).read_bytes()
+            xml = read_input_bytes(args.hwloc_xml, "--hwloc-xml", "an hwloc XML file (lstopo --of xml)", XML_BYTES)
         else:
             xml = subprocess.run(["lstopo", "--of", "xml"], check=True, capture_output=True).stdout
         text = describe_local(xml, name=out.stem, kernels=args.kernels)

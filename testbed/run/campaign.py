@@ -23,6 +23,7 @@ import pandas as pd
 from testbed.analyze.runs_table import concat_runs, factor_columns, read_runs, write_runs
 from testbed.common.atomic import atomic_file, check_output_file
 from testbed.common.errors import InputError
+from testbed.common.inputs import TABLE_BYTES, check_repeated_inputs, read_input_text
 from testbed.common.outputs import Out, check_distinct, file_lock
 from testbed.describe.machines import load_cluster
 from testbed.run.engines import RunSpec
@@ -36,10 +37,11 @@ DESIGN_REQUIRED = ["experiment", "run", "order", "batch", "config", "repetition"
 
 
 def read_design(path: str | Path) -> pd.DataFrame:
-    path = Path(path)
-    if not path.exists():
-        raise InputError(path, None, "an existing design table (testbed design)")
-    table = pd.read_csv(path, dtype={"distribution": str, "env": str})
+    text = read_input_text(path, "--design", "a design table (testbed design)", TABLE_BYTES)
+    try:
+        table = pd.read_csv(io.StringIO(text), dtype={"distribution": str, "env": str})
+    except (ValueError, pd.errors.ParserError) as exc:
+        raise InputError(path, "--design", f"a design table, CSV ({' '.join(str(exc).split())})") from None
     missing = [c for c in DESIGN_REQUIRED if c not in table.columns]
     if missing:
         raise InputError(path, "header", f"design columns {', '.join(missing)}")
@@ -141,6 +143,7 @@ def _header(columns: list[str]) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     if args.merge:
+        check_repeated_inputs("--merge", args.merge)
         check_distinct([("--merge", m) for m in args.merge], [Out("--out", args.out)])
         with atomic_file(args.out, option="--out") as fh:
             count = concat_runs(args.merge, fh)

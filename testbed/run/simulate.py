@@ -12,6 +12,7 @@ from pathlib import Path
 from testbed.common.errors import InputError
 from testbed.run.engines import ENGINES, RunSpec
 from testbed.run.workload import limits_problem, size_problem
+from testbed.starpu.variables import check_env
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,12 @@ def check_spec(spec: RunSpec) -> None:
     problem = size_problem(spec.n, spec.b) or limits_problem(spec.n, spec.b)
     if problem:
         raise InputError(None, "--n/--b", problem)
+    if spec.platform_dir is not None and not Path(spec.platform_dir).is_dir():
+        raise InputError(str(spec.platform_dir), "--platform-dir", "an existing directory written by `testbed platform`")
+    # StarPU's variables as StarPU parses them, the same for every engine (numasim included).
+    check_env(spec.env)
+    for machine, env in spec.env_per_machine.items():
+        check_env(env, f"env_per_machine.{machine}")
 
 
 def header(spec: RunSpec) -> dict:

@@ -2,8 +2,10 @@
 real StarPU (the real and starpu-simgrid engines) reads them: StarPU aborts on a value it cannot
 parse (include/starpu_helper.h starpu_get_env_number: "must contain an integer", then
 STARPU_ABORT; a negative integer fails STARPU_ASSERT_MSG), reads NaN as a scheduler weight, and
-falls back to its default scheduler when STARPU_SCHED names none of its policies. numasim checks
-its own run description the same way (simulator/src/config.cpp parse_starpu_env).
+falls back to its default scheduler when STARPU_SCHED names none of its policies. Every engine
+checks a run's variables here before it starts (testbed/run/simulate.py check_spec), so a value
+StarPU-SimGrid or the real StarPU would abort on is refused by the numasim engine too; numasim
+checks its own run description the same way (simulator/src/config.cpp parse_starpu_env).
 """
 
 from __future__ import annotations
@@ -41,7 +43,10 @@ SCHEDULERS = frozenset({
 })
 MAX_INT = 2**31 - 1  # StarPU narrows the long to an int
 MAX_ID = 65535  # as numasim (simulator/src/config.cpp kMaxCpuId): far above STARPU_NMAXWORKERS
-_INTEGER = re.compile(r"\s*\+?[0-9]+")
+_INTEGER = re.compile(r"\s*[+-]?[0-9]+")  # strtol: leading blanks, a sign, digits, nothing after
+#: strtof's decimal form (include/starpu_helper.h starpu_get_env_float_default): leading blanks, nothing
+#: after (StarPU aborts on "1 " or "1_0", which Python's float() reads; hexadecimal floats are refused too)
+_FLOAT = re.compile(r"\s*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 _ID_ITEM = re.compile(r"([0-9]+)(?:-([0-9]*))?")
 
 
@@ -51,11 +56,11 @@ def check_value(var: str, value: str, key: str) -> None:
         raise InputError(None, key, "a value without NUL bytes")
     if var in INTEGER:
         # strtol accepts leading blanks and an empty string (0); StarPU asserts the value >= 0
-        if value and (not _INTEGER.fullmatch(value) or int(value) > MAX_INT):
+        if value and (not _INTEGER.fullmatch(value) or not 0 <= int(value) <= MAX_INT):
             raise InputError(None, key, f"an integer in 0..{MAX_INT} (StarPU aborts otherwise), got {value!r}")
     elif var in FLOAT:
         try:
-            number = float(value)
+            number = float(value) if _FLOAT.fullmatch(value) else math.nan
         except ValueError:
             number = math.nan
         if not math.isfinite(number) or number < 0:
