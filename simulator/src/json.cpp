@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 
@@ -168,6 +169,29 @@ Json parse_json(const std::string& text, const std::string& file) {
                         /*ignore_comments=*/false))
     throw InputError(file, builder.error_key, builder.error_expected);
   return root;
+}
+
+std::string read_input_file(const std::string& path, const std::string& key, const std::string& what,
+                            size_t limit) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw InputError(path, key,
+                     what + " (a regular file; " +
+                         (std::filesystem::exists(path, ec) ? "not a directory or a device" : "missing") +
+                         ")");
+  if (std::filesystem::file_size(path, ec) > limit || ec)
+    throw InputError(path, key, what + " of at most " + std::to_string(limit >> 20) + " MiB");
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw InputError(path, key, what + " (readable)");
+  std::string text;
+  char buf[65536];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    text.append(buf, static_cast<size_t>(in.gcount()));
+    if (text.size() > limit) // it grew while read
+      throw InputError(path, key, what + " of at most " + std::to_string(limit >> 20) + " MiB");
+  }
+  return text;
 }
 
 Json load_json_file(const std::string& path) {

@@ -40,6 +40,14 @@ struct Json {
 constexpr size_t kMaxJsonDepth = 64;
 // Largest run description read: they are a few KB; this stops /dev/zero or a wrong file early.
 constexpr size_t kMaxJsonBytes = 16 << 20;
+// Largest perf-model or distribution file read: a StarPU history model is ~100 kB, a distribution
+// of 4096 x 4096 tiles ~50 MB; a link to /dev/zero must not be read until memory runs out.
+constexpr size_t kMaxInputBytes = 64 << 20;
+
+// The text of an input file that must be a regular file (a link is followed) of at most `limit`
+// bytes, checked before reading; InputError(path, key, what) otherwise.
+std::string read_input_file(const std::string& path, const std::string& key, const std::string& what,
+                            size_t limit = kMaxInputBytes);
 
 // Parses `text`; on any error throws InputError(file, <where>, <what was expected>).
 Json parse_json(const std::string& text, const std::string& file);

@@ -1,5 +1,6 @@
 #include "perfmodel.hpp"
 #include "error.hpp"
+#include "json.hpp"
 
 #include <cmath>
 #include <cstdlib>
@@ -172,14 +173,10 @@ PerfModel PerfModel::parse(const std::string& text, const std::string& path, con
 PerfModel PerfModel::load(const std::string& sampling_dir, const std::string& symbol,
                           const std::string& host) {
   std::string path = sampling_dir + "/codelets/45/" + symbol + "." + host;
-  std::ifstream f(path);
-  if (!f)
-    throw InputError(path, "perfmodels",
-                     "a StarPU performance model for symbol '" + symbol + "' on host '" + host +
-                         "' (file missing)");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return parse(ss.str(), path, symbol);
+  return parse(
+      read_input_file(path, "perfmodels",
+                      "a StarPU performance model for symbol '" + symbol + "' on host '" + host + "'"),
+      path, symbol);
 }
 
 const ArchModel* PerfModel::arch(int devtype, int devid, int ncores) const {

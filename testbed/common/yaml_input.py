@@ -145,7 +145,10 @@ def load_yaml(file: str | Path, text: str | None = None) -> Any:
     naming the file, the key and what was expected."""
     file = Path(file)
     if text is None:
+        from testbed.common.inputs import check_input_file
+
         try:
+            check_input_file(file, None, "a YAML file", MAX_BYTES)
             with open(file, "rb") as fh:
                 raw = fh.read(MAX_BYTES + 1)
         except OSError as exc:

@@ -153,6 +153,9 @@ def write_heterogeneous(path: str | Path, nt: int, speeds: Sequence[float]) -> P
 
 def read_distribution(path: str | Path, nt: int | None = None, nodes: int | None = None) -> Owners:
     """Read and validate a distribution file (square, ranks in [0, nodes))."""
+    from testbed.common.inputs import check_input_file
+
+    check_input_file(path, "file", "a distribution file")
     path = Path(path)
     try:
         text = path.read_text()

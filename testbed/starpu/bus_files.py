@@ -186,8 +186,11 @@ def write_bus_files(machine: Machine, bus: Path) -> None:
 
 
 def _text(path: Path) -> str:
+    from testbed.common.inputs import MODEL_BYTES, read_input_bytes
+
+    data = read_input_bytes(path, None, "a StarPU bus file", MODEL_BYTES)
     try:
-        return path.read_text()
+        return data.decode()
     except UnicodeDecodeError as e:
         raise InputError(path, f"byte {e.start}", "UTF-8 text (a StarPU bus file)") from None
 

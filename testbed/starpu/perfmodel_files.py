@@ -190,9 +190,11 @@ def read_model(path: str | Path) -> list[ArchModel]:
     """Parse a history-based model file (one device per combination, as LU models are);
     a damaged or foreign file is an InputError naming it."""
     from testbed.common.errors import InputError
+    from testbed.common.inputs import MODEL_BYTES, read_input_bytes
 
+    data = read_input_bytes(path, "model", "a StarPU history-based performance model", MODEL_BYTES)
     try:
-        return _parse_model(_data_lines(Path(path).read_text()), path)
+        return _parse_model(_data_lines(data.decode()), path)
     except (StopIteration, IndexError, UnicodeDecodeError):
         raise InputError(path, "model", "a StarPU history-based performance model (format 45), complete") from None
     except ValueError as exc:

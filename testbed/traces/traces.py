@@ -48,8 +48,9 @@ def worker_sort_key(resource: str) -> tuple:
 def _read_csv(path: Path, what: str):
     import pandas as pd
 
-    if not path.is_file():
-        raise InputError(path, what, "an existing CSV file")
+    from testbed.common.inputs import check_input_file
+
+    check_input_file(path, what, "a CSV file")  # regular, bounded (a link to /dev/zero is refused)
     try:
         return pd.read_csv(path)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
