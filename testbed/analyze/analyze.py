@@ -412,6 +412,11 @@ def tables_into(t: Path, runs_path: str | Path, p_max: float = 0.05, min_varianc
         raise InputError(runs_path, "factor columns", "at least one factor taking both levels -1 and 1")
     if runs.groupby(factors).ngroups < 2 ** len(factors) and len(runs) < 2:
         raise InputError(runs_path, "rows", "at least two runs")
+    makespans = runs["makespan_s"].to_numpy(dtype=float)
+    if (makespans == makespans[0]).all():
+        # nothing to analyse: F tests would divide sums of squares of rounding noise (1e-28)
+        raise InputError(runs_path, "makespan_s", f"makespans that differ between runs, all {len(runs)} are "
+                                                  f"{makespans[0]:.6g} s (did the factors reach the engine?)")
     anova, facts = anova_table(runs, factors, p_max, min_variance_pct)
     summary = summary_table(runs, factors)
     effects = effects_table(runs, factors)

@@ -205,8 +205,18 @@ def _schema_error(file: Path, err: jsonschema.ValidationError) -> InputError:
         want = err.validator_value if isinstance(err.validator_value, str) else " or ".join(err.validator_value)
         if want == "object" and path and isinstance(err.instance, (int, float)):
             want = "a mapping {value: ..., source: ...} or {value: ..., derived: ...}"
-        return InputError(file, key_path(path), f"{want}, got {err.instance!r}")
-    return InputError(file, key_path(path), f"{err.message}")
+        return InputError(file, key_path(path), f"{want}, got {_shown(err.instance)}")
+    return InputError(file, key_path(path), f"{err.message}" if path or isinstance(err.instance, dict) else
+                      f"a mapping (a {file.suffix or 'YAML'} description), got {_shown(err.instance)}")
+
+
+def _shown(value: Any) -> str:
+    """A value for an error message: short scalars as written; a long text (a file that is not a
+    description at all, /etc/passwd) by its type only, never its contents."""
+    if isinstance(value, (dict, list)):
+        return f"a {'mapping' if isinstance(value, dict) else 'list'}"
+    text = repr(value)
+    return text if len(text) <= 40 else f"a {type(value).__name__} of {len(text)} characters"
 
 
 # JSON Schema counts 16.0 and 1e300 as integers; an index or count read from YAML as a float then
@@ -315,7 +325,11 @@ def check_range(file: str | Path, key: str, q: dict, positive: bool = False) -> 
 
 
 def _resolve(name_or_path: str | Path, folder: Path, relative_to: Path | None = None) -> Path:
+    """A name of `folder` (NAME -> folder/NAME.yaml) or a path to a YAML file; a path without the
+    .yaml suffix (`../../etc/passwd`) is refused before it is read."""
     s = str(name_or_path)
+    if "/" in s and not s.endswith((".yaml", ".yml")):
+        raise InputError(s, None, f"a known name of {folder.name}/ or a path to a .yaml file")
     if s.endswith((".yaml", ".yml")) or "/" in s:
         p = Path(s)
         if not p.is_absolute() and relative_to is not None and (relative_to / p).exists():
@@ -438,6 +452,8 @@ def parse_machine(data: Any, file: Path) -> Machine:
         )
         for k, n in enumerate(data["nics"])
     ]
+    if data.get("gpu_peer") and not gpus:
+        raise InputError(file, "gpu_peer", "no GPU-to-GPU figures on a machine without gpus (or the gpus it has)")
     gpu_peer = {
         k: BwLat(float(_v(v["bandwidth_Bps"])), float(_v(v["latency_s"]))) for k, v in data.get("gpu_peer", {}).items()
     }
@@ -545,7 +561,10 @@ def _load_cluster(file: Path, given: str | Path | None = None) -> Cluster:
         raise InputError(file, "nodes", f"at most {MAX_CLUSTER_NODES} nodes in all (count)")
     for g, group in enumerate(data["nodes"]):
         ref = group["machine"]
-        mfile = _resolve(ref, MACHINES, file.parent)
+        try:
+            mfile = _resolve(ref, MACHINES, file.parent)
+        except InputError as exc:
+            raise InputError(file, f"nodes[{g}].machine", f"{exc.expected}, got {str(ref)[:80]!r}") from None
         if not mfile.is_file():
             raise InputError(file, f"nodes[{g}].machine", _known_or_file("machine", MACHINES, ref))
         machine = load_machine(mfile)

@@ -141,6 +141,12 @@ def validate_config(config: dict, file: str | Path, cli_strings: bool = False) -
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise InputError(file, "experiments.name", f"unique names, {dupes[0]!r} appears twice")
+    factors = sorted({f for e in config["experiments"] for f in e.get("factors", {})})
+    for i, subset in enumerate(config["analysis"]["boxplots"]):
+        unknown = [f for f in subset if f not in factors]
+        if unknown:  # the workflow would drop the plot silently (workflows/common.smk boxplot_args)
+            raise InputError(file, f"analysis.boxplots.{i}",
+                             f"factors of an experiment ({', '.join(factors)}), got {', '.join(unknown)}")
     for i, name in enumerate(config["sensitivity"]["experiments"]):
         if name not in names:
             raise InputError(file, f"sensitivity.experiments.{i}", f"the name of an experiment ({', '.join(names)}), got {name!r}")
@@ -196,6 +202,7 @@ def check_experiment(exp: dict, file: str | Path = "config") -> None:
     from testbed.describe.machines import load_cluster
     from testbed.run.engines.numasim import ENV_VARIABLES
     from testbed.run.factors import LETTERS
+    from testbed.starpu.variables import check_value
 
     schema = _schema()
     name = exp.get("name", "?")
@@ -226,9 +233,15 @@ def check_experiment(exp: dict, file: str | Path = "config") -> None:
     runs = len(configurations(exp["factors"], exp.get("design", {}), file)) * exp.get("repetitions", 1)
     if exp.get("batches", 1) > runs:
         raise InputError(file, f"{where}.batches", f"at most the number of runs ({runs}){note}, got {exp['batches']}")
+    named = [("env", exp.get("env", {}))] + [(f"factor_env.{f}.{lv}", e[lv]) for f, e in factor_env.items()
+                                             for lv in ("low", "high")]
+    for key, variables in named:  # as StarPU parses them, for every engine (testbed/starpu/variables.py)
+        for var, value in variables.items():
+            try:
+                check_value(var, str(value), f"{where}.{key}.{var}")
+            except InputError as exc:
+                raise InputError(file, exc.key, exc.expected + note) from None
     if exp["engine"] == "numasim":
-        named = [("env", exp.get("env", {}))] + [(f"factor_env.{f}.{lv}", e[lv]) for f, e in factor_env.items()
-                                                 for lv in ("low", "high")]
         for key, variables in named:
             for var in variables:
                 if var not in ENV_VARIABLES:

@@ -115,6 +115,9 @@ def run_description(spec: RunSpec, pdir: Path, workdir: Path | None = None) -> d
 
     xml = pdir / "numasim.xml"
     machines = machine_types(xml)
+    unknown = sorted(set(spec.env_per_machine) - set(machines))
+    if unknown:
+        raise InputError(None, f"env_per_machine.{unknown[0]}", f"a machine type of the cluster ({', '.join(machines)})")
     dirs = model_dirs(spec, pdir, machines)
     # A raw directory's files carry its host name: numasim is told which (docs/interfaces.md §4).
     perfmodels = {m: str(d.dir) if d.host == m else d.as_json() for m, d in dirs.items()}
