@@ -1,0 +1,336 @@
+"""Bad input, one row per case: argument mistakes, StarPU variables, empty values, repeated
+options, directories and devices given as files, numasim's --cfg and memory limit, schemas and
+configs that used to be accepted, interrupts (docs/interfaces.md §7).
+
+Each row runs `testbed` in a folder of its own and expects the contract: exit 2 and one line
+`error: ...` naming what was wrong (the option, key or path as the user gave it), nothing left
+in the folder but what the row put there; or, where the input is valid, exit 0. Beside
+tests/test_fuzz.py, which mutates valid inputs at random, these are the cases found by hand.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+from support.experiments import synthetic_runs
+from support.schedulers import popen_interruptible
+
+from testbed import ROOT
+from testbed.cli import main
+from testbed.common import paths
+from testbed.study.design import design_table
+
+needs_numasim = pytest.mark.skipif(not paths.NUMASIM.exists(), reason="numasim not built (make build)")
+SIM = ["simulate", "--engine", "numasim", "--cluster", "chifflet-1", "--n", "960", "--b", "192"]
+NUMASIM_SPEC = {"name": "syn", "cluster": "chifflet-1", "engine": "numasim",
+                "workload": {"n": 960, "b": 192, "distribution": {"kind": "block-cyclic"}},
+                "factors": {"A": [-1, 1]}, "repetitions": 2, "seed": 1, "batches": 1}
+
+
+def cli(argv: list[str]) -> tuple[int, str]:
+    """`testbed ARGV` in this process: (exit status, stderr)."""
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        try:
+            rc = main(argv)
+        except SystemExit as exc:  # argparse
+            rc = exc.code if isinstance(exc.code, int) else 2
+    return rc, err.getvalue()
+
+
+def files_of(d: Path) -> set[str]:
+    return {str(p.relative_to(d)) for p in d.rglob("*")}
+
+
+# ------------------------------------------------------------------ inputs the rows build
+def runs_csv(d: Path, name: str = "runs.csv", **kw) -> Path:
+    synthetic_runs("AB", reps=2, **kw).to_csv(d / name, index=False)
+    return d / name
+
+
+def constant_runs(d: Path) -> Path:
+    runs = synthetic_runs("AB", reps=2)
+    runs["makespan_s"] = 12.5
+    runs.to_csv(d / "runs.csv", index=False)
+    return d / "runs.csv"
+
+
+def bom_runs(d: Path) -> Path:
+    text = synthetic_runs("AB", reps=2).to_csv(index=False)
+    (d / "runs.csv").write_bytes(b"\xef\xbb\xbf" + text.encode())
+    return d / "runs.csv"
+
+
+def design_csv(d: Path, reps: int = 2) -> Path:
+    design_table({**NUMASIM_SPEC, "repetitions": reps}).to_csv(d / "d.csv", index=False)
+    return d / "d.csv"
+
+
+def machine_yaml(d: Path, base: str, edit: Callable[[dict], None], name: str = "mymachine") -> Path:
+    """A copy of platforms/machines/BASE.yaml named `name`, changed by `edit`, and a one-node cluster of it."""
+    data = yaml.safe_load((ROOT / "platforms" / "machines" / f"{base}.yaml").read_text())
+    data["name"] = name
+    if isinstance(data.get("kernels"), str):
+        data["kernels"] = str(ROOT / data["kernels"])
+    edit(data)
+    (d / f"{name}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    cluster = yaml.safe_load((ROOT / "platforms" / "clusters" / "chifflet-1.yaml").read_text())
+    cluster["name"] = "mycluster"
+    cluster["nodes"] = [{"machine": f"./{name}.yaml", "count": 1}]
+    (d / "mycluster.yaml").write_text(yaml.safe_dump(cluster, sort_keys=False))
+    return d / "mycluster.yaml"
+
+
+def config_yaml(d: Path, edit: Callable[[dict], None]) -> Path:
+    data = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    edit(data)
+    (d / "my.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    return d / "my.yaml"
+
+
+def first_experiment(data: dict) -> dict:
+    return data["experiments"][0]
+
+
+def hwloc_xml(d: Path) -> Path:
+    from testbed.describe.hwloc_xml import write_topology
+    from testbed.describe.machines import load_machine
+
+    write_topology(load_machine("chifflet"), d / "h.xml")
+    return d / "h.xml"
+
+
+@dataclass
+class Row:
+    #: builds the row's files in the folder (the current directory) and returns the command line
+    make: Callable[[Path], list[str]]
+    #: what the one error line must contain (None: the command must succeed)
+    says: tuple[str, ...] | None
+    #: what it must not contain
+    never: tuple[str, ...] = ()
+    numasim: bool = False
+
+
+def argv(*args: str) -> Callable[[Path], list[str]]:
+    return lambda d: list(args)
+
+
+ROWS: dict[str, Row] = {
+    # ---- argument mistakes: one line, not argparse's usage block
+    "simulate --n abc": Row(argv(*SIM[:-4], "--n", "abc", "--b", "192"), ("argument --n", "'abc'")),
+    "unknown subcommand": Row(argv("frobnicate"), ("invalid choice: 'frobnicate'",)),
+    "campaign --batch abc": Row(argv("campaign", "--design", "d.csv", "--batch", "abc", "--out", "o.csv"),
+                                ("argument --batch", "'abc'")),
+    "analyze --p-max x": Row(lambda d: ["analyze", str(runs_csv(d)), "--out", "o", "--p-max", "x"], ("--p-max",)),
+    "design without --out": Row(argv("design", "--config", "config/config.yaml"), ("--out",)),
+    "simulate --engine nope": Row(argv(*SIM[:1], "--engine", "nope"), ("argument --engine", "'nope'")),
+    "simulate --bogus-option": Row(argv(*SIM, "--bogus-option"), ("unrecognized arguments: --bogus-option",)),
+    "sensitivity step unknown": Row(argv("sensitivity", "frob"), ("invalid choice: 'frob'",)),
+    # ---- repeated single-valued options: the last one used to win silently
+    "--n 1 --n 2": Row(argv(*SIM, "--n", "1920"), ("argument --n", "given twice")),
+    "--factors twice": Row(argv(*SIM, "--factors", "A=1", "--factors", "B=1"), ("argument --factors", "given twice")),
+    "campaign --out twice": Row(argv("campaign", "--merge", "a.csv", "--out", "x.csv", "--out", "y.csv"),
+                                ("argument --out", "given twice")),
+    # ---- empty strings: were read as "not given"
+    "simulate --trace ''": Row(argv(*SIM, "--trace", ""), ("argument --trace", "empty")),
+    "simulate --transfers ''": Row(argv(*SIM, "--transfers", ""), ("argument --transfers", "empty")),
+    "simulate --paje ''": Row(argv(*SIM, "--paje", ""), ("argument --paje", "empty")),
+    "simulate --platform-dir ''": Row(argv(*SIM, "--platform-dir", ""), ("argument --platform-dir", "empty")),
+    "analyze --out ''": Row(lambda d: ["analyze", str(runs_csv(d)), "--out", ""], ("argument --out", "empty")),
+    "analyze ''": Row(argv("analyze", "", "--out", "o"), ("argument runs", "empty")),
+    "campaign --merge ... --out ''": Row(lambda d: ["campaign", "--merge", str(runs_csv(d)), "--out", ""],
+                                        ("argument --out", "empty")),
+    "design --out ''": Row(argv("design", "--config", "config/config.yaml", "--experiment", "lille21", "--out", ""),
+                           ("argument --out", "empty")),
+    "trace-starvz --out ''": Row(argv("trace-starvz", "t.csv", "--out", ""), ("argument --out", "empty")),
+    "report --out ' '": Row(argv("report", "--experiment", "a=b", "--out", " "), ("argument --out", "empty")),
+    # ---- StarPU variables StarPU-SimGrid refuses, refused by the numasim engine too
+    "numasim STARPU_CALIBRATE=abc": Row(argv(*SIM, "--env", "STARPU_CALIBRATE=abc"), ("STARPU_CALIBRATE", "'abc'")),
+    "numasim STARPU_NCPU=-1": Row(argv(*SIM, "--env", "STARPU_NCPU=-1"), ("STARPU_NCPU", "'-1'")),
+    "numasim STARPU_WORKERS_CUDAID=": Row(argv(*SIM, "--env", "STARPU_WORKERS_CUDAID="), ("STARPU_WORKERS_CUDAID",)),
+    "numasim STARPU_SILENT=yes": Row(argv(*SIM, "--env", "STARPU_SILENT=yes"), ("STARPU_SILENT",)),
+    "numasim STARPU_PROFILING=-2": Row(argv(*SIM, "--env", "STARPU_PROFILING=-2"), ("STARPU_PROFILING",)),
+    "numasim STARPU_MAIN_THREAD_CPUID=-1": Row(argv(*SIM, "--env", "STARPU_MAIN_THREAD_CPUID=-1"),
+                                                ("STARPU_MAIN_THREAD_CPUID",)),
+    "numasim STARPU_RESERVE_NCPU=-1": Row(argv(*SIM, "--env", "STARPU_RESERVE_NCPU=-1"), ("STARPU_RESERVE_NCPU",)),
+    # ---- a directory or a device where a file is read; paths as the user gave them
+    "platform --hwloc-xml DIR": Row(lambda d: ((d / "adir").mkdir(), ["platform", "--describe-local", "--hwloc-xml",
+                                                                       "adir", "--out", "m.yaml"])[1],
+                                    ("adir", "--hwloc-xml", "directory")),
+    "platform --hwloc-xml missing": Row(argv("platform", "--describe-local", "--hwloc-xml", "nope.xml", "--out", "m.yaml"),
+                                        ("nope.xml", "--hwloc-xml")),
+    "campaign --design DIR": Row(lambda d: ((d / "adir").mkdir(), ["campaign", "--design", "adir", "--batch", "0",
+                                                                    "--out", "o.csv"])[1], ("adir", "--design")),
+    "simulate --platform-dir nope": Row(argv(*SIM, "--platform-dir", "nope"), ("nope: --platform-dir",),
+                                        never=("--cluster", str(ROOT))),
+    "campaign --merge b.csv ./b.csv": Row(lambda d: ["campaign", "--merge", str(runs_csv(d, "b.csv").name), "./b.csv",
+                                                     "--out", "o.csv"], ("./b.csv: --merge", "given twice")),
+    "analyze link to a missing file": Row(lambda d: ((d / "runs.csv").symlink_to("gone.csv"),
+                                                     ["analyze", "runs.csv", "--out", "o"])[1],
+                                          ("runs.csv", "gone.csv")),
+    "analyze /dev/zero": Row(lambda d: ((d / "runs.csv").symlink_to("/dev/zero"), ["analyze", "runs.csv", "--out", "o"])[1],
+                             ("runs.csv", "device")),
+    "campaign --merge /dev/zero": Row(lambda d: ((d / "b.csv").symlink_to("/dev/zero"),
+                                                 ["campaign", "--merge", "b.csv", "--out", "o.csv"])[1],
+                                      ("b.csv", "--merge", "device")),
+    "platform --hwloc-xml /dev/urandom": Row(lambda d: ((d / "h.xml").symlink_to("/dev/urandom"),
+                                                        ["platform", "--describe-local", "--hwloc-xml", "h.xml",
+                                                         "--out", "m.yaml"])[1], ("h.xml", "--hwloc-xml", "device")),
+    "trace-paje /dev/zero": Row(lambda d: ((d / "t.csv").symlink_to("/dev/zero"), ["trace-paje", "t.csv", "--out",
+                                                                                   "t.paje"])[1], ("t.csv", "device")),
+    # ---- numasim: --cfg mistakes and sizes that cannot fit
+    "simulate --cfg frob:1": Row(argv(*SIM, "--cfg", "frob:1"), ("--cfg", "frob"), never=("Existing config keys",),
+                                 numasim=True),
+    "simulate --cfg network/model:Nope": Row(argv(*SIM, "--cfg", "network/model:Nope"), ("--cfg", "network/model", "Nope"),
+                                             numasim=True),
+    "simulate --cfg tracing:": Row(argv(*SIM, "--cfg", "tracing:"), ("--cfg", "KEY:VALUE"), numasim=True),
+    "4096 tiles per dimension": Row(argv(*SIM[:5], "--n", str(4096 * 192), "--b", "192"),
+                                    ("workload.n/b", "tiles per dimension on this machine"), numasim=True),
+    # ---- accepted nonsense
+    "numa: hinting_fault_costs_s (typo)": Row(
+        lambda d: ["platform", "--cluster", str(machine_yaml(d, "chetemi", lambda m: m["numa"].update(
+            hinting_fault_costs_s=m["numa"].pop("hinting_fault_cost_s")))), "--out", "P"],
+        ("numa.hinting_fault_costs_s",)),
+    "numa: frobnicate": Row(
+        lambda d: ["platform", "--cluster", str(machine_yaml(d, "chetemi", lambda m: m["numa"].update(
+            frobnicate={"value": 1, "source": "x"}))), "--out", "P"], ("numa.frobnicate",)),
+    "gpu_peer on a machine without GPUs": Row(
+        lambda d: ["platform", "--cluster", str(machine_yaml(d, "chetemi", lambda m: m.update(
+            gpu_peer=yaml.safe_load((ROOT / "platforms/machines/chifflet.yaml").read_text())["gpu_peer"]))),
+            "--out", "P"], ("gpu_peer",)),
+    "cluster machine: ../../../../etc/passwd": Row(
+        lambda d: (machine_yaml(d, "chetemi", lambda m: None),
+                   (d / "c.yaml").write_text((d / "mycluster.yaml").read_text().replace(
+                       "./mymachine.yaml", "../../../../../../../../etc/passwd")),
+                   ["platform", "--cluster", "c.yaml", "--out", "P"])[2],
+        ("c.yaml", "nodes[0].machine"), never=("root:",)),
+    "cluster machine: a YAML that is not a mapping": Row(
+        lambda d: (machine_yaml(d, "chetemi", lambda m: None),
+                   (d / "mymachine.yaml").write_text("root:x:0:0:root:/root:/bin/bash " * 4 + "\n"),
+                   ["platform", "--cluster", "mycluster.yaml", "--out", "P"])[2],
+        ("mymachine.yaml",), never=("/bin/bash",)),
+    "constant makespans": Row(lambda d: ["analyze", str(constant_runs(d)), "--out", "o"], ("makespan_s", "12.5")),
+    "runs.csv with a UTF-8 byte-order mark": Row(lambda d: ["analyze", str(bom_runs(d)), "--out", "o"], None),
+    "config env STARPU_SCHED_BETA: abc": Row(
+        lambda d: ["design", "--config", str(config_yaml(d, lambda c: first_experiment(c).setdefault("env", {}).update(
+            STARPU_SCHED_BETA="abc"))), "--experiment", "lille21", "--out", "d.csv"],
+        ("env.STARPU_SCHED_BETA", "'abc'")),
+    "config boxplots: [[Q]]": Row(
+        lambda d: ["design", "--config", str(config_yaml(d, lambda c: c.setdefault("analysis", {}).update(
+            boxplots=[["Q"]]))), "--experiment", "lille21", "--out", "d.csv"], ("analysis.boxplots.0", "Q")),
+}
+
+
+@pytest.mark.parametrize("name", list(ROWS))
+def test_bad_input(name: str, tmp_path: Path, monkeypatch) -> None:
+    row = ROWS[name]
+    if row.numasim and not paths.NUMASIM.exists():
+        pytest.skip("numasim not built (make build)")
+    monkeypatch.chdir(tmp_path)
+    if not (tmp_path / "config").exists():
+        (tmp_path / "config").symlink_to(ROOT / "config")
+    argv_ = row.make(tmp_path)
+    before = files_of(tmp_path)
+    rc, err = cli(argv_)
+    errors = [ln for ln in err.strip().splitlines() if ln.startswith("error: ")]
+    assert "Traceback" not in err, err
+    if row.says is None:
+        assert rc == 0, err
+        return
+    assert rc == 2 and len(errors) == 1 and len(err.strip().splitlines()) == 1, f"exit {rc}: {err}"
+    for part in row.says:
+        assert part in errors[0], errors[0]
+    for part in row.never:
+        assert part not in errors[0], errors[0]
+    assert files_of(tmp_path) == before, "the refusal left files behind"
+
+
+# ------------------------------------------------------------------ numasim's own run description
+def numasim_description(tmp_path: Path) -> dict:
+    from testbed.run.engines import RunSpec, platform_dir_for
+    from testbed.run.engines.numasim import run_description
+
+    spec = RunSpec(engine="numasim", cluster="chifflet-1", n=960, b=192)
+    return run_description(spec, platform_dir_for(spec, tmp_path), tmp_path)
+
+
+@needs_numasim
+@pytest.mark.parametrize("change,key", [
+    (lambda r: r["env"].update(STARPU_NCPU=2), "env.STARPU_NCPU"),
+    (lambda r: r["env"].update(STARPU_SCHED_BETA=0.5), "env.STARPU_SCHED_BETA"),
+    (lambda r: r["env"].update(STARPU_CALIBRATE="abc"), "env.STARPU_CALIBRATE"),
+    (lambda r: r["env"].update(STARPU_NCUDA="-1"), "env.STARPU_NCUDA"),
+    (lambda r: r.update(env_per_machine={"chifflett": {"STARPU_NCPU": "2"}}), "env_per_machine.chifflett"),
+], ids=["numeric env value", "numeric float env value", "STARPU_CALIBRATE=abc", "STARPU_NCUDA=-1",
+        "env_per_machine naming no machine"])
+def test_numasim_run_description_refuses(change, key: str, tmp_path: Path) -> None:
+    desc = numasim_description(tmp_path)
+    change(desc)
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps(desc))
+    proc = subprocess.run([str(paths.NUMASIM), str(run)], capture_output=True, text=True, timeout=120)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and key in lines[0], proc.stderr
+
+
+@needs_numasim
+@pytest.mark.parametrize("cfg", ["--cfg=frob:1", "--cfg=nocolon", "--cfg=network/model:Nope", "--cfg=cpu/optim:Fast"])
+def test_numasim_cfg_is_one_line(cfg: str, tmp_path: Path) -> None:
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps(numasim_description(tmp_path)))
+    proc = subprocess.run([str(paths.NUMASIM), str(run), cfg], capture_output=True, text=True, timeout=120)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: --cfg"), proc.stderr
+
+
+# ------------------------------------------------------------------ Ctrl-C
+def interrupted(argv_: list[str], cwd: Path, after: Callable[[str], bool] | float) -> tuple[int, str]:
+    """`testbed ARGV` in a process of its own, sent SIGINT once `after` (a stderr line test, or
+    seconds); (exit status, stderr)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = popen_interruptible([sys.executable, "-m", "testbed", *argv_], cwd=cwd, env=env, text=True,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    err = []
+    if callable(after):
+        for line in proc.stderr:
+            err.append(line)
+            if after(line):
+                break
+    else:
+        time.sleep(after)
+    proc.send_signal(signal.SIGINT)
+    _, rest = proc.communicate(timeout=120)
+    return proc.returncode, "".join(err) + rest
+
+
+@needs_numasim
+@pytest.mark.parametrize("command", ["campaign", "analyze", "platform"])
+def test_ctrl_c_is_one_line_exit_130_and_leaves_nothing(command: str, tmp_path: Path) -> None:
+    if command == "campaign":
+        design_csv(tmp_path, reps=40)
+        argv_, after = ["campaign", "--design", "d.csv", "--batch", "0", "--out", "o.csv"], lambda ln: "run 1/" in ln
+    elif command == "analyze":
+        runs_csv(tmp_path)
+        argv_, after = ["analyze", "runs.csv", "--out", "o"], 1.5
+    else:  # 1,024 chifflet nodes: 20 s of generation on a 2-core machine, interrupted after 3
+        cluster = yaml.safe_load((ROOT / "platforms" / "clusters" / "chifflet-1.yaml").read_text())
+        cluster.update(name="big", nodes=[{"machine": "chifflet", "count": 1024}])
+        (tmp_path / "big.yaml").write_text(yaml.safe_dump(cluster))
+        argv_, after = ["platform", "--cluster", "big.yaml", "--out", "P"], 3.0
+    before = files_of(tmp_path)
+    rc, err = interrupted(argv_, tmp_path, after)
+    errors = [ln for ln in err.splitlines() if ln.startswith("error: ")]
+    assert rc == 130 and "Traceback" not in err and len(errors) == 1 and "interrupted" in errors[0], err
+    assert files_of(tmp_path) == before, "an interrupted command left files behind"
