@@ -51,7 +51,7 @@ def test_bad_file_names_file_and_line(tmp_path: Path, text: str, key: str) -> No
 
 
 def test_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match="readable distribution file"):
+    with pytest.raises(InputError, match="existing file \\(a distribution file\\)"):
         read_distribution(tmp_path / "none.txt")
 
 

@@ -90,7 +90,7 @@ def test_paje_export_bad_input_is_one_line(runs, tmp_path):
     missing = tmp_path / "nope.csv"
     proc = run_testbed("trace-paje", missing, "--out", tmp_path / "x.paje")
     assert proc.returncode == 2
-    assert proc.stderr == f"error: {missing}: task trace: expected an existing CSV file\n"
+    assert proc.stderr == f"error: {missing}: task trace: expected an existing file (a CSV file)\n"
     proc = run_testbed("trace-paje", tasks, "--transfers", tasks, "--out", tmp_path / "x.paje")
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert f"{tasks}: transfer trace: expected columns Start, End, Bytes, Src, Dst (missing Bytes, Src, Dst)" \
@@ -156,7 +156,7 @@ def test_compare_traces_bad_input_is_one_line(runs, tmp_path):
     missing = tmp_path / "missing.csv"
     proc = run_testbed("compare-traces", tasks, missing)
     assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr == f"error: {missing}: task trace: expected an existing CSV file\n"
+    assert proc.stderr == f"error: {missing}: task trace: expected an existing file (a CSV file)\n"
 
     proc = run_testbed("compare-traces", transfers, tasks, "--out", tmp_path / "cmp")  # a transfer CSV as A
     assert proc.returncode == 2 and proc.stdout == ""

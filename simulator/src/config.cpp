@@ -581,10 +581,11 @@ void check_cfg_option(const std::string& arg) {
 }
 
 void check_memory_need(int nt, const std::string& file) {
-  // Peak resident memory of numasim on chifflet-1 (b = 192) grows by 0.126 kB per task between
-  // NT = 40 (22,140 tasks, 43.3 MB) and NT = 80 (173,880 tasks, 62.3 MB), measured with
-  // /usr/bin/time -f %M; 1 kB per task leaves room for larger clusters' queues and copies.
-  constexpr double kBytesPerTask = 1024;
+  // Peak resident memory (/usr/bin/time -f %M, KiB) grows by 146-153 bytes per task: chifflet-1,
+  // b = 192, NT = 40 / 80 / 120 (22,140 / 173,880 / 583,220 tasks): 43,944 / 65,812 / 127,040 KiB;
+  // g5k-lille-21, b = 960, NT = 50 / 100 (42,925 / 338,350 tasks): 53,728 / 95,888 KiB. The
+  // largest slope (153 B), rounded up.
+  constexpr double kBytesPerTask = 160;
   const double tasks = static_cast<double>(nt) * (nt + 1) * (2.0 * nt + 1) / 6;
   const double need = tasks * kBytesPerTask;
   double have = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
@@ -598,7 +599,7 @@ void check_memory_need(int nt, const std::string& file) {
     char msg[256];
     std::snprintf(msg, sizeof msg,
                   "at most %d tiles per dimension on this machine: n/b = %d is %.3g tasks, ~%.0f GiB of task "
-                  "graph at ~1 kB each, above its %.0f GiB (physical memory or ulimit -v)",
+                  "graph at ~160 bytes each, above its %.0f GiB (physical memory or ulimit -v)",
                   fit, nt, tasks, need / (1 << 30), have / (1 << 30));
     throw InputError(file, "workload.n/b", msg);
   }

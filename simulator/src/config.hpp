@@ -40,8 +40,9 @@ struct StarpuEnv {
   bool numa_balancing = true;
 };
 
-// Sizes numasim accepts (checked before allocating): 4096^3/3 ≈ 2.3e10 tasks would not fit in
-// memory anyway; StarPU's matrix interface takes 32-bit sizes.
+// Sizes numasim accepts (checked before allocating; StarPU's matrix interface takes 32-bit sizes).
+// 4096^3/3 ≈ 2.3e10 tasks do not fit in memory: check_memory_need lowers the bound to what the
+// machine running numasim can hold (779 tiles per dimension in 24 GiB).
 constexpr int kMaxTiles = 4096;
 constexpr int kMaxTileSize = 65536;
 
@@ -94,8 +95,8 @@ StarpuEnv parse_starpu_env(const std::map<std::string, std::string>& env, const 
 void check_cfg_option(const std::string& arg);
 
 // The memory a run's task graph needs, checked before it is built (InputError on workload.n/b):
-// NT(NT+1)(2NT+1)/6 tasks of about kBytesPerTask each, against the machine's physical memory and
-// the process's address-space limit (RLIMIT_AS), so that a size that cannot fit is one line, not
+// NT(NT+1)(2NT+1)/6 tasks of about 160 bytes each (measured, config.cpp), against the machine's physical
+// memory and the process's address-space limit (RLIMIT_AS), so that a size that cannot fit is one line, not
 // std::bad_alloc after minutes.
 void check_memory_need(int nt, const std::string& file);
 

@@ -141,12 +141,15 @@ def validate_config(config: dict, file: str | Path, cli_strings: bool = False) -
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise InputError(file, "experiments.name", f"unique names, {dupes[0]!r} appears twice")
-    factors = sorted({f for e in config["experiments"] for f in e.get("factors", {})})
+    from testbed.run.factors import LETTERS
+
+    factors = sorted({*LETTERS, *(f for e in config["experiments"] for f in e.get("factors", {}))})
     for i, subset in enumerate(config["analysis"]["boxplots"]):
         unknown = [f for f in subset if f not in factors]
         if unknown:  # the workflow would drop the plot silently (workflows/common.smk boxplot_args)
             raise InputError(file, f"analysis.boxplots.{i}",
-                             f"factors of an experiment ({', '.join(factors)}), got {', '.join(unknown)}")
+                             f"factors of config/factors.yaml or of an experiment ({', '.join(factors)}), "
+                             f"got {', '.join(unknown)}")
     for i, name in enumerate(config["sensitivity"]["experiments"]):
         if name not in names:
             raise InputError(file, f"sensitivity.experiments.{i}", f"the name of an experiment ({', '.join(names)}), got {name!r}")
