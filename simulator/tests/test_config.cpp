@@ -62,6 +62,26 @@ TEST(Env, UnknownSchedulerOrValueIsInputError) {
   EXPECT_THROW(parse_starpu_env({{"STARPU_CUDA_PIPELINE", "x"}}, "f"), InputError);
   EXPECT_THROW(parse_starpu_env({{"STARPU_NOT_A_VARIABLE", "1"}}, "f"), InputError);
   EXPECT_NO_THROW(parse_starpu_env({{"STARPU_SCHED", "lws"}, {"STARPU_SILENT", "1"}}, "f"));
+  // What StarPU aborts on (include/starpu_helper.h starpu_get_env_number: not an integer, or
+  // negative), refused as StarPU-SimGrid refuses it, inert variables included.
+  EXPECT_THROW(parse_starpu_env({{"STARPU_CALIBRATE", "abc"}}, "f"), InputError);
+  EXPECT_THROW(parse_starpu_env({{"STARPU_SILENT", "-1"}}, "f"), InputError);
+  EXPECT_THROW(parse_starpu_env({{"STARPU_NCPU", "-1"}}, "f"), InputError);
+  EXPECT_THROW(parse_starpu_env({{"STARPU_MAIN_THREAD_CPUID", "-1"}}, "f"), InputError);
+  EXPECT_NO_THROW(parse_starpu_env({{"STARPU_CALIBRATE", ""}, {"STARPU_NCPU", "0"}}, "f"));
+}
+
+TEST(Config, CfgOptionsCheckedBeforeSimGrid) {
+  EXPECT_THROW(check_cfg_option("--cfg=nocolon"), InputError);
+  EXPECT_THROW(check_cfg_option("--cfg=tracing:"), InputError);
+  EXPECT_THROW(check_cfg_option("--cfg=network/model:Nope"), InputError);
+  EXPECT_NO_THROW(check_cfg_option("--cfg=network/model:SMPI"));
+  EXPECT_NO_THROW(check_cfg_option("--cfg=contexts/stack-size:512"));
+}
+
+TEST(Config, TaskGraphMustFitInMemory) {
+  EXPECT_THROW(check_memory_need(4096, "f"), InputError); // 2.3e10 tasks: 3.4 TiB
+  EXPECT_NO_THROW(check_memory_need(100, "f"));           // the study's size: 338,350 tasks
 }
 
 TEST(Distribution, BlockCyclicChameleonRule) {
@@ -130,6 +150,11 @@ TEST(RunDescription, UnknownKeysAndWrongTypesAreNamed) {
   EXPECT_NE(
       input_error(with(R"("env": {"STARPU_WORKERS_CPUID": "0-99999999999"})")).find("STARPU_WORKERS_CPUID"),
       std::string::npos);
+  // Env values are strings, as environment variables are; env_per_machine names machine types.
+  EXPECT_NE(input_error(with(R"("env": {"STARPU_NCPU": 2})")).find("env.STARPU_NCPU: expected a string"),
+            std::string::npos);
+  EXPECT_NE(input_error(with(R"("env_per_machine": {"nope": {}})")).find("env_per_machine.nope"),
+            std::string::npos);
   RunConfig c =
       RunConfig::from_json(parse_json(with(R"("seed": 9007199254740993, "variability": false)"), "f"), "f");
   EXPECT_EQ(c.seed, 9007199254740993ULL);
