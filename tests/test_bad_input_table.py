@@ -334,3 +334,20 @@ def test_ctrl_c_is_one_line_exit_130_and_leaves_nothing(command: str, tmp_path: 
     errors = [ln for ln in err.splitlines() if ln.startswith("error: ")]
     assert rc == 130 and "Traceback" not in err and len(errors) == 1 and "interrupted" in errors[0], err
     assert files_of(tmp_path) == before, "an interrupted command left files behind"
+
+
+# ------------------------------------------------------------------ the workflow's dry run
+@pytest.mark.parametrize("edit,key", [
+    (lambda c: first_experiment(c).setdefault("env", {}).update(STARPU_SCHED_BETA="abc"),
+     "experiments.lille21.env.STARPU_SCHED_BETA"),
+    (lambda c: c.setdefault("analysis", {}).update(boxplots=[["Q"]]), "analysis.boxplots.0"),
+], ids=["env STARPU_SCHED_BETA: abc", "boxplots: [[Q]]"])
+def test_workflow_dry_run_refuses_the_config(edit, key: str, tmp_path: Path) -> None:
+    """What every batch would fail on (or a plot silently dropped) stops `snakemake -n` at once."""
+    from support.workflow import snakemake, workflow_copy
+
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    edit(config)
+    proc = snakemake(workflow_copy(tmp_path, config), "-n", "--cores", "1", timeout=300)
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error: ")]
+    assert proc.returncode == 2 and len(errors) == 1 and key in errors[0], proc.stderr[-2000:]
