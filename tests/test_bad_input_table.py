@@ -351,3 +351,15 @@ def test_workflow_dry_run_refuses_the_config(edit, key: str, tmp_path: Path) -> 
     proc = snakemake(workflow_copy(tmp_path, config), "-n", "--cores", "1", timeout=300)
     errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error: ")]
     assert proc.returncode == 2 and len(errors) == 1 and key in errors[0], proc.stderr[-2000:]
+
+
+def test_ctrl_c_during_a_calibration_keeps_the_finished_steps_only(tmp_path: Path) -> None:
+    """Interrupted in a measurement: one line, exit 130; the steps done stay for the resume
+    (testbed/calibrate/calibrate.py), the interrupted one leaves no file, partial or temporary."""
+    argv_ = ["calibrate", "--machine", "local", "--out", "cal", "--b", "64", "--reps", "3"]
+    rc, err = interrupted(argv_, tmp_path, lambda ln: ln.startswith("[run ] numa-dgemm-b64-all"))
+    errors = [ln for ln in err.splitlines() if ln.startswith("error: ")]
+    assert rc == 130 and "Traceback" not in err and errors == ["error: testbed calibrate: interrupted"], err
+    left = files_of(tmp_path)
+    assert "cal/steps/numa-dgemm-b64-alone.json" in left and "cal/numa/raw/dgemm-b64-alone.csv" in left
+    assert not [f for f in left if "dgemm-b64-all" in f or ".tmp" in f], sorted(left)
