@@ -120,6 +120,16 @@ std::vector<int> parse_id_list(const std::string& s, const std::string& file, co
   return out;
 }
 
+// StarPU asserts an id list holds at least one entry (src/core/topology.c
+// _starpu_initialize_workers_bindid and _starpu_initialize_workers_deviceid: "there must be at
+// least one entry", STARPU_ASSERT(i != 0)): an empty STARPU_WORKERS_CPUID/CUDAID aborts it.
+template <class T>
+std::vector<T> nonempty(std::vector<T> ids, const std::string& file, const std::string& key) {
+  if (ids.empty())
+    throw InputError(file, key, "at least one id (StarPU asserts one)");
+  return ids;
+}
+
 // A typo in a key ("variabilty", "distrbution") would otherwise leave the default in force
 // silently; every object of the run description lists the keys it may hold.
 void known_keys(const Json& obj, const std::string& file, const std::string& where,
@@ -244,9 +254,9 @@ bool set_thread_variable(StarpuEnv& e, const std::string& k, const std::string& 
   else if (k == "STARPU_RESERVE_NCPU")
     e.reserve_ncpu = count_of(parse_int(v, file, key, "an integer"), file, key, v);
   else if (k == "STARPU_WORKERS_CPUID")
-    e.workers_cpuid = parse_cpuid_list(v, file, key);
+    e.workers_cpuid = nonempty(parse_cpuid_list(v, file, key), file, key);
   else if (k == "STARPU_WORKERS_CUDAID")
-    e.workers_cudaid = parse_id_list(v, file, key);
+    e.workers_cudaid = nonempty(parse_id_list(v, file, key), file, key);
   else if (k == "STARPU_MAIN_THREAD_CPUID")
     e.main_thread_cpuid = cpu_id(v, file, key);
   else if (k == "STARPU_MAIN_THREAD_BIND")

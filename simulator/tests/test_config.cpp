@@ -68,6 +68,8 @@ TEST(Env, UnknownSchedulerOrValueIsInputError) {
   EXPECT_THROW(parse_starpu_env({{"STARPU_SILENT", "-1"}}, "f"), InputError);
   EXPECT_THROW(parse_starpu_env({{"STARPU_NCPU", "-1"}}, "f"), InputError);
   EXPECT_THROW(parse_starpu_env({{"STARPU_MAIN_THREAD_CPUID", "-1"}}, "f"), InputError);
+  EXPECT_THROW(parse_starpu_env({{"STARPU_WORKERS_CUDAID", ""}}, "f"), InputError);
+  EXPECT_THROW(parse_starpu_env({{"STARPU_WORKERS_CPUID", " , "}}, "f"), InputError);
   EXPECT_NO_THROW(parse_starpu_env({{"STARPU_CALIBRATE", ""}, {"STARPU_NCPU", "0"}}, "f"));
 }
 
