@@ -40,8 +40,9 @@ struct Json {
 constexpr size_t kMaxJsonDepth = 64;
 // Largest run description read: they are a few KB; this stops /dev/zero or a wrong file early.
 constexpr size_t kMaxJsonBytes = 16 << 20;
-// Largest perf-model or distribution file read: a StarPU history model is ~100 kB, a distribution
-// of 4096 x 4096 tiles ~50 MB; a link to /dev/zero must not be read until memory runs out.
+// Largest perf-model or distribution file read: a generated StarPU history model is 7 kB, a
+// distribution of 4096 x 4096 tiles (one owner rank and a separator per tile) about 40 MB; a
+// link to /dev/zero must not be read until memory runs out.
 constexpr size_t kMaxInputBytes = 64 << 20;
 
 // The text of an input file that must be a regular file (a link is followed) of at most `limit`

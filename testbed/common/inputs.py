@@ -17,9 +17,10 @@ from pathlib import Path
 from testbed.common.errors import InputError
 
 MiB = 1 << 20
-#: Limits per kind of input: far above what the testbed writes or measures (the study's runs.csv
-#: of 3,840 runs is 1.3 MB, a traced run of the study size ~40 MB of tasks, an hwloc XML of a
-#: 256-core machine ~1 MB, a StarPU history model ~100 kB), far below what fills memory.
+#: Limits per kind of input, far above what the testbed writes and far below what fills memory.
+#: Measured: the study's design table (3,840 runs) is 0.5 MB and a traced study-scale run
+#: (g5k-lille-21, N = 96000, b = 960) writes 38 MB of tasks and 25 MB of transfers; the hwloc
+#: XML of a chifflet node is 18 kB; a generated StarPU history model 7 kB.
 TABLE_BYTES = 256 * MiB  # runs.csv, design.csv, batch tables, traces
 XML_BYTES = 64 * MiB  # hwloc XML, SimGrid platforms
 MODEL_BYTES = 16 * MiB  # StarPU's history models and bus files
