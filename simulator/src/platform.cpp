@@ -88,11 +88,16 @@ std::vector<MachineNode> discover_platform(const sg4::Engine& e, const std::stri
     int numa = int_prop(h, "numa", file);
     if (k == "cpu")
       n.cpus.push_back({h, int_prop(h, "index", file), numa});
-    else if (k == "gpu")
+    else if (k == "gpu") {
       n.gpus.push_back(
           {h, int_prop(h, "index", file), numa, double_prop(h, "memory", file),
            h->get_property("task_overhead_s") ? optional_seconds(h, "task_overhead_s", file) : 0.0});
-    else if (k == "ram")
+      for (int i = 0; i < 3; i++) {
+        std::string key = std::string("first_call_") + kFirstCallKernels[i] + "_s";
+        if (h->get_property(key.c_str()))
+          n.gpus.back().first_call[i] = optional_seconds(h, key.c_str(), file);
+      }
+    } else if (k == "ram")
       n.rams.push_back({h, numa, double_prop(h, "memory", file)});
     else if (k == "nic")
       n.nics.push_back({h, int_prop(h, "index", file), numa});

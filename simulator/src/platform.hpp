@@ -20,7 +20,13 @@ struct GpuInfo {
   int numa;
   double memory;            // bytes
   double task_overhead = 0; // s of host time per task on the GPU's CUDA worker (prop task_overhead_s)
+  // s the first task of each kernel (getrf, trsm, gemm) keeps its CUDA worker longer than the
+  // next ones in a process (props first_call_<kernel>_s): see kFirstCallKernels.
+  double first_call[3] = {0, 0, 0};
 };
+// The kernels whose first call in a process costs extra (CUDA's lazy module loading, the
+// libraries' first use): one slot per cuSOLVER/cuBLAS routine, so both trsm kinds share one.
+inline constexpr const char* kFirstCallKernels[3] = {"getrf", "trsm", "gemm"};
 struct RamInfo {
   sg4::Host* host;
   int numa;
