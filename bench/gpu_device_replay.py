@@ -12,7 +12,9 @@ Platforms (`testbed platform --from-starpu`, the same for both engines):
 * `files`: StarPU's files only (no host-side cost of the CUDA worker);
 * `measured`: plus `--gpu-cost` of what the node measured: `task_overhead_s` from
   task_overhead.csv at StarPU's default pipeline (STARPU_CUDA_PIPELINE = 2,
-  src/drivers/cuda/driver_cuda.c), and `first_call_{getrf,trsm,gemm}_s`: per kernel, the first
+  src/drivers/cuda/driver_cuda.c), `task_gap_s`: the median gap between consecutive CUDA tasks
+  of the getrf-on-GPU traces (where the CUDA worker runs every task), and
+  `first_call_{getrf,trsm,gemm}_s`: per kernel, the first
   CUDA task's duration minus the median of that kernel's CUDA tasks in the same trace, the
   median over the traced runs (separate processes from the timed runs).
 
@@ -99,10 +101,14 @@ def measured_costs(res: Path) -> tuple[dict[str, float], dict]:
     with (res / "task_overhead.csv").open() as fh:
         per_task = {int(r["pipeline"]): float(r["per_task_s"]) for r in csv.DictReader(fh)}
     firsts: dict[str, list[float]] = defaultdict(list)
+    gaps: list[float] = []
     for trace in sorted((res / "traces").glob("*/trace.csv")):
-        for k, v in first_call_extra(cuda_tasks(trace)).items():
+        tasks = cuda_tasks(trace)
+        for k, v in first_call_extra(tasks).items():
             firsts[k].append(v)
-    costs = {"task_overhead_s": per_task[PIPELINE]}
+        if trace.parent.name.endswith("getrf-gpu"):  # every task on the CUDA worker, back to back
+            gaps += [max(0.0, b["start"] - a["end"]) for a, b in zip(tasks, tasks[1:])]
+    costs = {"task_overhead_s": per_task[PIPELINE], "task_gap_s": statistics.median(gaps)}
     costs.update({f"first_call_{k}_s": statistics.median(v) for k, v in firsts.items()})
     return costs, {k: [round(x, 6) for x in v] for k, v in firsts.items()}
 

@@ -97,6 +97,8 @@ std::vector<MachineNode> discover_platform(const sg4::Engine& e, const std::stri
         if (h->get_property(key.c_str()))
           n.gpus.back().first_call[i] = optional_seconds(h, key.c_str(), file);
       }
+      if (h->get_property("task_gap_s"))
+        n.gpus.back().task_gap = optional_seconds(h, "task_gap_s", file);
     } else if (k == "ram")
       n.rams.push_back({h, numa, double_prop(h, "memory", file)});
     else if (k == "nic")

@@ -23,6 +23,7 @@ struct GpuInfo {
   // s the first task of each kernel (getrf, trsm, gemm) keeps its CUDA worker longer than the
   // next ones in a process (props first_call_<kernel>_s): see kFirstCallKernels.
   double first_call[3] = {0, 0, 0};
+  double task_gap = 0; // s between back-to-back tasks the pipeline does not hide (prop task_gap_s)
 };
 // The kernels whose first call in a process costs extra (CUDA's lazy module loading, the
 // libraries' first use): one slot per cuSOLVER/cuBLAS routine, so both trsm kinds share one.

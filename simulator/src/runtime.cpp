@@ -90,12 +90,20 @@ void Simulation::prepare(Worker& w, uint32_t task) {
 // kernel behind the running one (src/drivers/cuda/driver_cuda.c, pipeline of async tasks), so
 // when tasks run back to back the host time overlaps the previous kernel: the worker then
 // advances by max(host, kernel), the steady state of a two-stage pipeline; after an idle gap
-// nothing overlaps and the task costs host + kernel.
+// nothing overlaps and the task costs host + kernel. The overlap is not complete: the driver
+// records the next task's start (_starpu_driver_start_job in _starpu_cuda_driver_run_once) only
+// after it has detected the previous task's end (cudaEventQuery) and terminated it
+// (finish_job_on_cuda: _starpu_driver_end_job, then the job's termination, which releases
+// its successors and pushes them through the scheduler in this thread), and the next kernel
+// is often not queued yet because its inputs are fetched asynchronously after the pop
+// (_starpu_fetch_task_input, launched on a later loop iteration). A real FxT trace shows that
+// part as the gap between two back-to-back tasks of the CUDA worker (prop task_gap_s): the
+// worker then advances by max(host, gap + kernel).
 double Simulation::cuda_occupancy(const Worker& w, double kernel) const {
-  if (w.task_overhead <= 0)
+  if (w.task_overhead <= 0 && w.task_gap <= 0)
     return kernel;
   bool back_to_back = cfg_.env.cuda_pipeline >= 2 && sg4::Engine::get_clock() <= w.last_end;
-  return back_to_back ? std::max(w.task_overhead, kernel) : w.task_overhead + kernel;
+  return back_to_back ? std::max(w.task_overhead, w.task_gap + kernel) : w.task_overhead + kernel;
 }
 
 // The first task of a kernel in a process keeps its CUDA worker longer: StarPU creates the

@@ -74,7 +74,8 @@ struct Worker {
   double task_overhead = 0;         // CUDA worker: host time per task (s), from the platform
   double first_call[3] = {0, 0, 0}; // CUDA worker: extra time of a kernel's first task (s), from the platform
   bool called[3] = {false, false, false}; // kernels (kFirstCallKernels) this worker has run
-  double last_end = -1;                   // end of the worker's last task (back-to-back detection)
+  double task_gap = 0;  // CUDA worker: s between back-to-back tasks not hidden by the pipeline
+  double last_end = -1; // end of the worker's last task (back-to-back detection)
   sg4::ActorPtr actor;
   bool suspended = false;
   uint64_t executed = 0;

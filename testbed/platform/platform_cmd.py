@@ -132,7 +132,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default=None, help="(--from-starpu) the node's STARPU_HOSTNAME in SAMPLING")
     p.add_argument("--gpu-cost", action="append", default=None, metavar="KEY=SECONDS",
                    help="(--from-starpu) a CUDA worker cost measured on the node, on every GPU host: "
-                        "task_overhead_s, first_call_{getrf,trsm,gemm}_s (repeatable)")
+                        "task_overhead_s, task_gap_s, first_call_{getrf,trsm,gemm}_s (repeatable)")
     p.add_argument("--cluster-out", default=None, metavar="FILE",
                    help="(--describe-local, --from-calibration) also write a one-node cluster of the machine")
     p.add_argument("--out", required=True, help="output directory (--cluster) or machine YAML file (--describe-local)")

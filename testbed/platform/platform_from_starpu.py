@@ -19,7 +19,9 @@ on it with ``testbed simulate --platform-dir DIR``:
 StarPU's files carry no host-side costs of the CUDA worker. ``--gpu-cost KEY=SECONDS`` adds
 one measured on the node to every GPU host of ``numasim.xml`` (numasim's platform properties,
 docs/interfaces.md §2): ``task_overhead_s`` (the CUDA worker's host time per task,
-calibration/microbench/starpu_task_overhead.c) and ``first_call_{getrf,trsm,gemm}_s`` (the extra
+calibration/microbench/starpu_task_overhead.c), ``task_gap_s`` (the part of it a pipeline of 2
+does not hide: the gap between two back-to-back CUDA tasks of a real FxT trace) and
+``first_call_{getrf,trsm,gemm}_s`` (the extra
 time of a kernel's first task in a process, read from a real FxT trace by
 bench/gpu_device_replay.py). StarPU-SimGrid reads StarPU's files and ignores them.
 """
@@ -40,7 +42,7 @@ from testbed.starpu.sampling import detect_symbols
 
 KIND = "starpu-sampling"
 #: numasim's GPU host properties that --gpu-cost may set (simulator/src/platform.cpp)
-GPU_COSTS = ("task_overhead_s", "first_call_getrf_s", "first_call_trsm_s", "first_call_gemm_s")
+GPU_COSTS = ("task_overhead_s", "task_gap_s", "first_call_getrf_s", "first_call_trsm_s", "first_call_gemm_s")
 
 
 def parse_gpu_costs(items: list[str] | None, where: str = "--gpu-cost") -> dict[str, float]:
