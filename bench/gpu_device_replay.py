@@ -107,7 +107,7 @@ def measured_costs(res: Path) -> tuple[dict[str, float], dict]:
         for k, v in first_call_extra(tasks).items():
             firsts[k].append(v)
         if trace.parent.name.endswith("getrf-gpu"):  # every task on the CUDA worker, back to back
-            gaps += [max(0.0, b["start"] - a["end"]) for a, b in zip(tasks, tasks[1:])]
+            gaps += [max(0.0, b["start"] - a["end"]) for a, b in zip(tasks, tasks[1:], strict=False)]
     costs = {"task_overhead_s": per_task[PIPELINE], "task_gap_s": statistics.median(gaps)}
     costs.update({f"first_call_{k}_s": statistics.median(v) for k, v in firsts.items()})
     return costs, {k: [round(x, 6) for x in v] for k, v in firsts.items()}
@@ -118,7 +118,7 @@ def timeline(tasks: list[dict]) -> dict[str, float]:
     gaps between consecutive tasks, last end (s)."""
     extra = sum(first_call_extra(tasks).values())
     busy = sum(t["end"] - t["start"] for t in tasks)
-    gaps = [max(0.0, b["start"] - a["end"]) for a, b in zip(tasks, tasks[1:])]
+    gaps = [max(0.0, b["start"] - a["end"]) for a, b in zip(tasks, tasks[1:], strict=False)]
     return {"tasks": len(tasks), "start": tasks[0]["start"], "first_call": extra, "busy": busy - extra,
             "gaps": sum(gaps), "gap_median_us": 1e6 * statistics.median(gaps) if gaps else 0.0,
             "end": max(t["end"] for t in tasks)}
