@@ -23,7 +23,8 @@ Per case: numasim, mean of the seeds (seeded variability); StarPU-SimGrid on mod
 within the real min–max or 10 % of the real mean. With --traces DIR, numasim's trace of seed 1
 on each platform beside the real one, and `testbed compare-traces` of each pair in
 DIR/<case>/compare-<platform>/. The CUDA worker's timeline of each trace is decomposed
-(first-call extra, the other tasks, gaps between tasks) and printed after the table.
+(first-call extra, the other tasks, gaps between tasks) and printed after the table, then the
+GPU allocations of each traced run (fxt-<N>.tar.xz: starpu_fxt_tool's Paje trace).
 
 Usage: .venv/bin/python bench/gpu_device_replay.py [--seeds 5] [--sizes 4800,9600,19200]
        [--no-starpu] [--traces DIR] [--data bench/data/gpu-device-h100]
@@ -124,6 +125,61 @@ def timeline(tasks: list[dict]) -> dict[str, float]:
             "end": max(t["end"] for t in tasks)}
 
 
+def paje_allocations(paje: Path, gpu_mem: str = "MEMMANAGER1", worker: str = "CUDA0_0") -> tuple[list, float]:
+    """(start, end) of each `Allocating` state (StarPU's "A", _STARPU_TRACE_START_ALLOC) of the GPU's
+    memory manager in starpu_fxt_tool's Paje trace (ms there, s here), and the time of the CUDA
+    worker's first kernel state (the task table's origin: its first CUDA task starts there)."""
+    names: dict[str, str] = {}
+    stacks: dict[str, list] = defaultdict(list)
+    allocs, first_kernel = [], None
+    with paje.open(errors="replace") as fh:
+        for line in fh:
+            p = line.split()
+            if not p or p[0][0] in "%#":
+                continue
+            if p[0] == "7":  # PajeCreateContainer: time alias type parent name
+                names[p[2]] = p[-1].strip('"')
+            elif p[0] == "11":  # PajePushState
+                stacks[p[2]].append((float(p[1]), p[4].strip('"')))
+            elif p[0] == "12" and stacks[p[2]]:  # PajePopState
+                t0, value = stacks[p[2]].pop()
+                if names.get(p[2]) == gpu_mem and value == "A":
+                    allocs.append((t0 / 1e3, float(p[1]) / 1e3))
+            elif (p[0] in ("10", "20", "21", "26") and first_kernel is None and names.get(p[2]) == worker
+                  and p[4].strip('"') in ("dgetrf_nopiv", "dtrsm", "dgemm")):
+                first_kernel = float(p[1]) / 1e3
+    return allocs, first_kernel or 0.0
+
+
+def allocation_stats(data: Path, case: str, tasks: list[dict], tmp: Path) -> dict | None:
+    """GPU allocations of the traced run of `case` (fxt-<N>.tar.xz), on the task table's clock."""
+    archive = data / f"fxt-{case.split('-')[0]}.tar.xz"
+    member = f"traces/{case}/fxt-tool/paje.trace"
+    if not archive.is_file():
+        return None
+    with tarfile.open(archive) as tar:
+        try:
+            tar.extract(member, tmp / "fxt")
+        except KeyError:
+            return None
+    allocs, origin = paje_allocations(tmp / "fxt" / member)
+    if not allocs:
+        return None
+    origin -= tasks[0]["start"]
+    allocs = [(a - origin, b - origin) for a, b in allocs]
+    end = max(t["end"] for t in tasks)
+    inside = [(a, b) for a, b in allocs if b > 0 and a < end]
+    spans = [(t["start"], t["end"]) for t in tasks]
+
+    def overlap(iv, ivs):
+        return sum(max(0.0, min(iv[1], y) - max(iv[0], x)) for x, y in ivs)
+
+    total = sum(b - a for a, b in inside)
+    return {"count": len(allocs), "in_factorization": len(inside), "seconds": total,
+            "median_us": 1e6 * statistics.median([b - a for a, b in inside]) if inside else 0.0,
+            "in_task_spans": sum(overlap(iv, spans) for iv in inside)}
+
+
 def spec(engine: str, pdir: Path, n: int, variant: str, seed: int, trace: Path | None = None) -> RunSpec:
     return RunSpec(engine=engine, cluster=HOST, n=n, b=960, env={"STARPU_SCHED": "dmdas", "STARPU_NCPU": "15"},
                    env_per_machine={}, seed=seed, variability=engine == "numasim",
@@ -175,7 +231,8 @@ def main(argv: list[str] | None = None) -> int:
             real_trace = res / "traces" / case / "trace.csv"
             if real_trace.is_file():
                 row["real_trace"] = {"makespan": max(t["end"] for t in cuda_tasks(real_trace)),
-                                     "cuda": timeline(cuda_tasks(real_trace))}
+                                     "cuda": timeline(cuda_tasks(real_trace)),
+                                     "gpu_allocations": allocation_stats(args.data, case, cuda_tasks(real_trace), tmp)}
             for name, pdir in platforms.items():
                 sims = []
                 for seed in range(1, args.seeds + 1):
@@ -227,6 +284,18 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"| {r['n']} | {'GPU' if r['variant'] == 'getrf-gpu' else 'CPU'} | {label} | {c['tasks']} | "
                       f"{1e3 * c['start']:.1f} | {1e3 * c['first_call']:.1f} | {1e3 * c['busy']:.1f} | "
                       f"{1e3 * c['gaps']:.1f} ({c['gap_median_us']:.1f}) | {1e3 * c['end']:.1f} |")
+    print()
+    print("GPU allocations of the traced runs (StarPU's Allocating state on the GPU memory node, "
+          "starpu_fxt_tool's Paje trace):")
+    print()
+    print("| N | getrf on | allocations (in the factorization) | ms | median µs | ms inside task spans |")
+    print("|---|---|---|---|---|---|")
+    for r in out["cases"]:
+        a = r.get("real_trace", {}).get("gpu_allocations")
+        if a:
+            print(f"| {r['n']} | {'GPU' if r['variant'] == 'getrf-gpu' else 'CPU'} | {a['count']} "
+                  f"({a['in_factorization']}) | {1e3 * a['seconds']:.1f} | {a['median_us']:.0f} | "
+                  f"{1e3 * a['in_task_spans']:.1f} |")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(out, indent=1) + "\n")
