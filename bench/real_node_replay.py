@@ -9,7 +9,11 @@ for this project: README.shared.md there) with numasim, from what was calibrated
 * GPU (`gpu/real_runs.jsonl`, StarPU's examples/lu with cuBLAS/cuSOLVER, 15 CPU + 1 CUDA
   workers, no MPI): numasim on the platform converted from the node's StarPU sampling directory
   (`testbed platform --from-starpu`), StarPU's LU example models and task graph
-  (`--symbols starpu-lu --dag starpu-lu-example --getrf-gpu`, STARPU_NCPU=15).
+  (`--symbols starpu-lu --dag starpu-lu-example --getrf-gpu`, STARPU_NCPU=15), with the CUDA
+  worker's costs that StarPU's files do not carry (`--gpu-cost`) as measured on a node of the
+  same kind (16 cores + H100, CUDA 13) by the device call of bench/data/gpu-device-h100/
+  (bench/gpu_device_replay.py: host time per task, gap between back-to-back tasks, each
+  kernel's first-call extra).
 
 A case passes when the mean of the seeds lies inside the real min–max or within 10 % of the
 real mean. Every case is printed; none is dropped.
@@ -87,6 +91,17 @@ def spec_for(case: Case, seed: int, gpu_platform: Path) -> RunSpec:
                    **resolve_run_env(CLUSTER, factors, {}, None).spec_fields(), seed=seed)
 
 
+def device_gpu_costs(tmp: Path) -> dict[str, float]:
+    """The CUDA worker costs measured by the H100 device call (bench/gpu_device_replay.py)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_device_replay", ROOT / "bench" / "gpu_device_replay.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    (tmp / "device").mkdir()
+    return mod.measured_costs(mod.extract(mod.DATA, tmp / "device"))[0]
+
+
 def replay(seeds: int = 5) -> list[Case]:
     from testbed.describe.machines import load_cluster
     from testbed.platform.platform_cmd import generate
@@ -96,7 +111,7 @@ def replay(seeds: int = 5) -> list[Case]:
     with tempfile.TemporaryDirectory(prefix="real-node-replay-") as tmp:
         cpu_platform, gpu_platform = Path(tmp) / "cpu", Path(tmp) / "gpu"
         generate(load_cluster(CLUSTER), cpu_platform, tuple(sorted({c.b for c in all_cases})))
-        write_platform_dir(DATA / "gpu" / "sampling", GPU_HOST, gpu_platform)
+        write_platform_dir(DATA / "gpu" / "sampling", GPU_HOST, gpu_platform, device_gpu_costs(Path(tmp)))
         for case in all_cases:
             for seed in range(1, seeds + 1):
                 spec = spec_for(case, seed, gpu_platform)

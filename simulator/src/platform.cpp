@@ -93,6 +93,13 @@ std::vector<MachineNode> discover_platform(const sg4::Engine& e, const std::stri
       n.gpus.push_back({h, int_prop(h, "index", file), numa, double_prop(h, "memory", file),
                         opt("task_overhead_s"), opt("malloc_s"), opt("free_s"),
                         opt("pinned_alloc_s_per_mib")});
+      for (int i = 0; i < 3; i++) {
+        std::string key = std::string("first_call_") + kFirstCallKernels[i] + "_s";
+        if (h->get_property(key.c_str()))
+          n.gpus.back().first_call[i] = optional_seconds(h, key.c_str(), file);
+      }
+      if (h->get_property("task_gap_s"))
+        n.gpus.back().task_gap = optional_seconds(h, "task_gap_s", file);
     } else if (k == "ram")
       n.rams.push_back({h, numa, double_prop(h, "memory", file)});
     else if (k == "nic")

@@ -24,7 +24,14 @@ struct GpuInfo {
   // buffer on it (props malloc_s, free_s), cudaHostAlloc per MiB of host memory (prop
   // pinned_alloc_s_per_mib; pinned allocations serve every GPU of the node).
   double malloc_s = 0, free_s = 0, pinned_alloc_s_per_mib = 0;
+  // s the first task of each kernel (getrf, trsm, gemm) keeps its CUDA worker longer than the
+  // next ones in a process (props first_call_<kernel>_s): see kFirstCallKernels.
+  double first_call[3] = {0, 0, 0};
+  double task_gap = 0; // s between back-to-back tasks the pipeline does not hide (prop task_gap_s)
 };
+// The kernels whose first call in a process costs extra (CUDA's lazy module loading, the
+// libraries' first use): one slot per cuSOLVER/cuBLAS routine, so both trsm kinds share one.
+inline constexpr const char* kFirstCallKernels[3] = {"getrf", "trsm", "gemm"};
 struct RamInfo {
   sg4::Host* host;
   int numa;

@@ -106,6 +106,7 @@ private:
   void prepare(Worker& w, uint32_t task);
   void execute(Worker& w, uint32_t task);
   double cuda_occupancy(const Worker& w, double kernel) const;
+  static double first_call(Worker& w, TaskKind kind);
   double sample_duration(const Worker& w, TaskKind k);
   void release(uint32_t node_id, int releasing_worker);
   void finish_all();

@@ -251,6 +251,8 @@ void Topology::add_workers(int r, const StarpuEnv& env, const std::map<int, int>
         if (g.index == wp.gpu) {
           w.host = g.host;
           w.task_overhead = g.task_overhead;
+          std::copy(std::begin(g.first_call), std::end(g.first_call), std::begin(w.first_call));
+          w.task_gap = g.task_gap;
         }
     } else {
       // A CPU worker works on its NUMA node's memory node when there is one per NUMA node.

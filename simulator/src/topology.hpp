@@ -75,6 +75,9 @@ struct Worker {
   double task_overhead = 0;      // CUDA worker: host time per task (s), from the platform
   double last_end = -1;          // end of the worker's last task (back-to-back detection)
   double busy_until = 0;         // its thread is in an allocation call until then (CUDA driver)
+  double first_call[3] = {0, 0, 0}; // CUDA worker: extra time of a kernel's first task (s), from the platform
+  bool called[3] = {false, false, false}; // kernels (kFirstCallKernels) this worker has run
+  double task_gap = 0; // CUDA worker: s between back-to-back tasks not hidden by the pipeline
   sg4::ActorPtr actor;
   bool suspended = false;
   uint64_t executed = 0;

@@ -131,6 +131,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     what.add_argument("--from-starpu", metavar="SAMPLING", default=None,
                       help="write a one-node platform directory from StarPU's sampling directory of a node")
     p.add_argument("--host", default=None, help="(--from-starpu) the node's STARPU_HOSTNAME in SAMPLING")
+    p.add_argument("--gpu-cost", action="append", default=None, metavar="KEY=SECONDS",
+                   help="(--from-starpu) a CUDA worker cost measured on the node, on every GPU host: "
+                        "task_overhead_s, task_gap_s, first_call_{getrf,trsm,gemm}_s (repeatable)")
     p.add_argument("--cluster-out", default=None, metavar="FILE",
                    help="(--describe-local, --from-calibration) also write a one-node cluster of the machine")
     p.add_argument("--out", required=True, help="output directory (--cluster) or machine YAML file (--describe-local)")
@@ -164,11 +167,11 @@ def run(args: argparse.Namespace) -> int:
     else:
         check_output_dir(out, "platform", legacy=OUTPUT_NAMES)  # before the work, not only after
     if args.from_starpu:
-        from testbed.platform.platform_from_starpu import write_platform_dir
+        from testbed.platform.platform_from_starpu import parse_gpu_costs, write_platform_dir
 
         if not args.host:
             raise InputError(None, "--host", "the STARPU_HOSTNAME the sampling directory's files are named by")
-        summary = write_platform_dir(Path(args.from_starpu), args.host, out)
+        summary = write_platform_dir(Path(args.from_starpu), args.host, out, parse_gpu_costs(args.gpu_cost))
         log.info(f"wrote {out} (one node {args.host}, models {summary['symbols']})")
         return 0
     if args.from_calibration:

@@ -15,12 +15,22 @@ on it with ``testbed simulate --platform-dir DIR``:
 * ``summary.json`` with ``"kind": "starpu-sampling"``: no machine description stands behind
   it, so the factors (whose placement rules need the topology) cannot be applied; runs use
   StarPU's defaults plus the user's ``--env``.
+
+StarPU's files carry no host-side costs of the CUDA worker. ``--gpu-cost KEY=SECONDS`` adds
+one measured on the node to every GPU host of ``numasim.xml`` (numasim's platform properties,
+docs/interfaces.md §2): ``task_overhead_s`` (the CUDA worker's host time per task,
+calibration/microbench/starpu_task_overhead.c), ``task_gap_s`` (the part of it a pipeline of 2
+does not hide: the gap between two back-to-back CUDA tasks of a real FxT trace) and
+``first_call_{getrf,trsm,gemm}_s`` (the extra
+time of a kernel's first task in a process, read from a real FxT trace by
+bench/gpu_device_replay.py). StarPU-SimGrid reads StarPU's files and ignores them.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from testbed.common.atomic import atomic_dir
@@ -31,6 +41,24 @@ from testbed.starpu.lu_codelets import SYMBOL_SETS
 from testbed.starpu.sampling import detect_symbols
 
 KIND = "starpu-sampling"
+#: numasim's GPU host properties that --gpu-cost may set (simulator/src/platform.cpp)
+GPU_COSTS = ("task_overhead_s", "task_gap_s", "first_call_getrf_s", "first_call_trsm_s", "first_call_gemm_s")
+
+
+def parse_gpu_costs(items: list[str] | None, where: str = "--gpu-cost") -> dict[str, float]:
+    """KEY=SECONDS items -> {key: seconds}; a bad one raises InputError naming it."""
+    costs: dict[str, float] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        try:
+            seconds = float(value) if sep else -1.0
+        except ValueError:
+            seconds = -1.0
+        if key not in GPU_COSTS or not 0 <= seconds <= 1:
+            raise InputError(None, f"{where} {item}", f"KEY=SECONDS with KEY one of {', '.join(GPU_COSTS)} "
+                             "and SECONDS in [0, 1]")
+        costs[key] = seconds
+    return costs
 
 
 def smpi_cluster_xml(host: str) -> str:
@@ -42,8 +70,12 @@ def smpi_cluster_xml(host: str) -> str:
             " </zone>\n</platform>\n")
 
 
-def write_platform_dir(sampling: Path, host: str, out: Path) -> dict:
-    """Writes DIR from SAMPLING; returns the summary."""
+def write_platform_dir(sampling: Path, host: str, out: Path, gpu_costs: dict[str, float] | None = None) -> dict:
+    """Writes DIR from SAMPLING (with GPU_COSTS properties on its GPU hosts); returns the summary."""
+    gpu_costs = dict(gpu_costs or {})
+    bad = sorted(set(gpu_costs) - set(GPU_COSTS))
+    if bad:
+        raise InputError(None, f"gpu cost {bad[0]}", f"one of {', '.join(GPU_COSTS)}")
     bus = sampling / "bus" / f"{host}.platform.v4.xml"
     if not bus.is_file():
         raise InputError(bus, "file", f"StarPU's bus platform of host {host!r} (bus calibration with "
@@ -51,7 +83,12 @@ def write_platform_dir(sampling: Path, host: str, out: Path) -> dict:
     symbols = detect_symbols(sampling, host)
     models = [sampling / "codelets" / "45" / f"{sym}.{host}" for sym, _, _ in SYMBOL_SETS[symbols].values()]
     with atomic_dir(out, "platform") as tmp:
-        write_platform(build_platform([NodeSource(host, host, bus)], name=host), tmp / "numasim.xml")
+        tree = build_platform([NodeSource(host, host, bus)], name=host)
+        for h in tree.iter("host"):
+            if h.find("prop[@id='kind'][@value='gpu']") is not None:
+                for key, seconds in sorted(gpu_costs.items()):
+                    ET.SubElement(h, "prop", id=key, value=repr(float(seconds)))
+        write_platform(tree, tmp / "numasim.xml")
         dest = tmp / "starpu" / host / "sampling"
         (dest / "bus").mkdir(parents=True)
         (dest / "codelets" / "45").mkdir(parents=True)
@@ -69,6 +106,7 @@ def write_platform_dir(sampling: Path, host: str, out: Path) -> dict:
             "source": f"StarPU sampling directory {sampling.name}/ of host {host}",
             "symbols": symbols,
             "nodes": [{"name": host, "machine": host, "rank": 0}],
+            **({"gpu_costs": gpu_costs} if gpu_costs else {}),
         }
         (tmp / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     return summary
