@@ -51,6 +51,7 @@ from testbed.run.simulate import simulate  # noqa: E402
 from testbed.traces.traces import worker_type  # noqa: E402
 
 DATA = ROOT / "bench" / "data" / "gpu-device-h100"
+B = 960  # the tile size of every run of the device call
 HOST = "gpunode"
 KERNELS = ("getrf", "trsm", "gemm")
 PIPELINE = 2  # STARPU_CUDA_PIPELINE's default (driver_cuda.c), as the runs used it
@@ -97,6 +98,19 @@ def first_call_extra(tasks: list[dict]) -> dict[str, float]:
     return out
 
 
+def allocation_costs(path: Path, tile_bytes: int) -> dict[str, float]:
+    """cudaMalloc, cudaFree of one tile and cudaHostAlloc per MiB (the flags StarPU uses with CUDA
+    mapping: row `hostalloc`), medians of cuda_bench at the runs' tile size (numasim's GPU host
+    properties malloc_s, free_s, pinned_alloc_s_per_mib; docs/page-placement.md)."""
+    rows: dict[str, float] = {}
+    with path.open() as fh:
+        for r in csv.DictReader(fh):
+            if r["what"] != "what" and int(r["bytes"]) == tile_bytes:
+                rows[r["what"]] = float(r["median_s"])
+    return {"malloc_s": rows["malloc"], "free_s": rows["free"],
+            "pinned_alloc_s_per_mib": rows["hostalloc"] / (tile_bytes / 1048576)}
+
+
 def measured_costs(res: Path) -> tuple[dict[str, float], dict]:
     """--gpu-cost values from the data, and where each comes from."""
     with (res / "task_overhead.csv").open() as fh:
@@ -111,6 +125,7 @@ def measured_costs(res: Path) -> tuple[dict[str, float], dict]:
             gaps += [max(0.0, b["start"] - a["end"]) for a, b in zip(tasks, tasks[1:], strict=False)]
     costs = {"task_overhead_s": per_task[PIPELINE], "task_gap_s": statistics.median(gaps)}
     costs.update({f"first_call_{k}_s": statistics.median(v) for k, v in firsts.items()})
+    costs.update(allocation_costs(res / "cuda_bench.csv", 8 * B * B))
     return costs, {k: [round(x, 6) for x in v] for k, v in firsts.items()}
 
 
@@ -181,7 +196,7 @@ def allocation_stats(data: Path, case: str, tasks: list[dict], tmp: Path) -> dic
 
 
 def spec(engine: str, pdir: Path, n: int, variant: str, seed: int, trace: Path | None = None) -> RunSpec:
-    return RunSpec(engine=engine, cluster=HOST, n=n, b=960, env={"STARPU_SCHED": "dmdas", "STARPU_NCPU": "15"},
+    return RunSpec(engine=engine, cluster=HOST, n=n, b=B, env={"STARPU_SCHED": "dmdas", "STARPU_NCPU": "15"},
                    env_per_machine={}, seed=seed, variability=engine == "numasim",
                    getrf_on_gpu=variant == "getrf-gpu", platform_dir=pdir, trace=trace)
 

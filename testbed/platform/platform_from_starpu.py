@@ -42,7 +42,8 @@ from testbed.starpu.sampling import detect_symbols
 
 KIND = "starpu-sampling"
 #: numasim's GPU host properties that --gpu-cost may set (simulator/src/platform.cpp)
-GPU_COSTS = ("task_overhead_s", "task_gap_s", "first_call_getrf_s", "first_call_trsm_s", "first_call_gemm_s")
+GPU_COSTS = ("task_overhead_s", "task_gap_s", "first_call_getrf_s", "first_call_trsm_s", "first_call_gemm_s",
+             "malloc_s", "free_s", "pinned_alloc_s_per_mib")
 
 
 def parse_gpu_costs(items: list[str] | None, where: str = "--gpu-cost") -> dict[str, float]:
