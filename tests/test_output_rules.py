@@ -39,10 +39,10 @@ SPEC = {"name": "syn", "cluster": "g5k-lille-21", "engine": "real",
 #: a numasim design of 2 batches of 2 runs (chifflet-1: one node, runs in a second)
 NUMASIM_SPEC = {**SPEC, "engine": "numasim", "cluster": "chifflet-1", "workload": {"n": 960, "b": 192},
                 "factors": {"A": [-1, 1]}, "repetitions": 2, "batches": 2}
-TASKS = """ResourceId,Start,End,Value,Node,WorkerNuma,WorkerMemNode,JobId
-n0.cpu0,0.0,0.1,dgetrf_nopiv,0,0,n0.numa0,1
-n0.cpu1,0.1,0.3,dtrsm,0,0,n0.numa0,2
-n0.cpu0,0.1,0.4,dgemm,0,0,n0.numa0,3
+TASKS = """ResourceId,Start,End,Value,Node,WorkerNuma,WorkerMemNode,JobId,Step,X,Y
+n0.cpu0,0.0,0.1,dgetrf_nopiv,0,0,n0.numa0,1,0,0,0
+n0.cpu1,0.1,0.3,dtrsm,0,0,n0.numa0,2,0,1,0
+n0.cpu0,0.3,0.4,dgemm,0,0,n0.numa0,3,0,1,1
 """
 SIMULATE = ["simulate", "--engine", "numasim", "--cluster", "chifflet-1", "--n", "960", "--b", "192"]
 needs_numasim = pytest.mark.skipif(not paths.NUMASIM.exists(), reason="numasim not built (make build)")
