@@ -206,6 +206,10 @@ ROWS: dict[str, Row] = {
     "numa: frobnicate": Row(
         lambda d: ["platform", "--cluster", str(machine_yaml(d, "chetemi", lambda m: m["numa"].update(
             frobnicate={"value": 1, "source": "x"}))), "--out", "P"], ("numa.frobnicate",)),
+    "numa: a typo beside pattern keys (stall_fraction_*, remote_penalty_*)": Row(
+        lambda d: ["platform", "--cluster", str(machine_yaml(d, "chetemi", lambda m: m["numa"].update(
+            remote_penalty_dgemm_b960={"value": 1.05, "source": "x"},
+            variability_remote={"value": 1, "source": "x"}))), "--out", "P"], ("numa.variability_remote",)),
     "gpu_peer on a machine without GPUs": Row(
         lambda d: ["platform", "--cluster", str(machine_yaml(d, "chetemi", lambda m: m.update(
             gpu_peer=yaml.safe_load((ROOT / "platforms/machines/chifflet.yaml").read_text())["gpu_peer"]))),

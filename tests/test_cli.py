@@ -108,7 +108,7 @@ def test_analyze_of_a_directory_is_bad_input(tmp_path: Path) -> None:
     (tmp_path / "runs").mkdir()
     proc = run_testbed("analyze", str(tmp_path / "runs"), "--out", str(tmp_path / "out"))
     assert proc.returncode == 2
-    assert proc.stderr == f"error: {tmp_path / 'runs'}: expected a file, got a directory\n"
+    assert proc.stderr == f"error: {tmp_path / 'runs'}: expected a file (a runs table (CSV)), got a directory\n"
     assert not (tmp_path / "out").exists()
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -185,7 +186,8 @@ def _schema_error(file: Path, err: jsonschema.ValidationError) -> InputError:
     path = list(err.absolute_path)
     if err.validator == "additionalProperties":
         allowed = sorted(err.schema.get("properties", {}))
-        extra = sorted(set(err.instance) - set(allowed))
+        patterns = [re.compile(p) for p in err.schema.get("patternProperties", {})]
+        extra = sorted(k for k in set(err.instance) - set(allowed) if not any(p.search(k) for p in patterns))
         return InputError(file, key_path(path + [extra[0]]), f"one of the known keys ({', '.join(allowed)})")
     if err.validator == "required":
         missing = [k for k in err.validator_value if k not in err.instance]
