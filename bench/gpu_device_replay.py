@@ -111,8 +111,24 @@ def allocation_costs(path: Path, tile_bytes: int) -> dict[str, float]:
             "pinned_alloc_s_per_mib": rows["hostalloc"] / (tile_bytes / 1048576)}
 
 
-def measured_costs(res: Path) -> tuple[dict[str, float], dict]:
-    """--gpu-cost values from the data, and where each comes from."""
+def traced_allocation_s(data: Path, tmp: Path) -> float | None:
+    """Median duration of StarPU's `Allocating` state on the GPU memory node over every traced run
+    (fxt-<N>.tar.xz): the time the CUDA driver thread spends in one allocation as StarPU runs it
+    (_starpu_allocate_memory_on_node: the memalloc lock, cudaMemGetInfo, cudaMalloc), which is
+    what numasim's malloc_s stands for; None without traces."""
+    durations: list[float] = []
+    for archive in sorted(data.glob("fxt-*.tar.xz")):
+        with tarfile.open(archive) as tar:
+            members = [m for m in tar.getnames() if m.endswith("/fxt-tool/paje.trace")]
+            for m in members:
+                tar.extract(m, tmp / "alloc")
+                durations += [b - a for a, b in paje_allocations(tmp / "alloc" / m)[0]]
+    return statistics.median(durations) if durations else None
+
+
+def measured_costs(res: Path, data: Path | None = None) -> tuple[dict[str, float], dict]:
+    """--gpu-cost values from the data, and where each comes from: cuda_bench's calls, and with the
+    traces (`data`) the allocation time StarPU's own path took in them."""
     with (res / "task_overhead.csv").open() as fh:
         per_task = {int(r["pipeline"]): float(r["per_task_s"]) for r in csv.DictReader(fh)}
     firsts: dict[str, list[float]] = defaultdict(list)
@@ -126,6 +142,9 @@ def measured_costs(res: Path) -> tuple[dict[str, float], dict]:
     costs = {"task_overhead_s": per_task[PIPELINE], "task_gap_s": statistics.median(gaps)}
     costs.update({f"first_call_{k}_s": statistics.median(v) for k, v in firsts.items()})
     costs.update(allocation_costs(res / "cuda_bench.csv", 8 * B * B))
+    traced = traced_allocation_s(data, res / "tmp") if data is not None else None
+    if traced is not None:
+        costs["malloc_s"] = traced
     return costs, {k: [round(x, 6) for x in v] for k, v in firsts.items()}
 
 
@@ -231,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="gpu-device-replay-") as tmp_s:
         tmp = Path(tmp_s)
         res = extract(args.data, tmp)
-        costs, firsts = measured_costs(res)
+        costs, firsts = measured_costs(res, args.data)
         out["gpu_costs"], out["first_call_per_trace"] = costs, firsts
         platforms = {"files": write_platform_dir(res / "sampling", HOST, tmp / "files") and tmp / "files",
                      "measured": write_platform_dir(res / "sampling", HOST, tmp / "measured", costs)

@@ -99,7 +99,7 @@ def device_gpu_costs(tmp: Path) -> dict[str, float]:
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     (tmp / "device").mkdir()
-    return mod.measured_costs(mod.extract(mod.DATA, tmp / "device"))[0]
+    return mod.measured_costs(mod.extract(mod.DATA, tmp / "device"), mod.DATA)[0]
 
 
 def replay(seeds: int = 5) -> list[Case]:

@@ -87,3 +87,16 @@ def test_bad_gpu_cost_one_line_nothing_written(results: Path, tmp_path: Path, it
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1 and "--gpu-cost" in proc.stderr
     assert not out.exists()
+
+
+def test_allocation_cost_is_the_traced_path_not_the_bare_call(results: Path, tmp_path: Path) -> None:
+    """malloc_s is StarPU's Allocating state as the FxT traces measured it (the whole path: lock,
+    cudaMemGetInfo, cudaMalloc), longer than cuda_bench's bare cudaMalloc; free and pinned costs
+    come from cuda_bench at the runs' tile size."""
+    bare = replay.allocation_costs(results / "cuda_bench.csv", 8 * replay.B * replay.B)
+    traced = replay.traced_allocation_s(replay.DATA, tmp_path)
+    costs, _ = replay.measured_costs(results, replay.DATA)
+    assert traced is not None and 80e-6 < traced < 130e-6  # 93-122 us medians per trace
+    assert costs["malloc_s"] == traced > bare["malloc_s"]
+    assert costs["free_s"] == bare["free_s"] and costs["pinned_alloc_s_per_mib"] == bare["pinned_alloc_s_per_mib"]
+    assert replay.measured_costs(results)[0]["malloc_s"] == bare["malloc_s"]  # without traces: cuda_bench

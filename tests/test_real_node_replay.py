@@ -21,10 +21,6 @@ _spec.loader.exec_module(replay_mod)
 KNOWN_MISSES = {
     "cpu-baseline-19200-960": "+16.8 % (real 7.45 s [6.80, 7.96], numasim 8.70 s): the study baseline's "
                               "14 workers at b=960 are slower in simulation than on the node",
-    "gpu-starpu-lu-example-28800-960": "-11.4 % (real 0.971 s [0.875, 1.146], numasim 0.861 s) with the CUDA "
-                                       "worker costs of the H100 device call; no cudaMalloc cost yet (the device "
-                                       "call's FxT: 93-122 us per GPU allocation, one per tile: 900 tiles here); "
-                                       "-41.6 % (0.567 s) without those costs",
 }
 
 
