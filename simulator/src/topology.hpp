@@ -71,10 +71,10 @@ struct Worker {
   // Model lengths of the queued tasks by priority rank (Fenwick tree, integer picoseconds so
   // that sums do not depend on the order of insertions): dmdasd's work ahead of a priority.
   std::vector<int64_t> queued_ps;
-  std::deque<uint32_t> inflight; // popped tasks (more than one with STARPU_CUDA_PIPELINE)
-  double task_overhead = 0;      // CUDA worker: host time per task (s), from the platform
-  double last_end = -1;          // end of the worker's last task (back-to-back detection)
-  double busy_until = 0;         // its thread is in an allocation call until then (CUDA driver)
+  std::deque<uint32_t> inflight;    // popped tasks (more than one with STARPU_CUDA_PIPELINE)
+  double task_overhead = 0;         // CUDA worker: host time per task (s), from the platform
+  double last_end = -1;             // end of the worker's last task (back-to-back detection)
+  double busy_until = 0;            // its thread is in an allocation call until then (CUDA driver)
   double first_call[3] = {0, 0, 0}; // CUDA worker: extra time of a kernel's first task (s), from the platform
   bool called[3] = {false, false, false}; // kernels (kFirstCallKernels) this worker has run
   double task_gap = 0; // CUDA worker: s between back-to-back tasks not hidden by the pipeline
