@@ -79,7 +79,8 @@ class Target:
     reason: str
 
     def at(self, u: float) -> float:
-        return self.lo + u * (self.hi - self.lo)
+        # clamped: lo + 1 * (hi - lo) can round one ulp above hi, which the range check refuses
+        return min(self.hi, max(self.lo, self.lo + u * (self.hi - self.lo)))
 
 
 @dataclass(frozen=True)
