@@ -173,6 +173,13 @@ int main(int argc, char* argv[]) {
             "", key, "a NUMA node of " + node_name + " (0.." + std::to_string(mem.nnuma() - 1) + ")");
       return static_cast<int>(v);
     };
+    auto host_pair = [&](const char* a, const char* b) { // the copy's two ends, both hosts of the platform
+      sg4::Host* src = sg4::Host::by_name_or_null(a);
+      sg4::Host* dst = sg4::Host::by_name_or_null(b);
+      if (!src || !dst)
+        throw numasim::InputError(file, std::string("host ") + (src ? b : a), "a host of the platform");
+      return std::pair{src, dst};
+    };
 
     if (what == "kernel" && argc == 11) {
       const std::string kernel = argv[4];
@@ -272,11 +279,7 @@ int main(int argc, char* argv[]) {
                 << ", \"threads\": " << threads << ", \"utilisation\": " << num(utilisation)
                 << ", \"latency_s\": " << num(latency) << "}\n";
     } else if (what == "copy" && argc == 7) {
-      sg4::Host* src = sg4::Host::by_name_or_null(argv[4]);
-      sg4::Host* dst = sg4::Host::by_name_or_null(argv[5]);
-      if (!src || !dst)
-        throw numasim::InputError(file, std::string("host ") + (src ? argv[5] : argv[4]),
-                                  "a host of the platform");
+      auto [src, dst] = host_pair(argv[4], argv[5]);
       const double bytes = number(argv[6], "BYTES");
       double end = 0;
       sg4::Actor::create("copy", src, [&] {
@@ -287,11 +290,7 @@ int main(int argc, char* argv[]) {
       std::cout << "{\"scenario\": \"copy\", \"src\": \"" << argv[4] << "\", \"dst\": \"" << argv[5]
                 << "\", \"bandwidth_Bps\": " << num(bytes / end) << "}\n";
     } else if (what == "dma" && argc == 9) {
-      sg4::Host* src = sg4::Host::by_name_or_null(argv[4]);
-      sg4::Host* dst = sg4::Host::by_name_or_null(argv[5]);
-      if (!src || !dst)
-        throw numasim::InputError(file, std::string("host ") + (src ? argv[5] : argv[4]),
-                                  "a host of the platform");
+      auto [src, dst] = host_pair(argv[4], argv[5]);
       const double bytes = number(argv[6], "BYTES");
       const int d = numa_arg(argv[7], "D");
       const int threads = static_cast<int>(number(argv[8], "THREADS", true));
