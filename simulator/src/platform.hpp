@@ -29,8 +29,8 @@ struct GpuInfo {
   double first_call[3] = {0, 0, 0};
   double task_gap = 0; // s between back-to-back tasks the pipeline does not hide (prop task_gap_s)
 };
-// The kernels whose first call in a process costs extra (CUDA's lazy module loading, the
-// libraries' first use): one slot per cuSOLVER/cuBLAS routine, so both trsm kinds share one.
+// The kernels whose first call in a process costs extra (the libraries' first use): one slot
+// per cuSOLVER/cuBLAS routine, so both trsm kinds share one.
 inline constexpr const char* kFirstCallKernels[3] = {"getrf", "trsm", "gemm"};
 struct RamInfo {
   sg4::Host* host;

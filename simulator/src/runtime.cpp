@@ -128,11 +128,12 @@ double Simulation::cuda_occupancy(const Worker& w, double kernel) const {
 // cuBLAS/cuSOLVER handles at start (starpu_cublas_init, src/drivers/cuda/starpu_cublas.c:
 // init_cublas_func -> cublasInit, starpu_cublas_v2.c: cublasCreate + cublasSetStream;
 // starpu_cusolver.c: cusolverDnCreate + cusolverDnSetStream) but runs no
-// kernel, so the routine's first call loads its kernels (CUDA's lazy module loading, the
-// default since CUDA 12.2) and sets up the library's state on the worker thread, inside the
-// task (start_job_on_cuda, src/drivers/cuda/driver_cuda.c, calls the codelet synchronously
-// on that thread). Charged once per worker and kernel; the scheduler's estimate, from the
-// models, does not include it (a frozen model is calibrated on the steady durations).
+// kernel, so the routine's first call sets up the library's state on the worker thread, inside
+// the task (start_job_on_cuda, src/drivers/cuda/driver_cuda.c, calls the codelet synchronously
+// on that thread). Not CUDA's lazy module loading: with CUDA_MODULE_LOADING=EAGER the real runs
+// kept it (bench/data/gpu-device-h100/startup.jsonl). Charged once per worker and kernel; the
+// scheduler's estimate, from the models, does not include it (a frozen model is calibrated on
+// the steady durations).
 double Simulation::first_call(Worker& w, TaskKind kind) {
   const int slot = kind == TaskKind::getrf ? 0 : kind == TaskKind::gemm ? 2 : 1;
   if (w.called[slot])
