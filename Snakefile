@@ -10,7 +10,8 @@ min_version("9.0")
 
 # The embedded config through the project's YAML reader before snakemake's own loader reads it:
 # an alias bomb, a duplicate key or a 20-digit integer is one line and exit 2, not minutes of
-# memory growth (a --configfile given on the command line is read by snakemake before this file).
+# memory growth (a --configfile given on the command line is read by snakemake before this file:
+# `testbed workflow`, testbed/study/workflow.py, checks those first).
 check_yaml_file("config/config.yaml")
 
 

@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "trace-pair": ("testbed.traces.trace_pair", "traced reruns of an experiment's all-default and best configurations, compared"),
     "diagnose": ("testbed.traces.diagnostics", "a traced run's diagnostics: kernel durations per NUMA node and GPU, "
                                                "area bound, copies against estimates, overheads (CSV)"),
+    "workflow": ("testbed.study.workflow", "snakemake with the same arguments, its --configfile files checked first"),
 }
 
 
@@ -101,8 +102,14 @@ class _Version(argparse.Action):
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     command = next((a for a in argv if not a.startswith("-")), None)
+    rest: list[str] = []
+    if command == "workflow":  # everything after it is snakemake's, its options included
+        split = argv.index(command) + 1
+        argv, rest = argv[:split], argv[split:]
     try:
         args = build_parser(command).parse_args(argv)
+        if command == "workflow":
+            args.snakemake_args = rest
         logs.setup(args.verbosity)
         return int(args._run(args) or 0)
     except InputError as exc:

@@ -198,6 +198,24 @@ ROWS: dict[str, Row] = {
     "simulate --cfg tracing:": Row(argv(*SIM, "--cfg", "tracing:"), ("--cfg", "KEY:VALUE"), numasim=True),
     "4096 tiles per dimension": Row(argv(*SIM[:5], "--n", str(4096 * 192), "--b", "192"),
                                     ("workload.n/b", "tiles per dimension on this machine"), numasim=True),
+    # ---- snakemake's config files and arguments, through `testbed workflow` (snakemake reads a
+    # --configfile before the Snakefile runs: a traceback, or an error without the file's name)
+    "workflow --configfile missing": Row(argv("workflow", "-n", "--configfile", "nope.yaml"),
+                                         ("nope.yaml", "existing file")),
+    "workflow --configfile garbled": Row(lambda d: ((d / "bad.yaml").write_text("a: [\n"),
+                                                    ["workflow", "-n", "--configfile", "bad.yaml"])[1],
+                                         ("bad.yaml", "valid YAML")),
+    "workflow --configfile DIR": Row(lambda d: ((d / "adir").mkdir(), ["workflow", "--configfile", "adir"])[1],
+                                     ("adir", "directory")),
+    "workflow --configfile /dev/zero": Row(lambda d: ((d / "z.yaml").symlink_to("/dev/zero"),
+                                                      ["workflow", "-n", "--configfiles", "z.yaml"])[1],
+                                           ("z.yaml", "device")),
+    "workflow --configfile=a list": Row(lambda d: ((d / "l.yaml").write_text("- 1\n"),
+                                                   ["workflow", "-n", "--configfile=l.yaml"])[1],
+                                        ("l.yaml", "mapping of config keys")),
+    "workflow --cores abc": Row(argv("workflow", "--cores", "abc"), ("snakemake arguments", "--cores")),
+    "workflow --configf (ambiguous)": Row(argv("workflow", "--configf", "x.yaml"),
+                                          ("snakemake arguments", "ambiguous option"), never=("usage",)),
     # ---- accepted nonsense
     "numa: hinting_fault_costs_s (typo)": Row(
         lambda d: ["platform", "--cluster", str(machine_yaml(d, "chetemi", lambda m: m["numa"].update(

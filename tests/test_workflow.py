@@ -97,6 +97,24 @@ def test_dry_run_of_the_embedded_default_and_the_study_scale(tmp_path: Path):
     assert jobs(study.stdout)["campaign_batch"] == 128
 
 
+def test_testbed_workflow_runs_snakemake_with_a_checked_configfile(tmp_path: Path):
+    """`testbed workflow ARGS` is `snakemake ARGS` once the --configfile files read: the study
+    scale set by a config file of the user's reaches the dry run (128 batches), and snakemake's
+    exit status comes back."""
+    wf = workflow_copy(tmp_path)
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    config["scale"] = "study"
+    (wf / "mine.yaml").write_text(yaml.safe_dump(config))
+    run = subprocess.run([sys.executable, "-m", "testbed", "workflow", "-n", "--cores", "2", "all",
+                          "--configfile", "mine.yaml"], cwd=wf, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert jobs(run.stdout)["campaign_batch"] == 128
+    missing = subprocess.run([sys.executable, "-m", "testbed", "workflow", "-n", "no-such-target"], cwd=wf,
+                             capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert missing.returncode == 1, missing.stderr[-2000:]
+
+
 def test_rules_run_the_venvs_testbed_without_an_activated_venv(tmp_path: Path):
     """`.venv/bin/snakemake` with a PATH that lacks the venv (not activated): the rules call the
     testbed through the interpreter snakemake runs under, not a `testbed` looked up on PATH

@@ -1,0 +1,80 @@
+"""`testbed workflow [SNAKEMAKE ARGUMENTS]`: snakemake, with its config files checked first.
+
+Snakemake reads the files of `--configfile` (and a profile's `configfile:`) in its command-line
+layer (snakemake/cli.py `args_to_api` → `load_configfile`), before the Snakefile runs: a
+missing file ends in a 26-line FileNotFoundError traceback, a garbled one in "Config file is not
+valid JSON or YAML" without the file's name, both with exit status 1. The embedded
+config/config.yaml is checked by the Snakefile itself. This command parses the arguments with
+snakemake's own parser (cli.py `parse_args`, so abbreviations and profiles count), reads every
+config file with the project's YAML reader (common/yaml_input.py: size, nesting, aliases,
+duplicate keys) and refuses a bad one in one line naming it, exit 2; then it runs snakemake
+with the same arguments (cli.py `main`), whose exit status it returns. The contents are
+validated by the Snakefile (workflows/common.smk), as for any config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import sys
+from pathlib import Path
+
+from testbed.common.errors import InputError
+from testbed.common.yaml_input import load_yaml
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("snakemake_args", nargs="*", metavar="SNAKEMAKE_ARGUMENT",
+                        help="snakemake's arguments, options included, as they would follow `snakemake` "
+                             "(`testbed workflow --help` prints snakemake's help)")
+
+
+def check_config_files(files: list[Path], option: str = "--configfile") -> None:
+    """InputError for the first of `files` that is not a readable YAML (or JSON) mapping."""
+    for file in files:
+        document = load_yaml(file)
+        if document is not None and not isinstance(document, dict):
+            raise InputError(file, None, f"a mapping of config keys at the top level ({option}), "
+                                         f"got a {type(document).__name__}")
+
+
+class ArgumentMistake(Exception):
+    """snakemake refused its arguments; the message is its error, on one line."""
+
+
+def _parse(cli, argv: list[str]) -> argparse.Namespace:
+    """snakemake's arguments parsed by snakemake. Its argparse mistakes (100 lines of usage, then
+    the error) and its option types' CliException (a traceback in snakemake's main) become one
+    ArgumentMistake."""
+    from snakemake.exceptions import CliException
+
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(captured):
+            return cli.parse_args(argv)[1]
+    except CliException as exc:
+        raise ArgumentMistake(" ".join(str(exc).split())) from None
+    except SystemExit as exc:
+        lines = [line for line in captured.getvalue().splitlines() if line.strip()]
+        if exc.code == 2 and lines:
+            raise ArgumentMistake(lines[-1].split("error: ", 1)[-1]) from None
+        sys.stderr.write(captured.getvalue())  # --version, --help (on stdout), anything else
+        raise
+
+
+def run(args: argparse.Namespace) -> int:
+    from snakemake import cli
+
+    argv = list(args.snakemake_args)
+    try:
+        parsed = _parse(cli, argv)
+    except ArgumentMistake as exc:
+        print(f"error: snakemake arguments: {exc}", file=sys.stderr)
+        return 2
+    check_config_files([Path(f) for f in parsed.configfile or []])
+    try:
+        cli.main(argv)
+    except SystemExit as exc:  # snakemake's main always ends this way
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return 0
