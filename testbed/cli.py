@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
+import threading
 
 from testbed.common import logs
 from testbed.common.arguments import Parser
@@ -99,8 +101,28 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+class Terminated(Exception):
+    """SIGTERM (a batch scheduler's cancel, `kill`): raised where the process is, so outputs are
+    cleaned up as for Ctrl-C (common/atomic.py removes what an exception interrupts) and a running
+    numasim or StarPU child is killed by subprocess.run on the way out."""
+
+
+def _terminate(signum, frame) -> None:
+    raise Terminated
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    in_main_thread = threading.current_thread() is threading.main_thread()  # signal.signal needs it
+    previous = signal.signal(signal.SIGTERM, _terminate) if in_main_thread else None
+    try:
+        return _main(argv)
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: list[str]) -> int:
     command = next((a for a in argv if not a.startswith("-")), None)
     rest: list[str] = []
     if command == "workflow":  # everything after it is snakemake's, its options included
@@ -127,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C: outputs were cleaned up on the way out (common/atomic.py)
         print(f"error: testbed {command}: interrupted" if command else "error: interrupted", file=sys.stderr)
         return 130
+    except Terminated:  # SIGTERM, the same clean-up; 128 + 15 as a shell reports it
+        print(f"error: testbed {command}: terminated" if command else "error: terminated", file=sys.stderr)
+        return 143
 
 
 def os_error_line(exc: OSError) -> str:

@@ -318,9 +318,10 @@ def test_numasim_cfg_is_one_line(cfg: str, tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------ Ctrl-C
-def interrupted(argv_: list[str], cwd: Path, after: Callable[[str], bool] | float) -> tuple[int, str]:
-    """`testbed ARGV` in a process of its own, sent SIGINT once `after` (a stderr line test, or
-    seconds); (exit status, stderr)."""
+def interrupted(argv_: list[str], cwd: Path, after: Callable[[str], bool] | float,
+                sig: int = signal.SIGINT) -> tuple[int, str]:
+    """`testbed ARGV` in a process of its own, sent `sig` (SIGINT) once `after` (a stderr line
+    test, or seconds); (exit status, stderr)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = popen_interruptible([sys.executable, "-m", "testbed", *argv_], cwd=cwd, env=env, text=True,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -332,14 +333,18 @@ def interrupted(argv_: list[str], cwd: Path, after: Callable[[str], bool] | floa
                 break
     else:
         time.sleep(after)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     _, rest = proc.communicate(timeout=120)
     return proc.returncode, "".join(err) + rest
 
 
 @needs_numasim
+@pytest.mark.parametrize("sig,rc_expected,word", [(signal.SIGINT, 130, "interrupted"),
+                                                  (signal.SIGTERM, 143, "terminated")], ids=["SIGINT", "SIGTERM"])
 @pytest.mark.parametrize("command", ["campaign", "analyze", "platform"])
-def test_ctrl_c_is_one_line_exit_130_and_leaves_nothing(command: str, tmp_path: Path) -> None:
+def test_ctrl_c_is_one_line_exit_130_and_leaves_nothing(command: str, sig: int, rc_expected: int, word: str,
+                                                        tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT), or a scheduler's cancel (SIGTERM): one line, 130 or 143, nothing left."""
     if command == "campaign":
         design_csv(tmp_path, reps=40)
         argv_, after = ["campaign", "--design", "d.csv", "--batch", "0", "--out", "o.csv"], lambda ln: "run 1/" in ln
@@ -352,9 +357,9 @@ def test_ctrl_c_is_one_line_exit_130_and_leaves_nothing(command: str, tmp_path: 
         (tmp_path / "big.yaml").write_text(yaml.safe_dump(cluster))
         argv_, after = ["platform", "--cluster", "big.yaml", "--out", "P"], 3.0
     before = files_of(tmp_path)
-    rc, err = interrupted(argv_, tmp_path, after)
+    rc, err = interrupted(argv_, tmp_path, after, sig)
     errors = [ln for ln in err.splitlines() if ln.startswith("error: ")]
-    assert rc == 130 and "Traceback" not in err and len(errors) == 1 and "interrupted" in errors[0], err
+    assert rc == rc_expected and "Traceback" not in err and len(errors) == 1 and word in errors[0], err
     assert files_of(tmp_path) == before, "an interrupted command left files behind"
 
 
