@@ -29,6 +29,13 @@
 #                                 PostgreSQL as services; the local clusters run their own.
 #   STARPU_EXTRA_CONFIGURE_FLAGS  more configure flags for the native build (e.g. --without-hwloc)
 #   TESTBED_KEEP_BUILD_TREES=1    keep .deps/build-* after installing (about 650 MB)
+#   CHAMELEON_SOURCE_TARBALL=FILE a Chameleon source tarball (1.2 or later, with its submodules
+#                                 hqr/ and cmake_modules/morse_cmake/ filled, as release tarballs
+#                                 are), built against each StarPU flavour into
+#                                 .deps/chameleon-{native,simgrid} (sha256 printed): `--app chameleon`
+#   CHAMELEON_PREFIX=DIR          an installed native Chameleon instead (checked when used, by
+#   CHAMELEON_SIMGRID_PREFIX=DIR  testbed/run/engines/chameleon_app.py); without any of these,
+#                                 nothing of Chameleon is built and its tests skip
 #
 # What it changes on the system: installs the Debian packages listed below (root or sudo,
 # only when some are missing). The StarPU source is fetched with a private apt state under
@@ -272,6 +279,76 @@ for b in "${STARPU_TO_BUILD[@]}"; do
     native) build_starpu native --with-fxt "${NATIVE_CUDA_FLAGS[@]}" ${STARPU_EXTRA_CONFIGURE_FLAGS:-} ;;
   esac
 done
+
+# ---------------------------------------------------------------- Chameleon (optional)
+# Built only from CHAMELEON_SOURCE_TARBALL, against the StarPU of each flavour present. Double
+# precision (and single: the 1.2 testing driver links CHAMELEON_slacpy_Tile), MPI, the testing
+# driver chameleon_dtesting; the SimGrid flavour in Chameleon's simulation mode (no kernels,
+# CPU codelets only: CHAMELEON_USE_CUDA there needs the CUDA toolkit's CMake targets).
+build_chameleon() { # flavour, source dir, source id, extra cmake flags...
+  local flavour="$1" src="$2" id="$3"; shift 3
+  local starpu="${STARPU_PREFIX_OF[$flavour]}" prefix="$DEPS/chameleon-$flavour" build="$DEPS/build-chameleon-$flavour"
+  local flags=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$prefix" -DCHAMELEON_SCHED=STARPU
+    -DCHAMELEON_USE_MPI=ON -DCHAMELEON_PREC_C=OFF -DCHAMELEON_PREC_Z=OFF -DCHAMELEON_ENABLE_EXAMPLE=OFF
+    -DCHAMELEON_ENABLE_TESTING=ON -DCHAMELEON_ENABLE_DOC=OFF -DPython3_EXECUTABLE=/usr/bin/python3
+    -DCMAKE_INSTALL_RPATH_USE_LINK_PATH=ON "$@")
+  local flags_id; flags_id="$(printf '%s\n' "$starpu" "${flags[@]}" | sha256sum | cut -c1-12)"
+  local stamp="$prefix/.built-$id-$flags_id"
+  if [ -f "$stamp" ]; then say "Chameleon ($flavour build): present"; return; fi
+  say "building Chameleon ($flavour build, against $starpu, $JOBS jobs) -> $prefix"
+  rm -rf "$build" "$prefix"; mkdir -p "$build"
+  local log="$DEPS/build-chameleon-$flavour.log"
+  say "  log: $log"
+  # SMPI_PRETEND_CC: smpicc (the SimGrid flavour's compiler) as a plain cc for CMake's checks
+  ( cd "$build" && PKG_CONFIG_PATH="$starpu/lib/pkgconfig" SMPI_PRETEND_CC=1 cmake "$src" "${flags[@]}" ) >"$log" 2>&1 \
+    || die "configure of Chameleon ($flavour) failed, see $log"
+  # Two passes: the generated precision headers race with their first users under -j
+  ( cd "$build" && { make -j"$JOBS" >/dev/null 2>&1 || true; } && make -j"$JOBS" install ) >>"$log" 2>&1 \
+    || die "build of Chameleon ($flavour) failed, see $log"
+  touch "$stamp"
+  if [ "${TESTBED_KEEP_BUILD_TREES:-0}" != 1 ]; then rm -rf "$build"; fi
+  say "Chameleon ($flavour build) installed"
+}
+if [ -n "${CHAMELEON_SOURCE_TARBALL:-}" ]; then
+  [ -f "$CHAMELEON_SOURCE_TARBALL" ] || bad_setting "CHAMELEON_SOURCE_TARBALL=$CHAMELEON_SOURCE_TARBALL: no such file"
+  CHAMELEON_SHA="$(sha256sum "$CHAMELEON_SOURCE_TARBALL" | cut -d' ' -f1)"
+  say "Chameleon source: $CHAMELEON_SOURCE_TARBALL (sha256 $CHAMELEON_SHA)"
+  CHAMELEON_SRC="$DEPS/src/chameleon-${CHAMELEON_SHA:0:12}"
+  if [ ! -f "$CHAMELEON_SRC/.unpacked" ]; then
+    rm -rf "$CHAMELEON_SRC"; mkdir -p "$CHAMELEON_SRC"
+    tar -xf "$CHAMELEON_SOURCE_TARBALL" -C "$CHAMELEON_SRC" --strip-components=1 2>/dev/null \
+      || { rm -rf "$CHAMELEON_SRC"; bad_setting "CHAMELEON_SOURCE_TARBALL=$CHAMELEON_SOURCE_TARBALL: expected a tar archive of a Chameleon source tree"; }
+    touch "$CHAMELEON_SRC/.unpacked"
+  fi
+  # A tarball that is not a Chameleon 1.2+ source tree: one line naming the variable, exit 2, and
+  # its unpacked copy removed
+  not_chameleon() { rm -rf "$CHAMELEON_SRC"; bad_setting "CHAMELEON_SOURCE_TARBALL=$CHAMELEON_SOURCE_TARBALL: expected $*"; }
+  grep -q 'project *( *CHAMELEON' "$CHAMELEON_SRC/CMakeLists.txt" 2>/dev/null \
+    || not_chameleon "Chameleon's source tree (CMakeLists.txt with project(CHAMELEON))"
+  for sub in hqr/CMakeLists.txt cmake_modules/morse_cmake/modules/MorseInit.cmake; do
+    [ -f "$CHAMELEON_SRC/$sub" ] || not_chameleon "Chameleon's submodules in the tarball ($sub missing; a release tarball has them, \`git archive\` does not)"
+  done
+  CHAMELEON_VERSION="$(sed -n 's/^ *set( *CHAMELEON_VERSION_\(MAJOR\|MINOR\) *\([0-9]*\).*/\2/p' "$CHAMELEON_SRC/CMakeLists.txt" | paste -sd.)"
+  case "$CHAMELEON_VERSION" in
+    0.*|1.0|1.1|"") not_chameleon "Chameleon 1.2 or later (the first built against StarPU 1.4), got ${CHAMELEON_VERSION:-no version}" ;;
+  esac
+  say "Chameleon $CHAMELEON_VERSION source in $CHAMELEON_SRC"
+  declare -A STARPU_PREFIX_OF=([native]="${STARPU_NATIVE_PREFIX:-$DEPS/starpu-native}" [simgrid]="${STARPU_SIMGRID_PREFIX:-$DEPS/starpu-simgrid}")
+  for flavour in native simgrid; do
+    if [ ! -f "${STARPU_PREFIX_OF[$flavour]}/lib/pkgconfig/starpu-1.4.pc" ]; then
+      say "Chameleon ($flavour build): skipped, no StarPU of that flavour"
+    elif [ "$flavour" = native ]; then
+      # CUDA kernels where the native StarPU has CUDA (Chameleon refuses CUDA over a StarPU without it)
+      cuda=OFF; grep -rqs '^#define STARPU_USE_CUDA 1' "${STARPU_PREFIX_OF[native]}/include" && cuda=ON
+      build_chameleon native "$CHAMELEON_SRC" "${CHAMELEON_SHA:0:12}" -DBUILD_SHARED_LIBS=ON -DBLA_VENDOR=OpenBLAS -DCHAMELEON_USE_CUDA=$cuda
+    else
+      # SMPI's compilers, as for apps/lu: smpicc renames main and links a shared object that
+      # starpu_smpirun loads once per rank
+      build_chameleon simgrid "$CHAMELEON_SRC" "${CHAMELEON_SHA:0:12}" -DCHAMELEON_SIMULATION=ON -DCHAMELEON_USE_CUDA=OFF \
+        -DCMAKE_C_COMPILER=smpicc -DCMAKE_CXX_COMPILER=smpicxx -DCMAKE_Fortran_COMPILER=smpif90
+    fi
+  done
+fi
 
 # ---------------------------------------------------------------- Python
 REQ="$ROOT/envs/requirements.txt"

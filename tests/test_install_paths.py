@@ -40,7 +40,9 @@ def copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def user_env(**overrides: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("STARPU_SOURCE_TARBALL", "TESTBED_LU")}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("STARPU_SOURCE_TARBALL", "TESTBED_LU", "CHAMELEON_SOURCE_TARBALL", "CHAMELEON_PREFIX",
+                        "CHAMELEON_SIMGRID_PREFIX")}
     env.update(TESTBED_APT="0", TESTBED_PYTHON="0", STARPU_NATIVE_PREFIX=str(STARPU_NATIVE),
                STARPU_SIMGRID_PREFIX=str(STARPU_SIMGRID), STARPU_HOME=str(BUILD / "test-starpu-home"))
     env.update(overrides)
@@ -78,6 +80,41 @@ def test_lu_runs_on_both_starpu_engines_from_the_prefixes(built: Path) -> None:
         out = json.loads(proc.stdout)
         assert out["engine"] == engine and out["makespan_s"] > 0
     assert (built / "build" / "lu-real" / "lu").exists() and (built / "build" / "lu-simgrid" / "lu").exists()
+
+
+def chameleon_tree(root: Path, major: int, minor: int, submodules: bool = True) -> Path:
+    """A directory shaped like a Chameleon source tree of version major.minor (what setup.sh
+    checks before building: the project, the version, the submodules a release tarball has)."""
+    src = root / f"chameleon-{major}.{minor}.0"
+    src.mkdir(parents=True)
+    (src / "CMakeLists.txt").write_text(f"project(CHAMELEON C CXX Fortran)\nset(CHAMELEON_VERSION_MAJOR {major})\n"
+                                        f"set(CHAMELEON_VERSION_MINOR {minor})\n")
+    if submodules:
+        for sub in ("hqr/CMakeLists.txt", "cmake_modules/morse_cmake/modules/MorseInit.cmake"):
+            (src / sub).parent.mkdir(parents=True)
+            (src / sub).write_text("# submodule\n")
+    return src
+
+
+@pytest.mark.parametrize("make,words", [
+    (lambda d: d / "nope.tar.gz", "no such file"),
+    (lambda d: (d / "notes.txt").write_text("not a tarball\n") and d / "notes.txt", "a tar archive"),
+    (lambda d: chameleon_tree(d, 1, 1), "Chameleon 1.2 or later"),
+    (lambda d: chameleon_tree(d, 1, 2, submodules=False), "submodules"),
+], ids=["missing", "not a tarball", "chameleon 1.1", "git archive without submodules"])
+def test_wrong_chameleon_tarball_is_one_clear_error(built: Path, tmp_path: Path, make, words: str) -> None:
+    """CHAMELEON_SOURCE_TARBALL is checked before anything is built: one line naming it, exit 2,
+    nothing of it left under .deps."""
+    given = make(tmp_path)
+    if given.is_dir():
+        tarball = tmp_path / f"{given.name}.tar.gz"
+        subprocess.run(["tar", "-czf", str(tarball), "-C", str(tmp_path), given.name], check=True)
+        given = tarball
+    setup = run(["bash", "envs/setup.sh"], built, CHAMELEON_SOURCE_TARBALL=str(given))
+    errors = setup.stderr.strip().splitlines()
+    assert setup.returncode == 2 and len(errors) == 1, setup.stderr
+    assert f"CHAMELEON_SOURCE_TARBALL={given}" in errors[0] and words in errors[0]
+    assert not list((built / ".deps" / "src").glob("chameleon-*")) and not list((built / ".deps").glob("chameleon-*"))
 
 
 def test_wrong_prefix_is_one_clear_error(built: Path, tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ RUN_COLUMNS = [
 #: columns written when the runs have them: `env_per_machine`, the JSON {machine type: {VAR: value}}
 #: of the variables that differ between machine types (testbed/run/resolve.py); a rank on machine m ran
 #: with {**env, **env_per_machine[m]}
-OPTIONAL_COLUMNS = ["env_per_machine"]
+OPTIONAL_COLUMNS = ["app", "env_per_machine"]
 INT_COLUMNS = ["run", "order", "batch", "repetition", "seed", "n", "b", "tasks"]
 
 
@@ -151,7 +151,7 @@ DESIGN_CONSTANTS = ["experiment", "engine", "cluster", "n", "b", "distribution",
 
 def check_one_design(table: pd.DataFrame, path: str | Path) -> None:
     """InputError naming the first column that mixes designs (analyze --pool allows it)."""
-    for column in DESIGN_CONSTANTS:
+    for column in [c for c in DESIGN_CONSTANTS + ["app"] if c in table.columns]:
         values = sorted(map(str, table[column].unique()))
         if len(values) > 1:
             raise InputError(path, column, f"one value for the whole table (runs of one experiment), got "

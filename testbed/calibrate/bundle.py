@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from testbed.common.atomic import atomic_file
-from testbed.starpu.lu_codelets import BY_SYMBOL, CUDA_SYMBOLS, LU_CODELETS
+from testbed.starpu.lu_codelets import APP_CODELETS, BY_SYMBOL, CHAMELEON_GENERATION, LU_CODELETS
 from testbed.starpu.perfmodel_files import read_model
 
 #: Chameleon's LU symbols, in the calibration's order.
@@ -35,15 +35,17 @@ def read_history(model: Path) -> list[dict]:
     return sorted(rows, key=lambda r: not r["arch"].startswith("cpu"))
 
 
-def calibrated(models: Path, machine: str, b: int, cuda: bool = False) -> bool:
-    """Every entry of tile b has STARPU_CALIBRATE_MINIMUM samples, and with CUDA every
-    kernel that has a CUDA implementation has a CUDA entry."""
-    for sym in LU_SYMBOLS:
-        size = BY_SYMBOL[sym].size_bytes(b)
+def calibrated(models: Path, machine: str, b: int, cuda: bool = False, app: str = "lu") -> bool:
+    """Every entry of tile b of the program's codelets (APP_CODELETS: apps/lu's or Chameleon's)
+    has STARPU_CALIBRATE_MINIMUM samples, and with CUDA every kernel that has a CUDA
+    implementation in that program has a CUDA entry."""
+    for codelet in APP_CODELETS[app]:
+        sym = codelet.symbol
+        size = codelet.size_bytes(b)
         entries = [e for e in read_history(models / f"{sym}.{machine}") if e["size"] == size]
         if not entries or min(e["n"] for e in entries) < CALIBRATE_MINIMUM:
             return False
-        if cuda and sym in CUDA_SYMBOLS and not any(e["arch"].startswith("cuda") for e in entries):
+        if cuda and codelet.cuda and not any(e["arch"].startswith("cuda") for e in entries):
             return False
     return True
 
@@ -95,7 +97,7 @@ def codelet_table(out: Path, machine: str) -> list[dict[str, object]]:
     scopes = [("all", out / "sampling" / "codelets" / "45")]
     scopes += [(p.name.removeprefix("codelets-"), p / "45") for p in sorted(out.glob("codelets-numa*")) if p.is_dir()]
     for scope, d in scopes:
-        for sym in LU_SYMBOLS:
+        for sym in (*LU_SYMBOLS, CHAMELEON_GENERATION.symbol):  # a calibration of Chameleon has dplgsy
             for e in read_history(d / f"{sym}.{machine}"):
                 b = round((e["size"] / 8 / BY_SYMBOL[sym].buffers) ** 0.5)
                 table.append({"scope": scope, "arch": e["arch"], "symbol": sym, "b": b, "mean_s": e["mean_us"] * 1e-6,
@@ -115,7 +117,7 @@ def _kernel_timing(out: Path, machine: str, sym: str, arch: str, ref: int, flops
         lo = min(mine)
         expo = math.log(float(mine[ref]["mean_s"]) / float(mine[lo]["mean_s"])) / math.log(ref / lo)
         exponent = {"value": round(expo, 3), "derived": f"log-log slope of the b={lo} and b={ref} means of {src.split(',')[0]}"}
-    elif sym == "dplrnt":
+    elif sym in ("dplrnt", CHAMELEON_GENERATION.symbol):
         exponent = {"value": 2, "derived": "one tile size calibrated: generating b^2 entries, time assumed proportional to b^2"}
     else:
         exponent = {"value": 3, "derived": f"one tile size calibrated: time assumed proportional to the flop count {flops}"}
@@ -134,8 +136,10 @@ def write_kernels_yaml(out: Path, machine: str, codelets: list[dict[str, object]
     # The CPU models and those of the first GPU (machine descriptions have one figure per GPU model).
     for arch, key in (("cpu0", "cpu"), ("cuda0", "cuda")):
         for sym in LU_SYMBOLS:
-            timing = _kernel_timing(out, machine, sym, arch, ref, BY_SYMBOL[sym].flops,
-                                    {int(r["b"]): r for r in rows if r["symbol"] == sym and r["arch"] == arch})
+            # A calibration of Chameleon's codelets times its generation, dplgsy, where apps/lu has dplrnt
+            measured = sym if any(r["symbol"] == sym for r in rows) or sym != "dplrnt" else CHAMELEON_GENERATION.symbol
+            timing = _kernel_timing(out, machine, measured, arch, ref, BY_SYMBOL[sym].flops,
+                                    {int(r["b"]): r for r in rows if r["symbol"] == measured and r["arch"] == arch})
             if timing:
                 kernels.setdefault(sym, {"flops": BY_SYMBOL[sym].flops})[key] = timing
     doc = {"bundle": out.name, "kind": "measured", "machine": machine, "reference_tile": ref, "kernels": kernels}

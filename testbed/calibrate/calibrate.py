@@ -87,6 +87,9 @@ class Options:
     lu_reps: int = 3
     unstable: float = 0.10
     lu: Path = LU_REAL
+    # The program whose codelets are calibrated and timed for the reference: apps/lu, or an
+    # installed Chameleon's getrf_nopiv driver (testbed/run/engines/chameleon_app.py)
+    app: str = "lu"
     hosts: list[str] | None = None  # two hosts for the network ping-pong
     pingpong_reps: int = 100
     paired_runs: int = 2  # real runs per priority in the validation's paired check (0: none)
@@ -354,9 +357,43 @@ def scope_env(ctx: Context, scope: str, layout: dict[int, list[int]]) -> dict[st
             "STARPU_MPI_THREAD_CPUID": str(others[0])}
 
 
+def lu_program(opts: Options) -> Path:
+    """The LU program calibration runs: apps/lu's real build, or Chameleon's driver."""
+    if opts.app == "chameleon":
+        from testbed.run.engines.chameleon_app import installed_chameleon
+
+        return installed_chameleon("native")
+    return opts.lu
+
+
+def program_env(opts: Options) -> dict[str, str]:
+    """What the calibrated program needs in its environment: Chameleon's library path."""
+    if opts.app == "chameleon":
+        from testbed.run.engines.chameleon_app import library_path
+
+        return {"LD_LIBRARY_PATH": library_path("native")}
+    return {}
+
+
+def lu_command(opts: Options, program: Path, n: int, b: int, getrf_gpu: bool = False) -> list[str]:
+    """One LU of order n in tiles of b on this node, by the calibrated program."""
+    if opts.app == "chameleon":  # the testbed's settings: StarPU counts the workers (-t -1 -g -1)
+        return [str(program), "-o", "getrf_nopiv", "-n", str(n), "-b", str(b), "-t", "-1", "-g", "-1"]
+    return [str(program), "--n", str(n), "--b", str(b), *(["--getrf-gpu"] if getrf_gpu else [])]
+
+
+def lu_result(opts: Options, stdout: str) -> dict:
+    """makespan_s and gflops of one LU's output (apps/lu's JSON line, Chameleon's `;` line)."""
+    if opts.app == "chameleon":
+        from testbed.run.engines.chameleon_app import parse_output
+
+        return parse_output(stdout, "", 0, "chameleon_dtesting")
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
 def step_codelets(scope: str) -> Callable[[Context, Path, list[str]], str]:
     def action(ctx: Context, out: Path, commands: list[str]) -> str:
-        lu = ctx.opts.lu
+        lu = lu_program(ctx.opts)
         if not lu.exists():
             return f"not available yet: {lu} is not built (apps/lu, `make build`)"
         layout = numa_layout()
@@ -368,7 +405,7 @@ def step_codelets(scope: str) -> Callable[[Context, Path, list[str]], str]:
             shutil.copytree(bus_src, bus_dst)  # same bus model, no second bus calibration
         models = work / ".starpu" / "sampling" / "codelets" / "45"
         env = {**starpu_env(ctx, work), **scope_env(ctx, scope, layout), "STARPU_CALIBRATE": "1",
-               "STARPU_SCHED": "dmdas"}
+               "STARPU_SCHED": "dmdas", **program_env(ctx.opts)}
         if ctx.opts.history_max_error is not None:
             # StarPU flushes a history entry once as many samples deviated from its mean by more than
             # this percentage as it holds (src/core/perfmodel/perfmodel_history.c): a kernel of a few
@@ -378,6 +415,7 @@ def step_codelets(scope: str) -> Callable[[Context, Path, list[str]], str]:
         # the workers whose model is not calibrated yet, so the CPU entries fill as well
         # (sched_policies/deque_modeling_policy_data_aware.c, "we need to calibrate").
         cuda = lu_has_cuda()
+        app = ctx.opts.app
         work.mkdir(parents=True, exist_ok=True)
         log = work / "commands.json"  # commands of earlier, interrupted invocations
         commands += json.loads(log.read_text()) if log.exists() else []
@@ -385,14 +423,14 @@ def step_codelets(scope: str) -> Callable[[Context, Path, list[str]], str]:
         for b in ctx.opts.tile_sizes:
             n = b * ctx.opts.lu_nt
             for rnd in range(ctx.opts.max_rounds):
-                if calibrated(models, ctx.opts.machine, b, cuda):
+                if calibrated(models, ctx.opts.machine, b, cuda, app):
                     break
-                cmd = [str(lu), "--n", str(n), "--b", str(b), *(["--getrf-gpu"] if cuda else [])]
+                cmd = lu_command(ctx.opts, lu, n, b, getrf_gpu=cuda)
                 commands.append(shell_line(cmd, {**env, "STARPU_HOME": "<work>"}))
                 log.write_text(json.dumps(commands))
-                result = json.loads(run_cmd(cmd, env, timeout=3600).strip().splitlines()[-1])
-                runs.append({"b": b, "round": rnd, "makespan_s": result.get("makespan_s"), "gflops": result.get("gflops")})
-            if not calibrated(models, ctx.opts.machine, b, cuda):
+                result = lu_result(ctx.opts, run_cmd(cmd, env, timeout=3600))
+                runs.append({"app": app, "b": b, "round": rnd, "makespan_s": result.get("makespan_s"), "gflops": result.get("gflops")})
+            if not calibrated(models, ctx.opts.machine, b, cuda, app):
                 return f"failed: b={b} not calibrated after {ctx.opts.max_rounds} rounds (raise --max-rounds)"
         with atomic_dir(out, None) as tmp:
             shutil.copytree(models, tmp, dirs_exist_ok=True)
@@ -407,7 +445,7 @@ def step_codelets(scope: str) -> Callable[[Context, Path, list[str]], str]:
 def step_lu_reference(ctx: Context, out: Path, commands: list[str]) -> str:
     """Real makespans of the LU with the calibrated models: what simulations of
     this machine are compared against (N = b * lu_nt for the smallest b)."""
-    lu = ctx.opts.lu
+    lu = lu_program(ctx.opts)
     models = ctx.opts.out / "sampling" / "codelets" / "45"
     if not lu.exists() or not models.is_dir():
         return "not available yet: needs the apps/lu real build and the codelet models"
@@ -417,13 +455,13 @@ def step_lu_reference(ctx: Context, out: Path, commands: list[str]) -> str:
 
     with tempfile.TemporaryDirectory(prefix="lu-reference-") as home:
         shutil.copytree(ctx.opts.out / "sampling", Path(home) / ".starpu" / "sampling")
-        env = {**starpu_env(ctx, Path(home)), "STARPU_SCHED": "dmdas", "STARPU_CALIBRATE": "0"}
-        cmd = [str(lu), "--n", str(n), "--b", str(b)]
+        env = {**starpu_env(ctx, Path(home)), "STARPU_SCHED": "dmdas", "STARPU_CALIBRATE": "0", **program_env(ctx.opts)}
+        cmd = lu_command(ctx.opts, lu, n, b)
         loads = []  # other processes' load: a shared node slows the run between its tasks
         for _ in range(ctx.opts.lu_reps):
             commands.append(shell_line(cmd, {**env, "STARPU_HOME": "<copy of the bundle's sampling>"}))
             loads.append(os.getloadavg()[0])
-            results.append(json.loads(run_cmd(cmd, env, timeout=3600).strip().splitlines()[-1]))
+            results.append(lu_result(ctx.opts, run_cmd(cmd, env, timeout=3600)))
     spans = [float(r["makespan_s"]) for r in results]
     mean = sum(spans) / len(spans)
     sd = (sum((x - mean) ** 2 for x in spans) / (len(spans) - 1)) ** 0.5 if len(spans) > 1 else 0.0
@@ -658,6 +696,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lu-reps", type=int, default=3, help="reference LU runs with the calibrated models")
     p.add_argument("--unstable", type=float, default=0.10, help="relative stddev above which a timing is unstable")
     p.add_argument("--lu", default=str(LU_REAL), help="real build of apps/lu")
+    p.add_argument("--app", choices=["lu", "chameleon"], default="lu",
+                   help="the program whose codelets are calibrated: apps/lu, or an installed Chameleon's driver "
+                        "(CHAMELEON_PREFIX; its models are read as they are by numasim and StarPU-SimGrid)")
     p.add_argument("--hosts", default=None, metavar="A,B",
                    help="two hosts for the MPI network ping-pong (A,A or localhost,localhost measures loopback)")
     p.add_argument("--pingpong-reps", type=int, default=100, help="timed round trips per message size")
@@ -689,7 +730,7 @@ def options_from_args(args: argparse.Namespace) -> Options:
     return Options(machine=args.machine, out=Path(args.out or ROOT / "calibration" / args.machine),
                    tile_sizes=sorted(set(sizes)), reps=args.reps, bw_mb=args.bw_mb, bw_reps=args.bw_reps,
                    lu_nt=args.lu_nt, max_rounds=args.max_rounds, history_max_error=args.history_max_error,
-                   lu_reps=args.lu_reps, unstable=args.unstable, lu=Path(args.lu),
+                   lu_reps=args.lu_reps, unstable=args.unstable, lu=Path(args.lu), app=args.app,
                    hosts=hosts, pingpong_reps=args.pingpong_reps, paired_runs=args.paired_runs,
                    allow_other_machine=args.allow_other_machine, penalty_b=args.penalty_b)
 
@@ -698,6 +739,8 @@ def run(args: argparse.Namespace) -> int:
     from testbed.common.outputs import Out, check_distinct
 
     opts = options_from_args(args)
+    if opts.app == "chameleon":
+        lu_program(opts)  # an installed Chameleon, checked before any step
     check_distinct([("--lu", args.lu)], [Out("--out", opts.out, "dir")])
     ctx = calibrate(opts)
     statuses = {json.loads(p.read_text())["status"] for p in (ctx.opts.out / "steps").glob("*.json")}

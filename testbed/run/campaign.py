@@ -57,6 +57,7 @@ def spec_for(row: dict, factors: list[str], platform_dir: Path | None, workdir: 
     run_env = resolve_run_env(cluster if cluster is not None else row["cluster"], levels, fixed_env, None, factor_env)
     return RunSpec(
         engine=row["engine"],
+        app=row.get("app") if isinstance(row.get("app"), str) else "lu",  # designs before the app column: apps/lu
         cluster=row["cluster"],
         n=int(row["n"]),
         b=int(row["b"]),

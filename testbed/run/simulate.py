@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from testbed.common.errors import InputError
-from testbed.run.engines import ENGINES, RunSpec
+from testbed.run.engines import APPS, ENGINES, RunSpec
 from testbed.run.workload import limits_problem, size_problem
 from testbed.starpu.variables import check_env
 
@@ -44,6 +44,12 @@ def parse_assignments(items: list[str], what: str) -> dict[str, str]:
 def check_spec(spec: RunSpec) -> None:
     if spec.engine not in ENGINES:
         raise InputError(None, "--engine", f"one of {', '.join(ENGINES)}, got {spec.engine!r}")
+    if spec.app not in APPS:
+        raise InputError(None, "--app", f"one of {', '.join(APPS)}, got {spec.app!r}")
+    if spec.app == "chameleon" and spec.engine == "numasim":
+        raise InputError(None, "--app", "lu with the numasim engine (it simulates apps/lu's graph, which is Chameleon's; "
+                                        "read Chameleon's models with --perfmodel-dir); app chameleon runs with the real "
+                                        "or starpu-simgrid engine")
     problem = size_problem(spec.n, spec.b) or limits_problem(spec.n, spec.b)
     if problem:
         raise InputError(None, "--n/--b", problem)
@@ -78,6 +84,9 @@ def simulate(spec: RunSpec) -> dict:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", required=True, choices=sorted(ENGINES))
+    p.add_argument("--app", choices=list(APPS), default="lu",
+                   help="program of the real and starpu-simgrid engines: apps/lu, or an installed Chameleon's "
+                        "getrf_nopiv driver (CHAMELEON_PREFIX / CHAMELEON_SIMGRID_PREFIX)")
     p.add_argument("--cluster", default=None,
                    help="cluster name (platforms/clusters/NAME.yaml) or path; optional with a --platform-dir")
     p.add_argument("--n", type=int, required=True, help="matrix order N")
@@ -157,6 +166,7 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
         run_env = resolve_run_env(cluster, factors, env, args.sched)
     return RunSpec(
         engine=args.engine,
+        app=args.app,
         cluster=cluster,
         n=args.n,
         b=args.b,

@@ -38,7 +38,18 @@ LU_CODELETS: tuple[Codelet, ...] = (
     Codelet("gemm", "dgemm", 3, "2*b^3", lambda b: 2.0 * b**3, cuda=True),
     Codelet("plrnt", "dplrnt", 1, "0", lambda b: 0.0, cuda=False),
 )
-BY_SYMBOL: dict[str, Codelet] = {c.symbol: c for c in LU_CODELETS}
+#: Chameleon's own generation (CHAMELEON_dplgtr_Tile -> pzplgsy, compute/pzplgsy.c): one b x b
+#: tile of random values, the work of apps/lu's plrnt.
+CHAMELEON_GENERATION = Codelet("plgsy", "dplgsy", 1, "0", lambda b: 0.0, cuda=False)
+#: The codelets a calibration run of each program fills models for (`testbed calibrate --app`).
+#: Chameleon's getrf_nopiv has no CUDA implementation (runtime/starpu/codelets/codelet_zgetrf_nopiv.c
+#: CODELETS_CPU), apps/lu's has one with --getrf-gpu.
+APP_CODELETS: dict[str, tuple[Codelet, ...]] = {
+    "lu": LU_CODELETS,
+    "chameleon": (Codelet("getrf", "dgetrf_nopiv", 1, "2*b^3/3", lambda b: 2.0 * b**3 / 3.0, cuda=False),
+                  *LU_CODELETS[1:3], CHAMELEON_GENERATION),
+}
+BY_SYMBOL: dict[str, Codelet] = {c.symbol: c for c in (*LU_CODELETS, CHAMELEON_GENERATION)}
 BY_KIND: dict[str, Codelet] = {c.kind: c for c in LU_CODELETS}
 #: symbol -> buffers (the footprint of a task depends on that count)
 LU_KERNELS: dict[str, int] = {c.symbol: c.buffers for c in LU_CODELETS}

@@ -35,7 +35,7 @@ CONFIG_SCHEMA = ROOT / "config" / "config.schema.yaml"
 #: columns of a design table that are not factor levels
 DESIGN_COLUMNS = [
     "experiment", "run", "order", "batch", "config", "repetition", "seed",
-    "engine", "cluster", "n", "b", "distribution", "env", "factor_env", "variability",
+    "engine", "app", "cluster", "n", "b", "distribution", "env", "factor_env", "variability",
 ]
 
 
@@ -244,6 +244,14 @@ def check_experiment(exp: dict, file: str | Path = "config") -> None:
                 check_value(var, str(value), f"{where}.{key}.{var}")
             except InputError as exc:
                 raise InputError(file, exc.key, exc.expected + note) from None
+    if exp.get("app", "lu") == "chameleon":
+        if exp["engine"] == "numasim":
+            raise InputError(file, f"{where}.app", "lu with the numasim engine (it simulates apps/lu's graph, which "
+                             "is Chameleon's); app chameleon runs with the real or starpu-simgrid engine")
+        kind = exp["workload"].get("distribution", {"kind": "block-cyclic"}).get("kind")
+        if kind != "block-cyclic":
+            raise InputError(file, f"{where}.workload.distribution.kind", f"block-cyclic for app chameleon, got {kind!r} "
+                             "(Chameleon's testing driver takes a P x Q grid only)")
     if exp["engine"] == "numasim":
         for key, variables in named:
             for var in variables:
@@ -341,6 +349,7 @@ def design_table(exp: dict, where: str = "config") -> pd.DataFrame:
     table["batch"] = table["order"] * batches // total
     table["experiment"] = exp["name"]
     table["engine"] = exp["engine"]
+    table["app"] = exp.get("app", "lu")
     table["cluster"] = exp["cluster"]
     table["n"] = n
     table["b"] = b

@@ -11,6 +11,9 @@ from pathlib import Path
 
 from testbed.starpu.sampling_dir import ModelDir
 
+#: The programs the real and starpu-simgrid engines run (RunSpec.app): apps/lu, or Chameleon's own.
+APPS = ("lu", "chameleon")
+
 ENGINES = {
     "numasim": "testbed.run.engines.numasim",
     "starpu-simgrid": "testbed.run.engines.starpu_simgrid",
@@ -26,6 +29,10 @@ class RunSpec:
     cluster: str
     n: int
     b: int
+    # The program the real and starpu-simgrid engines run: apps/lu, or an installed Chameleon's
+    # own getrf_nopiv driver (testbed/run/engines/chameleon_app.py); numasim simulates apps/lu's
+    # graph, which is Chameleon's (dag "chameleon").
+    app: str = "lu"
     env: dict[str, str] = field(default_factory=dict)
     factors: dict[str, int] = field(default_factory=dict)
     # Variables that differ between machine types, resolved with `env` by testbed/run/resolve.py

@@ -1,4 +1,5 @@
-"""Engine `real`: runs apps/lu (native StarPU build) on this machine.
+"""Engine `real`: runs apps/lu (native StarPU build) on this machine, or with `app: chameleon`
+an installed Chameleon's getrf_nopiv driver (testbed/run/engines/chameleon_app.py).
 
 One MPI rank per node of the cluster (`mpirun` when R > 1, one MPMD app context per run of
 nodes of one machine type, each with `{**spec.env, **spec.env_per_machine[machine]}`). The
@@ -21,8 +22,9 @@ import tempfile
 from pathlib import Path
 
 from testbed.common.commands import mpi_singleton_env
+from testbed.common.errors import InputError
 from testbed.common.paths import LU_REAL, binary
-from testbed.run.engines import RunSpec
+from testbed.run.engines import RunSpec, chameleon_app
 from testbed.run.engines.lu_app import check_run, distribution_args, kernel_args, parse_output, result_fields, run_env
 
 log = logging.getLogger(__name__)
@@ -77,7 +79,7 @@ def launch(spec: RunSpec, machines: list[str], app: list[str], extra: dict[str, 
     for i, (machine, count) in enumerate(rank_groups(machines)):
         rank_env = {**env, **spec.env_per_machine.get(machine, {}), **(extra or {})}
         cmd += ([":"] if i else []) + ["-np", str(count)]
-        for var in sorted(k for k in rank_env if k.startswith("STARPU_") or k == "OMP_NUM_THREADS"):
+        for var in sorted(k for k in rank_env if k.startswith("STARPU_") or k in ("OMP_NUM_THREADS", "LD_LIBRARY_PATH")):
             cmd += ["-x", f"{var}={rank_env[var]}"]
         cmd += app
     return cmd, env
@@ -96,29 +98,41 @@ def mpirun_prefix(ranks: int) -> list[str]:
 
 
 def run(spec: RunSpec) -> dict:
-    check_run(spec)
-    lu = binary(LU_REAL, "apps/lu (real build)")
+    nt = check_run(spec)
     machines, speeds = cluster_ranks(spec.cluster)
     ranks = len(machines)
+    traced = spec.trace is not None or spec.transfers is not None
+    if spec.app == "chameleon":
+        if traced:
+            raise InputError(None, "--trace/--transfers", "app lu (the FxT conversion reads apps/lu's codelets)")
+        app = chameleon_app.command(chameleon_app.installed_chameleon("native"), spec, ranks)
+    else:
+        app = [str(binary(LU_REAL, "apps/lu (real build)"))]
     with tempfile.TemporaryDirectory(prefix="lu-real-", dir=spec.workdir) as tmp:
         workdir = Path(tmp)
-        args = ["--n", str(spec.n), "--b", str(spec.b), "--seed", str(spec.seed)]
-        args += distribution_args(spec, ranks, workdir, speeds)
-        if spec.check:
-            args.append("--check")
-        args += kernel_args(spec, spec.symbols)
-        traced = spec.trace is not None or spec.transfers is not None
+        if spec.app != "chameleon":
+            app += ["--n", str(spec.n), "--b", str(spec.b), "--seed", str(spec.seed)]
+            app += distribution_args(spec, ranks, workdir, speeds)
+            if spec.check:
+                app.append("--check")
+            app += kernel_args(spec, spec.symbols)
         fxt_dir = workdir / "fxt"
         if traced:
             from testbed.traces.fxt_trace import trace_env
 
             fxt_dir.mkdir()
-        cmd, env = launch(spec, machines, [str(lu), *args], trace_env(fxt_dir) if traced else None)
+        extra = trace_env(fxt_dir) if traced else {}
+        if spec.app == "chameleon":
+            extra["LD_LIBRARY_PATH"] = chameleon_app.library_path("native")
+        cmd, env = launch(spec, machines, app, extra)
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=workdir)
-        out = parse_output(proc.stdout, proc.stderr, proc.returncode, "apps/lu (real)")
+        if spec.app == "chameleon":
+            result = chameleon_app.result_fields(
+                chameleon_app.parse_output(proc.stdout, proc.stderr, proc.returncode, "chameleon_dtesting (real)"), nt)
+        else:
+            result = result_fields(parse_output(proc.stdout, proc.stderr, proc.returncode, "apps/lu (real)"))
         if traced:
             write_trace(spec, fxt_dir, workdir)
-    result = result_fields(out)
     # Factor G is a kernel setting (sysctl kernel.numa_balancing), not a StarPU variable: the
     # real engine records what the node had, and says when it differs from what was asked.
     node = node_numa_balancing()

@@ -1,4 +1,5 @@
-"""Engine `starpu-simgrid`: the real StarPU, SimGrid build, running apps/lu under SMPI.
+"""Engine `starpu-simgrid`: the real StarPU, SimGrid build, running apps/lu under SMPI (or, with
+`app: chameleon`, a Chameleon built in simulation mode: testbed/run/engines/chameleon_app.py).
 
 Inputs (docs/interfaces.md §3), from spec.platform_dir (the output of
 `testbed platform`; generated into the work directory when None):
@@ -43,7 +44,7 @@ from testbed.common.errors import InputError
 from testbed.common.paths import LU_SIMGRID, STARPU_SMPIRUN, binary, starpu_file
 from testbed.common.simgrid_xml import check_simgrid_platform
 from testbed.run.distribution import node_gemm_speed
-from testbed.run.engines import RunSpec, model_dirs, platform_dir_for
+from testbed.run.engines import RunSpec, chameleon_app, model_dirs, platform_dir_for
 from testbed.run.engines.lu_app import check_run, distribution_args, kernel_args, parse_output, result_fields, run_env
 from testbed.starpu.bus_files import BUS_SUFFIXES, check_bus_files
 from testbed.starpu.lu_codelets import SYMBOL_SETS
@@ -338,34 +339,70 @@ def prepare(spec: RunSpec, starpu_dir: Path, workdir: Path) -> Inputs:
     return Inputs(hosts, machines, models, bus, symbols, merged)
 
 
+#: Chameleon's generation codelet (CHAMELEON_dplgtr_Tile -> pzplgsy -> dplgsy) and the model it
+#: is simulated with where the machine's models have none: apps/lu's generation, the same work
+#: (b x b random values in one tile), outside the timed factorization in both programs.
+CHAMELEON_GENERATION = ("dplgsy", "dplrnt")
+
+
+def link_chameleon_generation(inp: Inputs) -> None:
+    """StarPU-SimGrid stops on a codelet without a history entry (src/core/simgrid.c): Chameleon's
+    generation tasks get the machine's dplgsy model (a calibration of Chameleon's codelets), else
+    its dplrnt one."""
+    sym, fallback = CHAMELEON_GENERATION
+    for host, machine in inp.machines.items():
+        models = inp.models[machine]
+        source = models.model(sym) if models.model(sym).is_file() else models.model(fallback)
+        if not source.is_file():
+            raise InputError(source, "file", f"a model of Chameleon's generation codelet ({sym}, or {fallback}) for "
+                             f"host {models.host}")
+        (inp.merged / "codelets" / "45" / f"{sym}.{host}").symlink_to(source.resolve())
+
+
 def run(spec: RunSpec) -> dict:
     if spec.trace is not None or spec.transfers is not None:
         raise InputError(None, "--trace/--transfers", "the numasim or real engine (StarPU-SimGrid is built without "
                          "FxT: SMPI links the app as a shared object and needs a PIC libfxt.a, which Debian "
                          "does not ship; envs/setup.sh)")
-    check_run(spec)
-    lu = binary(LU_SIMGRID, "apps/lu (SimGrid build)")
+    nt = check_run(spec)
+    chameleon = spec.app == "chameleon"
+    if chameleon:
+        chameleon_app.check_app_spec(spec)
+        program = chameleon_app.installed_chameleon("simgrid")
+    else:
+        program = binary(LU_SIMGRID, "apps/lu (SimGrid build)")
     smpirun = starpu_file("simgrid", STARPU_SMPIRUN, "StarPU-SimGrid")
     with tempfile.TemporaryDirectory(prefix="lu-simgrid-", dir=spec.workdir) as tmp:
         workdir = Path(tmp)
         starpu_dir = platform_dir_for(spec, workdir) / "starpu"
         inp = prepare(spec, starpu_dir, workdir)
         hosts = inp.hosts
-        speeds = None
-        if spec.distribution.get("kind") == "heterogeneous":
-            gemm = SYMBOL_SETS[inp.symbols]["gemm"][0]
-            speeds = [node_gemm_speed(inp.models[inp.machines[h]].dir, inp.models[inp.machines[h]].host, spec.b, gemm)
-                      for h in hosts]
-        args = ["--n", str(spec.n), "--b", str(spec.b), "--seed", str(spec.seed), "--report-workers",
-                *kernel_args(spec, inp.symbols)]
-        args += distribution_args(spec, len(hosts), workdir, speeds)
-
         env = process_env(spec, starpu_dir, [inp.machines[h] for h in hosts], workdir, inp.bus)
+        if chameleon:
+            if inp.symbols != "chameleon":
+                raise InputError(None, "symbols", f"Chameleon's models (dgetrf_nopiv, dtrsm, dgemm) for app chameleon, "
+                                 f"the sampling directory has {inp.symbols}'s")
+            if RANK_ENV_VARIABLE in env:
+                raise InputError(None, "env_per_machine", "one value per StarPU variable on every machine type for app "
+                                 "chameleon under starpu-simgrid (per-rank values are applied by apps/lu's "
+                                 f"{RANK_ENV_VARIABLE} file); use app lu")
+            link_chameleon_generation(inp)
+            env["LD_LIBRARY_PATH"] = chameleon_app.library_path("simgrid")
+            args = chameleon_app.command(program, spec, len(hosts))[1:]
+        else:
+            speeds = None
+            if spec.distribution.get("kind") == "heterogeneous":
+                gemm = SYMBOL_SETS[inp.symbols]["gemm"][0]
+                speeds = [node_gemm_speed(inp.models[inp.machines[h]].dir, inp.models[inp.machines[h]].host, spec.b,
+                                          gemm) for h in hosts]
+            args = ["--n", str(spec.n), "--b", str(spec.b), "--seed", str(spec.seed), "--report-workers",
+                    *kernel_args(spec, inp.symbols)]
+            args += distribution_args(spec, len(hosts), workdir, speeds)
         env.update({"STARPU_PERF_MODEL_DIR": str(inp.merged), "STARPU_HOSTNAME": hosts[0],
                     "STARPU_HOME": str(workdir / "home")})
         env.pop("STARPU_CALIBRATE", None)  # simulation cannot calibrate
         cmd = [str(smpirun), "-platform", str(starpu_dir / "cluster.xml"), "-hostfile", str(starpu_dir / "hostfile"),
-               "-hostfile-platform", str(lu), *args]
+               "-hostfile-platform", str(program), *args]
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=workdir)
         missing = _UNCALIBRATED.search(proc.stderr)
         if missing:
@@ -374,6 +411,11 @@ def run(spec: RunSpec) -> dict:
             raise InputError(" or ".join(files), sym,
                              f"a calibrated history entry for b={spec.b} on every worker type (StarPU-SimGrid "
                              "found none and cannot calibrate in simulation)")
+        if chameleon:
+            result = chameleon_app.result_fields(chameleon_app.parse_output(
+                proc.stdout, proc.stderr, proc.returncode, "chameleon_dtesting (StarPU-SimGrid)"), nt)
+            result["hosts"] = hosts
+            return result
         out = parse_output(proc.stdout, proc.stderr + proc.stdout, proc.returncode, "apps/lu (StarPU-SimGrid)")
     result = result_fields(out)
     result["tasks_by_kind"].pop("plrnt", None)  # generation is not simulated
