@@ -34,7 +34,7 @@ from pathlib import Path
 from testbed.common import paths
 from testbed.common.errors import InputError
 from testbed.run.engines import RunSpec
-from testbed.run.engines.lu_app import check_sizes
+from testbed.run.engines.lu_app import check_sizes, process_grid
 
 TESTING = Path("bin") / "chameleon_dtesting"
 CONFIG_H = Path("include") / "chameleon" / "config.h"
@@ -132,20 +132,12 @@ def linked_starpu(prefix: Path, testing: Path, ld_path: str) -> Path | None:
 
 def grid_args(spec: RunSpec, ranks: int) -> list[str]:
     """`-P P` of Chameleon's testing driver for spec.distribution (block-cyclic only)."""
-    from testbed.run import distribution as dist
-
     kind = spec.distribution.get("kind", "block-cyclic")
     if kind != "block-cyclic":
         raise InputError(None, "distribution.kind", f"block-cyclic for app chameleon, got {kind!r}: Chameleon's "
                          "testing driver takes a P x Q grid only (-P; CHAMELEON_Desc_Create), a per-tile mapping "
                          "needs CHAMELEON_Desc_Create_User in a program of one's own (use app lu for it)")
-    p = int(spec.distribution.get("p") or 0)
-    q = int(spec.distribution.get("q") or 0)
-    if not (p and q):
-        p, q = dist.near_square_grid(ranks)
-    if p * q != ranks:
-        raise InputError(None, "distribution p x q", f"p * q = {ranks} ranks, got {p} x {q}")
-    return ["-P", str(p)]
+    return ["-P", str(process_grid(spec, ranks)[0])]
 
 
 def check_app_spec(spec: RunSpec) -> None:

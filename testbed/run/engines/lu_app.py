@@ -31,6 +31,20 @@ def check_run(spec: RunSpec) -> int:
     return nt
 
 
+def process_grid(spec: RunSpec, ranks: int) -> tuple[int, int]:
+    """The P x Q grid of a block-cyclic spec.distribution: its p and q, else as square as the
+    ranks allow; InputError when p * q is not the number of ranks."""
+    from testbed.run import distribution as dist
+
+    p = int(spec.distribution.get("p") or 0)
+    q = int(spec.distribution.get("q") or 0)
+    if not (p and q):
+        p, q = dist.near_square_grid(ranks)
+    if p * q != ranks:
+        raise InputError(None, "distribution p x q", f"p * q = {ranks} ranks, got {p} x {q}")
+    return p, q
+
+
 def distribution_args(spec: RunSpec, ranks: int, workdir: Path, speeds: list[float] | None) -> list[str]:
     """apps/lu arguments for spec.distribution: block-cyclic, file or heterogeneous.
 
@@ -41,12 +55,7 @@ def distribution_args(spec: RunSpec, ranks: int, workdir: Path, speeds: list[flo
     nt = check_sizes(spec)
     kind = spec.distribution.get("kind", "block-cyclic")
     if kind == "block-cyclic":
-        p = int(spec.distribution.get("p") or 0)
-        q = int(spec.distribution.get("q") or 0)
-        if not (p and q):
-            p, q = dist.near_square_grid(ranks)
-        if p * q != ranks:
-            raise InputError(None, "distribution p x q", f"p * q = {ranks} ranks, got {p} x {q}")
+        p, q = process_grid(spec, ranks)
         return ["--p", str(p), "--q", str(q)]
     if kind == "file":
         path = Path(spec.distribution["path"])
