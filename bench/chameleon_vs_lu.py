@@ -5,8 +5,8 @@ Three comparisons, each side run by `testbed.run.simulate.simulate` (the code ex
 1. real: `--engine real` on this machine (cluster local-1), apps/lu against Chameleon's
    chameleon_dtesting -o getrf_nopiv (app chameleon), alternated, REPS runs each per size;
    Chameleon's residual check on one extra run per size.
-2. starpu-simgrid: the same two programs under StarPU-SimGrid on chetemi-1 (CPU only: the
-   Chameleon SimGrid build has CPU codelets only), the generated models; deterministic, one run.
+2. starpu-simgrid: the same two programs under StarPU-SimGrid on chifflet-1 with STARPU_NCUDA=0
+   (the Chameleon SimGrid build has CPU codelets only), the generated models; deterministic.
 3. numasim on each program's models: `testbed calibrate --app lu|chameleon` on this machine
    (codelet models only matter here; the bundles go to --work), then numasim on local-1 with
    `--perfmodel-dir local=<bundle>/sampling` against the real medians of that program.
@@ -62,12 +62,13 @@ def real_runs(work: Path, reps: int) -> list[dict]:
 def simgrid_runs(work: Path) -> list[dict]:
     rows = []
     for n, b in SIMGRID_SIZES:
-        res = {app: simulate(RunSpec(engine="starpu-simgrid", app=app, cluster="chetemi-1", n=n, b=b, workdir=work))
+        res = {app: simulate(RunSpec(engine="starpu-simgrid", app=app, cluster="chifflet-1", n=n, b=b,
+                                     env={"STARPU_NCUDA": "0"}, workdir=work))
                for app in ("lu", "chameleon")}
         lu, ch = res["lu"]["makespan_s"], res["chameleon"]["makespan_s"]
         rows.append({"n": n, "b": b, "lu_s": lu, "chameleon_s": ch, "ratio": ch / lu,
                      "wall_lu_s": res["lu"]["wall_s"], "wall_chameleon_s": res["chameleon"]["wall_s"]})
-        print(f"starpu-simgrid chetemi-1 N={n} b={b}: apps/lu {lu:.3f} s, Chameleon {ch:.3f} s (x{ch / lu:.4f})",
+        print(f"starpu-simgrid chifflet-1 (CPU only) N={n} b={b}: apps/lu {lu:.3f} s, Chameleon {ch:.3f} s (x{ch / lu:.4f})",
               flush=True)
     return rows
 

@@ -40,18 +40,21 @@ needs_simgrid = pytest.mark.skipif(not have("simgrid"), reason=WHY.format("simgr
 
 
 # ------------------------------------------------------------------ installation checks
-def fake_install(root: Path, defines: tuple[str, ...], pc_libs: str | None = None) -> Path:
-    """A directory shaped like an installed Chameleon: its testing driver and config.h with
-    `defines` (what CMake wrote for the options it was built with)."""
+def fake_install(root: Path, defines: tuple[str, ...], starpu_lib: str | None = None) -> Path:
+    """A directory shaped like an installed Chameleon: its testing driver, config.h with
+    `defines` (what CMake wrote for the options it was built with) and, given `starpu_lib`, the
+    CMake package's record of the StarPU library it links (as a static StarPU-SimGrid build has)."""
     (root / "bin").mkdir(parents=True)
     driver = root / "bin" / "chameleon_dtesting"
     driver.write_text("#!/bin/sh\nexit 0\n")
     driver.chmod(driver.stat().st_mode | stat.S_IXUSR)
     (root / "include" / "chameleon").mkdir(parents=True)
     (root / "include" / "chameleon" / "config.h").write_text("".join(f"#define {d}\n" for d in defines))
-    if pc_libs is not None:
-        (root / "lib" / "pkgconfig").mkdir(parents=True)
-        (root / "lib" / "pkgconfig" / "chameleon.pc").write_text(f"Name: chameleon\nLibs: -lchameleon {pc_libs}\n")
+    if starpu_lib is not None:
+        (root / "lib" / "cmake" / "chameleon").mkdir(parents=True)
+        (root / "lib" / "cmake" / "chameleon" / "starpuTargets.cmake").write_text(
+            f'set_target_properties(MORSE::STARPU PROPERTIES INTERFACE_LINK_LIBRARIES "{starpu_lib}/libstarpumpi-1.4.a;'
+            f'{starpu_lib}/libstarpu-1.4.a")\n')
     return root
 
 
@@ -66,7 +69,7 @@ NATIVE_DEFINES = ("CHAMELEON_SCHED_STARPU", "CHAMELEON_USE_MPI")
     ("CHAMELEON_PREFIX", "native", lambda d: fake_install(d / "p", (*NATIVE_DEFINES, "CHAMELEON_SIMULATION")),
      ("simulation mode", "CHAMELEON_SIMGRID_PREFIX")),
     ("CHAMELEON_SIMGRID_PREFIX", "simgrid", lambda d: fake_install(d / "p", NATIVE_DEFINES), ("simulation mode",)),
-    ("CHAMELEON_PREFIX", "native", lambda d: fake_install(d / "p", NATIVE_DEFINES, "-L/opt/other-starpu/lib -lstarpu-1.4"),
+    ("CHAMELEON_PREFIX", "native", lambda d: fake_install(d / "p", NATIVE_DEFINES, "/opt/other-starpu/lib"),
      ("the testbed's StarPU", "/opt/other-starpu/lib")),
 ], ids=["missing", "no driver", "without MPI", "not StarPU", "simulation as native", "native as simulation",
         "another StarPU"])
@@ -82,8 +85,7 @@ def test_a_wrong_prefix_is_one_line_naming_the_variable(tmp_path: Path, monkeypa
 
 
 def test_a_sound_prefix_gives_its_driver(tmp_path: Path, monkeypatch) -> None:
-    libs = f"-L{starpu_prefix('native')}/lib -lstarpu-1.4"
-    prefix = fake_install(tmp_path / "p", NATIVE_DEFINES, libs)
+    prefix = fake_install(tmp_path / "p", NATIVE_DEFINES, f"{starpu_prefix('native')}/lib")
     monkeypatch.setenv("CHAMELEON_PREFIX", str(prefix))
     assert chameleon_app.installed_chameleon("native") == prefix / "bin" / "chameleon_dtesting"
 
@@ -180,9 +182,14 @@ def test_real_engine_runs_chameleons_lu_with_its_residual_check(tmp_path: Path) 
 def test_starpu_simgrid_engine_simulates_chameleon(tmp_path: Path) -> None:
     from testbed.run.simulate import simulate
 
-    out = simulate(RunSpec(engine="starpu-simgrid", app="chameleon", cluster="chetemi-1", n=9600, b=960,
-                           workdir=tmp_path))
+    # CPU workers only: the SimGrid build of Chameleon has CPU codelets only
+    out = simulate(RunSpec(engine="starpu-simgrid", app="chameleon", cluster="chifflet-1", n=9600, b=960,
+                           env={"STARPU_NCUDA": "0"}, workdir=tmp_path))
     assert out["app"] == "chameleon" and out["makespan_s"] > 0 and len(out["hosts"]) == 1
+    if not chameleon_app.has_cuda_codelets("simgrid"):  # its GPUs would idle: refused, not a CPU-only run
+        with pytest.raises(InputError, match="STARPU_NCUDA: expected 0 for app chameleon"):
+            simulate(RunSpec(engine="starpu-simgrid", app="chameleon", cluster="chifflet-1", n=9600, b=960,
+                             workdir=tmp_path))
 
 
 @needs_native

@@ -109,11 +109,18 @@ def library_path(flavour: str) -> str:
     return ":".join(dirs + ([existing] if existing else []))
 
 
+def has_cuda_codelets(flavour: str) -> bool:
+    """The Chameleon of a flavour was built with CUDA kernels (CHAMELEON_USE_CUDA in config.h)."""
+    prefix, _ = chameleon_prefix(flavour)
+    return "CHAMELEON_USE_CUDA" in _defines(prefix / CONFIG_H)
+
+
 def linked_starpu(prefix: Path, testing: Path, ld_path: str) -> Path | None:
     """Where the StarPU Chameleon was built against lives: the libstarpu the dynamic loader
     resolves for chameleon_dtesting with `ld_path` (a shared build: a StarPU of another version
-    has another soname, not found there), else the StarPU library directory its pkg-config file
-    names (a static build, as StarPU-SimGrid's); None when neither says."""
+    has another soname, not found there), else the StarPU libraries its CMake package records
+    (lib/cmake/chameleon/starpuTargets.cmake: a static StarPU-SimGrid is linked in); None when
+    neither says."""
     try:
         ldd = subprocess.run(["ldd", str(testing)], capture_output=True, text=True, timeout=30,
                              env={**os.environ, "LD_LIBRARY_PATH": ld_path}).stdout
@@ -124,9 +131,9 @@ def linked_starpu(prefix: Path, testing: Path, ld_path: str) -> Path | None:
         return Path(m.group(2)).resolve().parent
     if m:  # "not found": built against a StarPU whose library is not the testbed's
         return Path(f"{m.group(1)}, which the testbed's StarPU does not provide")
-    for pc in (prefix / "lib" / "pkgconfig").glob("chameleon*.pc"):
-        for lib_dir in re.findall(r"-L(\S*starpu\S*)", pc.read_text(errors="replace")):
-            return Path(lib_dir).resolve()
+    for targets in sorted((prefix / "lib" / "cmake" / "chameleon").glob("starpu*.cmake")):
+        for lib in re.findall(r"(/[^;\"\s]*)/libstarpu-[0-9.]+\.(?:a|so)", targets.read_text(errors="replace")):
+            return Path(lib).resolve()
     return None
 
 

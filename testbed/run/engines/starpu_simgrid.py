@@ -46,7 +46,7 @@ from testbed.common.simgrid_xml import check_simgrid_platform
 from testbed.run.distribution import node_gemm_speed
 from testbed.run.engines import RunSpec, chameleon_app, model_dirs, platform_dir_for
 from testbed.run.engines.lu_app import check_run, distribution_args, kernel_args, parse_output, result_fields, run_env
-from testbed.starpu.bus_files import BUS_SUFFIXES, check_bus_files
+from testbed.starpu.bus_files import BUS_SUFFIXES, check_bus_files, read_bus_config
 from testbed.starpu.lu_codelets import SYMBOL_SETS
 from testbed.starpu.perfmodel_files import HistoryEntry, read_model, square_tiles_footprint
 from testbed.starpu.sampling import detect_symbols
@@ -386,6 +386,11 @@ def run(spec: RunSpec) -> dict:
                 raise InputError(None, "env_per_machine", "one value per StarPU variable on every machine type for app "
                                  "chameleon under starpu-simgrid (per-rank values are applied by apps/lu's "
                                  f"{RANK_ENV_VARIABLE} file); use app lu")
+            gpus = sum(read_bus_config(inp.bus[m].dir, inp.bus[m].host)["cuda"] for m in set(inp.machines.values()))
+            if gpus and spec.env.get("STARPU_NCUDA", "") != "0" and not chameleon_app.has_cuda_codelets("simgrid"):
+                raise InputError(None, "STARPU_NCUDA", "0 for app chameleon on machines with GPUs: this Chameleon "
+                                 "(SimGrid flavour) has CPU codelets only, built without CHAMELEON_USE_CUDA, so its "
+                                 "CUDA workers would idle; compare CPU-only runs with --env STARPU_NCUDA=0")
             link_chameleon_generation(inp)
             env["LD_LIBRARY_PATH"] = chameleon_app.library_path("simgrid")
             args = chameleon_app.command(program, spec, len(hosts))[1:]
