@@ -55,6 +55,13 @@ def test_real_two_ranks_with_mpi_transfers_and_paje(tmp_path: Path) -> None:
                    "--transfers", str(transfers), "--paje", str(paje))
     tasks = read_tasks(trace)
     assert set(tasks["Node"]) == {0, 1} and len(tasks) == out["tasks"]  # LU tasks; generation left out
+    # Step, X, Y from apps/lu's iterations and tile coordinates (data.rec, per rank's handles): a
+    # getrf writes A(k,k), a trsm a tile of row or column k, a gemm one below and right of it;
+    # owner computes: the rank owning A(x, y) on the P x Q grid, (x mod P) Q + (y mod Q).
+    k, x, y = (tasks[c].astype(int) for c in ("Step", "X", "Y"))
+    kind = tasks["Value"]
+    assert ((x == k) & (y == k))[kind == "getrf"].all() and ((x == k) ^ (y == k))[kind == "trsm"].all()
+    assert ((x > k) & (y > k))[kind == "gemm"].all() and (tasks["Node"] == (x % out["p"]) * out["q"] + y % out["q"]).all()
     moved = read_transfers(transfers)
     # tiles, and the 48-byte task counters apps/lu gathers on rank 0 at the end
     assert (moved["Bytes"] == 192 * 192 * 8).sum() == len(moved) - 1 and (moved["Src"] != moved["Dst"]).all()

@@ -157,6 +157,7 @@ static void submit_lu(starpu_data_handle_t *tiles, int nt)
 {
 	int ret;
 	for (int k = 0; k < nt; k++) {
+		starpu_iteration_push(k); /* the step in the trace, as Chameleon's RUNTIME_iteration_push */
 		ret = starpu_mpi_task_insert(MPI_COMM_WORLD, &lu_cl_getrf, STARPU_RW, TILE(k, k), STARPU_PRIORITY,
 		                             priority(nt, k, k, k, LU_GETRF), STARPU_CALLBACK_WITH_ARG_NFREE,
 		                             count_task, &executed[LU_GETRF], 0);
@@ -188,6 +189,7 @@ static void submit_lu(starpu_data_handle_t *tiles, int nt)
 			if (i > k)
 				starpu_mpi_cache_flush(MPI_COMM_WORLD, TILE(k, i));
 		}
+		starpu_iteration_pop();
 	}
 }
 
@@ -198,6 +200,7 @@ static void submit_lu_example_order(starpu_data_handle_t *tiles, int nt)
 {
 	int ret;
 	for (int k = 0; k < nt; k++) {
+		starpu_iteration_push(k);
 		ret = starpu_mpi_task_insert(MPI_COMM_WORLD, &lu_cl_getrf, STARPU_RW, TILE(k, k), STARPU_PRIORITY,
 		                             3 * nt - 3 * k, STARPU_CALLBACK_WITH_ARG_NFREE, count_task,
 		                             &executed[LU_GETRF], 0);
@@ -225,6 +228,7 @@ static void submit_lu_example_order(starpu_data_handle_t *tiles, int nt)
 			if (i > k)
 				starpu_mpi_cache_flush(MPI_COMM_WORLD, TILE(k, i));
 		}
+		starpu_iteration_pop();
 	}
 }
 
@@ -499,6 +503,9 @@ int main(int argc, char **argv)
 				starpu_matrix_data_register(&TILE(m, n), -1, 0, b, b, b, sizeof(double));
 			}
 			starpu_mpi_data_register(TILE(m, n), (int64_t)m * nt + n, owner);
+			/* The tile's (row, column) in FxT's data.rec, as Chameleon sets them
+			 * (runtime_descriptor.c starpu_data_set_coordinates): the trace's X, Y. */
+			starpu_data_set_coordinates(TILE(m, n), 2, m, n);
 		}
 
 	/* In simulation the tiles' values are meaningless and generation would need

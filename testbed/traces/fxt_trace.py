@@ -14,6 +14,9 @@ module only reads those outputs (it does not decode FxT):
   name and the PU it is bound to (same file, `_starpu_fxt_worker_init` handling).
 * `comms.rec` (src/debug/traces/starpu_fxt_mpi.c): one record per MPI message, ranks, times
   in ms, size.
+* `data.rec` (src/debug/traces/starpu_fxt.c, data_dump): one record per handle, `Handle` (its
+  address in its rank's process), `MPIRank`, `Coordinates`; tasks.rec's `Handles` and `Modes` name
+  each task's handles and access modes.
 
 The task table gets numasim's columns (docs/interfaces.md §4; testbed/traces/traces.py reads both):
 ResourceId `<node>.CPU3` / `<node>.CUDA0_0` (StarPU's worker names, under the cluster's node
@@ -22,7 +25,9 @@ JobId, Node (rank), WorkerNuma (NUMA node of the worker's PU for CPU workers, of
 CUDA workers, from the machine description; -1 when the description does not have that PU),
 WorkerMemNode (StarPU's memory node, `<node>.memnode<k>`), OperandNuma (the NUMA node most
 operands are on, from StarPU's `NumaNodes`; empty when unknown), Priority; numasim's own columns
-Step, X, Y (apps/lu sets no tile coordinates nor iterations), OperandPages, RemoteBytes stay empty. Matrix generation tasks
+Step (the task's `Iteration`, which apps/lu pushes per step k as Chameleon does), X, Y (the
+coordinates of the task's first written handle in `data.rec`, which apps/lu sets to the tile's
+(m, n) as Chameleon does: starpu_data_set_coordinates); OperandPages, RemoteBytes stay empty. Matrix generation tasks
 (dplrnt) are left out, as numasim does not simulate them. Transfers: the MPI messages, from and to
 main RAM (StarPU-MPI's buffers, `<node>.memnode0`).
 """
@@ -49,8 +54,8 @@ def lu_kind(name: str) -> str | None:
                 return kind.split("_")[0]
     return None
 #: numasim's trace columns (simulator/src/output.cpp), in its order: the two tables are the same
-#: table. Step (the LU iteration), X, Y (the tile written), OperandPages and RemoteBytes are numasim's
-#: own and stay empty.
+#: table. Step (the LU iteration), X, Y (the tile written) from the trace; OperandPages and
+#: RemoteBytes are numasim's own and stay empty.
 TASK_HEADER = ["ResourceId", "Start", "End", "Duration", "Value", "JobId", "Node", "WorkerNuma",
                "WorkerMemNode", "OperandNuma", "Priority", "Step", "X", "Y", "OperandPages", "RemoteBytes"]
 TRANSFER_HEADER = ["Start", "End", "Bytes", "Src", "Dst", "Links"]
@@ -120,8 +125,27 @@ def convert(fxt_tool: Path, fxt_dir: Path, work: Path) -> Path:
     return out
 
 
+def tile_coordinates(data_rec: list[dict[str, str]]) -> dict[tuple[int, str], tuple[str, str]]:
+    """(rank, handle) -> the handle's first two coordinates, for handles that have some."""
+    out = {}
+    for d in data_rec:
+        coords = d.get("Coordinates", "").split()
+        if len(coords) >= 2 and "Handle" in d:
+            out[(max(0, int(d.get("MPIRank", "0") or 0)), d["Handle"])] = (coords[0], coords[1])
+    return out
+
+
+def written_tile(r: dict[str, str], rank: int, coords: dict[tuple[int, str], tuple[str, str]]) -> tuple[str, str]:
+    """X, Y of a task: the coordinates of its first handle accessed in write mode, or empty."""
+    for handle, mode in zip(r.get("Handles", "").split(), r.get("Modes", "").split(), strict=False):
+        if "W" in mode:
+            return coords.get((rank, handle), ("", ""))
+    return "", ""
+
+
 def tidy_tasks(rec: list[dict[str, str]], workers: dict[tuple[int, int], tuple[str, int]],
-               nodes: list[str], layouts: list[Any]) -> list[dict[str, Any]]:
+               nodes: list[str], layouts: list[Any],
+               coords: dict[tuple[int, str], tuple[str, str]] | None = None) -> list[dict[str, Any]]:
     """Rows of the tidy task table (times still in ms, not shifted)."""
     rows = []
     for r in rec:
@@ -132,11 +156,14 @@ def tidy_tasks(rec: list[dict[str, str]], workers: dict[tuple[int, int], tuple[s
         wid = int(r["WorkerId"])
         name, pu = workers.get((rank, wid), (f"W{wid}", -1))
         node = nodes[rank] if rank < len(nodes) else f"rank{rank}"
+        x, y = written_tile(r, rank, coords or {})
         rows.append({"ResourceId": f"{node}.{name}", "Start": float(r["StartTime"]), "End": float(r["EndTime"]),
                      "Value": kind, "JobId": r.get("JobId", ""), "Node": rank,
                      "WorkerNuma": worker_numa(name, pu, layouts[rank] if rank < len(layouts) else None),
                      "WorkerMemNode": f"{node}.memnode{r.get('MemoryNode', '0')}",
-                     "OperandNuma": operand_numa(r.get("NumaNodes", "")), "Priority": r.get("Priority", "0")})
+                     "OperandNuma": operand_numa(r.get("NumaNodes", "")), "Priority": r.get("Priority", "0"),
+                     "Step": r.get("Iteration", "").split()[0] if r.get("Iteration", "").split() else "",
+                     "X": x, "Y": y})
     return rows
 
 
@@ -161,7 +188,9 @@ def worker_numa(name: str, pu: int, layout: Any) -> int:
 def write_tables(tool_out: Path, nodes: list[str], layouts: list[Any], trace: Path | None,
                  transfers: Path | None) -> int:
     """Writes the tidy task table and the MPI transfer table; returns the number of tasks."""
-    rows = tidy_tasks(read_rec(tool_out / "tasks.rec"), paje_workers(tool_out / "paje.trace"), nodes, layouts)
+    data = read_rec(tool_out / "data.rec") if (tool_out / "data.rec").is_file() else []
+    rows = tidy_tasks(read_rec(tool_out / "tasks.rec"), paje_workers(tool_out / "paje.trace"), nodes, layouts,
+                      tile_coordinates(data))
     if not rows:
         raise InputError(tool_out / "tasks.rec", "tasks", "at least one executed LU task in the FxT trace")
     t0 = min(r["Start"] for r in rows)
