@@ -178,6 +178,23 @@ def test_real_engine_runs_chameleons_lu_with_its_residual_check(tmp_path: Path) 
     assert out["check_passed"] and out["residual"] < 1e-12, out
 
 
+@needs_native
+def test_a_campaign_batch_runs_chameleon_with_the_factors(tmp_path: Path) -> None:
+    """A design with `app: chameleon` through `campaign`'s batch runner: each row's program is
+    Chameleon's driver, with the factor levels' StarPU variables, and the runs table says so."""
+    from testbed.run.campaign import run_batch
+    from testbed.study.design import design_table
+
+    exp = {"name": "ch", "cluster": "local-1", "engine": "real", "app": "chameleon",
+           "workload": {"n": 384, "b": 192, "distribution": {"kind": "block-cyclic"}},
+           "factors": {"E": [-1, 1]}, "repetitions": 1, "seed": 1, "batches": 1,
+           "env": {"STARPU_HOME": str(tmp_path / "home")}}
+    rows = run_batch(design_table(exp), 0)
+    assert [r["app"] for r in rows] == ["chameleon", "chameleon"] and all(r["makespan_s"] > 0 for r in rows)
+    assert {json.loads(r["env"])["STARPU_SCHED_BETA"] for r in rows} == {"1", "10"}
+    assert all(r["tasks"] == 5 for r in rows)  # 2 x 2 tiles: 2 getrf, 2 trsm, 1 gemm
+
+
 @needs_simgrid
 def test_starpu_simgrid_engine_simulates_chameleon(tmp_path: Path) -> None:
     from testbed.run.simulate import simulate
