@@ -101,10 +101,11 @@ class _Version(argparse.Action):
         parser.exit()
 
 
-class Terminated(Exception):
+class Terminated(BaseException):
     """SIGTERM (a batch scheduler's cancel, `kill`): raised where the process is, so outputs are
     cleaned up as for Ctrl-C (common/atomic.py removes what an exception interrupts) and a running
-    numasim or StarPU child is killed by subprocess.run on the way out."""
+    numasim or StarPU child is killed by subprocess.run on the way out. A BaseException, as
+    KeyboardInterrupt is: `except Exception` (logging's emit, for one) must not swallow it."""
 
 
 def _terminate(signum, frame) -> None:

@@ -313,6 +313,9 @@ def test_analysis_killed_in_its_figures_leaves_nothing_after_the_next_success(tm
 
 INTERRUPT_IN_PLOTS = """
 import os, signal, sys
+# SIGINT as a terminal delivers it: a test run started in the background by a non-interactive
+# shell inherits SIGINT ignored (tests/support/schedulers.py popen_interruptible)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from testbed.traces import compare_traces
 def interrupted(*args, **kwargs):
     os.kill(os.getpid(), signal.SIGINT)
