@@ -202,7 +202,8 @@ def _design_section(name: str, design: pd.DataFrame, facts: dict, fixed: dict[st
     configs = design["config"].nunique()
     full = configs == 2 ** len(facts["factors"])
     design_md = "\n".join([
-        f"* engine: `{first['engine']}`, cluster `{first['cluster']}`",
+        f"* engine: `{first['engine']}`, cluster `{first['cluster']}`"
+        + (", program: Chameleon's getrf_nopiv driver" if first.get("app") == "chameleon" else ""),
         f"* workload: LU without pivoting, N = {first['n']}, b = {first['b']} "
         f"({int(first['n']) // int(first['b'])} × {int(first['n']) // int(first['b'])} tiles), "
         f"distribution {dist.get('kind', '?')}",
