@@ -44,7 +44,7 @@ class ArgumentMistake(Exception):
 
 
 def _parse(cli, argv: list[str]) -> argparse.Namespace:
-    """snakemake's arguments parsed by snakemake. Its argparse mistakes (100 lines of usage, then
+    """snakemake's arguments parsed by snakemake. Its argparse mistakes (120 lines of usage, then
     the error) and its option types' CliException (a traceback in snakemake's main) become one
     ArgumentMistake."""
     from snakemake.exceptions import CliException
