@@ -136,8 +136,9 @@ def write_kernels_yaml(out: Path, machine: str, codelets: list[dict[str, object]
     # The CPU models and those of the first GPU (machine descriptions have one figure per GPU model).
     for arch, key in (("cpu0", "cpu"), ("cuda0", "cuda")):
         for sym in LU_SYMBOLS:
-            # A calibration of Chameleon's codelets times its generation, dplgsy, where apps/lu has dplrnt
-            measured = sym if any(r["symbol"] == sym for r in rows) or sym != "dplrnt" else CHAMELEON_GENERATION.symbol
+            measured = sym
+            if sym == "dplrnt" and not any(r["symbol"] == sym for r in rows):
+                measured = CHAMELEON_GENERATION.symbol  # a calibration of Chameleon times its generation
             timing = _kernel_timing(out, machine, measured, arch, ref, BY_SYMBOL[sym].flops,
                                     {int(r["b"]): r for r in rows if r["symbol"] == measured and r["arch"] == arch})
             if timing:
