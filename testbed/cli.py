@@ -36,6 +36,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "trace-pair": ("testbed.traces.trace_pair", "traced reruns of an experiment's all-default and best configurations, compared"),
     "diagnose": ("testbed.traces.diagnostics", "a traced run's diagnostics: kernel durations per NUMA node and GPU, "
                                                "area bound, copies against estimates, overheads (CSV)"),
+    "explain": ("testbed.study.explain", "mechanism ledger of a factor effect or interaction: each modelled "
+                                         "mechanism switched off in turn, paired on seeds"),
     "workflow": ("testbed.study.workflow", "snakemake with the same arguments, its --configfile files checked first"),
 }
 

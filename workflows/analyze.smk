@@ -54,6 +54,31 @@ rule analyze_plots:
         "{params.boxplots} --figures {output} > {log} 2>&1"
 
 
+rule explain:
+    input:
+        design="results/{experiment}/design.csv",
+        anova="results/{experiment}/anova.csv",
+    output:
+        report(
+            directory("results/{experiment}/ledger"),
+            patterns=["{name}.png"],
+            category="{experiment}",
+            labels={"figure": "mechanism ledger: {name}"},
+        ),
+    params:
+        testbed=TESTBED,
+        top=config["report"]["explain"]["terms"],
+        seeds=config["report"]["explain"]["seeds"],
+    threads: workflow.cores
+    conda:
+        "envs/testbed.yaml"
+    log:
+        "results/{experiment}/logs/explain.log",
+    shell:
+        "{params.testbed} explain --design {input.design} --anova {input.anova} --top {params.top} "
+        "--seeds {params.seeds} --jobs {threads} --out {output} > {log} 2>&1"
+
+
 rule trace_pair:
     input:
         design="results/{experiment}/design.csv",

@@ -16,6 +16,12 @@ rule report:
         sensitivity=sensitivity_summaries,
         # traced default-vs-best reruns (rule trace_pair): numasim is the only engine writing traces
         traces=[f"results/{e}/traces" for e, spec in EXPERIMENTS.items() if spec["engine"] == "numasim"],
+        # mechanism ledgers of the largest terms (rule explain), numasim's mechanisms
+        ledgers=[
+            f"results/{e}/ledger"
+            for e, spec in EXPERIMENTS.items()
+            if spec["engine"] == "numasim" and config["report"]["explain"]["terms"] > 0
+        ],
     output:
         html=report("results/report/report.html", category="Report"),
         markdown="results/report/report.md",

@@ -455,7 +455,29 @@ void read_envs(const Json& j, RunConfig& c) {
   }
 }
 
-// seed, variability, mpi
+// mechanisms: {name: true|false}, every name one of mechanisms.hpp's
+void read_mechanisms(const Json& j, RunConfig& c) {
+  const Json* m = j.find("mechanisms");
+  if (!m)
+    return;
+  std::string names;
+  for (const auto& info : kMechanisms)
+    names += (names.empty() ? "" : ", ") + std::string(info.name);
+  if (m->type != Json::Type::Object)
+    throw InputError(c.file, "mechanisms", "an object {mechanism: true or false} of " + names);
+  for (const auto& [name, value] : m->object) {
+    Mechanism id;
+    if (!mechanism_by_name(name, id))
+      throw InputError(c.file, "mechanisms." + name, "a mechanism of numasim (" + names + ")");
+    if (value.type != Json::Type::Bool)
+      throw InputError(c.file, "mechanisms." + name, "true or false");
+    c.mechanisms.set(id, value.boolean);
+  }
+  if (!c.mechanisms(Mechanism::kernel_variability))
+    c.variability = false;
+}
+
+// seed, variability, mpi, mechanisms
 void read_options(const Json& j, RunConfig& c) {
   const std::string& file = c.file;
   if (const Json* s = j.find("seed"))
@@ -480,6 +502,7 @@ void read_options(const Json& j, RunConfig& c) {
         throw InputError(file, "mpi.overhead_s", "a duration >= 0 s");
     }
   }
+  read_mechanisms(j, c);
 }
 
 // trace, transfers; relative paths are made relative to the run description's directory
@@ -511,7 +534,7 @@ RunConfig RunConfig::from_json(const Json& j, const std::string& file) {
     throw InputError(file, "", "a JSON object (run description)");
   known_keys(j, file, "",
              {"platform", "perfmodels", "symbols", "dag", "getrf_on_cuda", "workload", "env",
-              "env_per_machine", "seed", "variability", "mpi", "trace", "transfers"});
+              "env_per_machine", "seed", "variability", "mpi", "mechanisms", "trace", "transfers"});
   c.platform = str_at(file, j, "platform", "");
   read_models(j, c);
   read_workload(j, c);

@@ -2,6 +2,7 @@
 // it carries, interpreted with StarPU 1.4.10's meanings and defaults.
 #pragma once
 #include "json.hpp"
+#include "mechanisms.hpp"
 #include "platform.hpp"
 
 #include <cstdint>
@@ -79,6 +80,9 @@ struct RunConfig {
   // the StarPU-MPI of the study's era: the data is acquired on STARPU_MAIN_RAM), true
   // ("choose_node", StarPU 1.4.10 mpi/src/starpu_mpi.c _starpu_mpi_choose_node).
   bool mpi_choose_node = false;
+  // The modelled mechanisms switched on (run description `mechanisms`: {name: false} switches one
+  // off; mechanisms.hpp). kernel_variability off sets `variability` false.
+  Mechanisms mechanisms;
   std::string trace, transfers;
 
   static RunConfig from_json(const Json& j, const std::string& file);

@@ -1,6 +1,7 @@
 // numasim: simulate one run described by a JSON file (docs/interfaces.md §4).
 //   numasim RUN.json [--out SUMMARY.json] [SimGrid --cfg=... / --log=... options]
 #include "error.hpp"
+#include "mechanisms.hpp"
 #include "output.hpp"
 #include "report.hpp"
 #include "runtime.hpp"
@@ -33,6 +34,8 @@ static const char* const HELP =
     "  --out SUMMARY.json    write the summary there instead of stdout (default: stdout)\n"
     "  -h, --help            this help, and exit\n"
     "  --version             numasim's commit and SimGrid's version, and exit\n"
+    "  --mechanisms          the mechanisms a run description may switch off (`mechanisms`), as\n"
+    "                        JSON, and exit\n"
     "\n"
     "SimGrid options (any other argument starting with --, passed to SimGrid as given):\n"
     "  --cfg=KEY:VALUE       a SimGrid configuration item, e.g. --cfg=network/model:SMPI,\n"
@@ -65,6 +68,10 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; i++) {
     if (!std::strcmp(argv[i], "-h") || !std::strcmp(argv[i], "--help")) {
       std::printf("%s\n%s", USAGE, HELP);
+      return 0;
+    }
+    if (!std::strcmp(argv[i], "--mechanisms")) {
+      std::printf("%s\n", numasim::mechanisms_json().c_str());
       return 0;
     }
     if (!std::strcmp(argv[i], "--version")) {

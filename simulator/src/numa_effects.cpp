@@ -119,7 +119,8 @@ void NumaEffects::init_rank(int r) {
   // Balancing migrates pageable memory only; with STARPU_USE_NUMA=1 StarPU binds each RAM node's
   // allocations to its NUMA node (malloc.c: hwloc_alloc_membind HWLOC_MEMBIND_BIND), which the
   // kernel does not migrate either.
-  ri.balancing = env.numa_balancing && !ri.pinned && !ri.use_numa && n.rams.size() > 1;
+  ri.balancing = env.numa_balancing && !ri.pinned && !ri.use_numa && n.rams.size() > 1 &&
+                 cfg_.mechanisms(Mechanism::numa_balancing);
   ri.window_end.assign(n.rams.size(), -1.0);
   ri.window_bytes.assign(n.rams.size(), 0.0);
   first_touch(r, cpu_numas);
@@ -487,7 +488,7 @@ int NumaEffects::move(const Transfer& tr, const Worker* worker) {
     // launched ahead pays no launch latency (run_on_gpu).
     int g = src.gpu ? t.gsrc : t.gdst;
     auto drv = driver_of_gpu_mem_.find(g);
-    if (drv != driver_of_gpu_mem_.end()) {
+    if (drv != driver_of_gpu_mem_.end() && cfg_.mechanisms(Mechanism::launch_costs)) {
       const double d = control_delay(topo_.mem(g).rank, drv->second, topo_.mem(g).host);
       const double now = sg4::Engine::get_clock();
       const double wait = now == t.submitted ? d : t.submitted + d - now; // d exactly on an idle stream
@@ -501,7 +502,7 @@ int NumaEffects::move(const Transfer& tr, const Worker* worker) {
       add(ram, dst.host);
     const RankInfo& ri = ranks_[t.rank];
     auto numa = std::find(ri.ram.begin(), ri.ram.end(), ram);
-    if (ri.mem && numa != ri.ram.end() && legs.size() == 1) {
+    if (ri.mem && numa != ri.ram.end() && legs.size() == 1 && cfg_.mechanisms(Mechanism::dma_under_load)) {
       const Dma dma{ri.mem.get(), static_cast<int>(numa - ri.ram.begin()), src.gpu};
       return copy(legs, data_.tile_bytes(), cpu_rate, &dma);
     }
@@ -611,7 +612,7 @@ void NumaEffects::run_on_gpu(const Worker& w, double duration) {
   // GPU has been idle (nothing launched ahead), the launch latency driver core -> GPU is paid
   // before the kernel starts (drivers/cuda/driver_cuda.c; hidden by STARPU_CUDA_PIPELINE).
   const double now = sg4::Engine::get_clock();
-  if (now > last_end_[w.id]) {
+  if (now > last_end_[w.id] && cfg_.mechanisms(Mechanism::launch_costs)) {
     auto drv = driver_of_gpu_mem_.find(topo_.global_mem(w.rank, w.mem));
     if (drv != driver_of_gpu_mem_.end()) {
       double d = control_delay(w.rank, drv->second, w.host);
@@ -679,10 +680,14 @@ void NumaEffects::run_on_cpu(const Worker& w, uint32_t task, double duration) {
     duration = respread(duration, w.length[kind], w.dev[kind], ri.spread[kind], remote / bytes);
   }
   ri.mem->begin_kernel(w.numa, by_node, duration);
-  const double d = ri.mem->stretched(ri.stall[kind], w.numa, by_node, duration);
+  const double d = cfg_.mechanisms(Mechanism::memory_latency_stall)
+                       ? ri.mem->stretched(ri.stall[kind], w.numa, by_node, duration)
+                       : duration;
   stall_time_ += d - duration;
   std::array<sg4::CommPtr, kMaxNumaNodes> traffic;
-  const size_t nflows = ri.mem->start_traffic(w.host, w.numa, by_node, d, traffic);
+  const size_t nflows = cfg_.mechanisms(Mechanism::memory_bandwidth_sharing)
+                            ? ri.mem->start_traffic(w.host, w.numa, by_node, d, traffic)
+                            : 0;
   kernel_flows_ += nflows;
   if (d > 0)
     numasim::sleep_for(d);

@@ -152,7 +152,8 @@ void Simulation::execute(Worker& w, uint32_t task) {
         data_->mem_state(topo_->global_mem(w.rank, w.mem)).blocked_until - sg4::Engine::get_clock();
     if (left > 0)
       numasim::sleep_for(left);
-    d = cuda_occupancy(w, d) + first_call(w, t.kind);
+    if (cfg_.mechanisms(Mechanism::launch_costs))
+      d = cuda_occupancy(w, d) + first_call(w, t.kind);
   }
   const double start = numa_->run_task(w, task, d); // remote traffic, faults, GPU launch path
   const double end = sg4::Engine::get_clock();
@@ -254,6 +255,7 @@ void Simulation::fill_summary() {
                         {"gpu_mallocs", static_cast<double>(dc.gpu_mallocs)},
                         {"pinned_alloc_s", dc.pinned_alloc_s},
                         {"pinned_allocs", static_cast<double>(dc.pinned_allocs)},
+                        {"pinned_gpu_stall_s", dc.pinned_gpu_stall_s},
                         {"thread_copies", static_cast<double>(dc.thread_copies)},
                         {"thread_copy_s", dc.thread_copy_s}};
   sum_.workers = topo_->workers().size();

@@ -2,9 +2,9 @@
 // tests/data (tiny1: one node, 4 cores on 2 NUMA nodes, GPU 0 and NIC 0 on NUMA 0; tiny2: two
 // such nodes). Each configuration runs in a forked child (SimGrid: one engine per process) that
 // reports what the mechanism did; the test compares configurations.
-#include "child_output.hpp"
 #include "error.hpp"
 #include "runtime.hpp"
+#include "scratch_runs.hpp"
 
 #include <gtest/gtest.h>
 
@@ -15,91 +15,6 @@
 #include <sstream>
 
 using namespace numasim;
-
-static const std::string kData = std::string(NUMASIM_SOURCE_ROOT) + "/simulator/tests/data/";
-using Env = std::map<std::string, std::string>;
-using Facts = std::map<std::string, double>;
-
-// A directory of this test process's own under the system's temporary directory (mkdtemp),
-// removed when the process ends (the forked children leave with _exit and keep it).
-static const std::filesystem::path& scratch() {
-  struct Dir {
-    std::filesystem::path path;
-    Dir() {
-      std::string tmpl = (std::filesystem::temp_directory_path() / "numasim_factors_XXXXXX").string();
-      if (!mkdtemp(tmpl.data()))
-        throw std::runtime_error("mkdtemp failed in " + std::filesystem::temp_directory_path().string());
-      path = tmpl;
-    }
-    ~Dir() {
-      std::error_code ec;
-      std::filesystem::remove_all(path, ec);
-    }
-  };
-  static const Dir dir;
-  return dir.path;
-}
-
-// tiny1/tiny2 with `props` added to every node zone (numa_* parameters of numa_effects.cpp).
-static std::string platform_with(const std::string& base, const Env& props) {
-  std::ifstream in(kData + base);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string xml = ss.str(), extra;
-  for (const auto& [k, v] : props)
-    extra += "<prop id=\"" + k + "\" value=\"" + v + "\"/>";
-  const std::string anchor = "<prop id=\"machine\" value=\"tiny\"/>";
-  for (size_t at = xml.find(anchor); at != std::string::npos; at = xml.find(anchor, at + 1))
-    xml.insert(at + anchor.size(), extra);
-  std::string path = (scratch() / base).string();
-  std::ofstream(path) << xml;
-  return path;
-}
-
-static RunConfig config(const std::string& platform, int nt, const Env& env, int q = 1, uint64_t seed = 3) {
-  std::string text = R"({"platform": ")" + platform + R"(", "perfmodels": {"tiny": ")" + kData +
-                     R"(tiny_sampling"}, "workload": {"kind": "lu", "n": )" + std::to_string(96 * nt) +
-                     R"(, "b": 96, "distribution": {"kind": "block-cyclic", "p": 1, "q": )" +
-                     std::to_string(q) + R"(}}, "seed": )" + std::to_string(seed) +
-                     R"(, "variability": true})";
-  RunConfig c = RunConfig::from_json(parse_json(text, "test.json"), "test.json");
-  c.env_raw = env;
-  c.env = parse_starpu_env(env, "test.json");
-  c.transfers = (scratch() / "unused.csv").string();   // enables the transfer log (not written)
-  c.trace = (scratch() / "unused_trace.csv").string(); // and the per-task records (not written)
-  return c;
-}
-
-// Runs `body(sim, summary)` after a simulation in a child process; returns the facts it reports.
-template <class Body> static Facts in_child(const std::string& platform, RunConfig cfg, Body body) {
-  ChildOutput child = run_in_child([&] {
-    int argc = 1;
-    char a0[] = "numasim_factors";
-    char* argv[] = {a0, nullptr};
-    sg4::Engine e(&argc, argv);
-    Simulation sim(e, cfg);
-    Summary s = sim.run();
-    Facts f = body(sim, s);
-    f["makespan"] = s.makespan;
-    for (const auto& [k, v] : s.numa)
-      f["numa." + k] = v;
-    std::string out;
-    char buf[128];
-    for (const auto& [k, v] : f) {
-      std::snprintf(buf, sizeof buf, "%s=%.17g\n", k.c_str(), v);
-      out += buf;
-    }
-    return out;
-  });
-  EXPECT_TRUE(child.ok) << "child failed for " << platform;
-  Facts f;
-  std::istringstream in(child.text);
-  for (std::string line; std::getline(in, line);) {
-    auto eq = line.find('=');
-    f[line.substr(0, eq)] = std::stod(line.substr(eq + 1));
-  }
-  return f;
-}
 
 static bool has(const std::vector<std::string>& links, const std::string& l) {
   return std::find(links.begin(), links.end(), l) != links.end();

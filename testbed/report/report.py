@@ -344,7 +344,39 @@ def experiment_sections(name: str, exp_dir: Path, platforms_dir: Path, report_di
     traces = exp_dir / "traces"
     if (traces / "compare.md").is_file():
         sections.append(trace_section(name, traces, report_dir))
+    ledger = exp_dir / "ledger"
+    if (ledger / "ledger.csv").is_file():
+        sections.append(ledger_section(name, ledger, report_dir))
     return sections
+
+
+def ledger_section(name: str, ledger: Path, report_dir: Path) -> Section:
+    """`testbed explain`'s mechanism ledger of the experiment's largest terms (testbed/study/explain.py)."""
+    rows = pd.read_csv(ledger / "ledger.csv")
+    intro = ("Why the largest terms act, by mechanism (`testbed explain`): each term's effect in coded units with "
+             "every modelled mechanism on, then with each one switched off in turn (its contribution: the effect "
+             "minus the effect without it, paired on seeds), with every one off (the base), and what no single "
+             "mechanism explains (interactions between mechanisms); 95 % intervals over the seeds. Every run is "
+             "in `ledger/runs.csv`.")
+    md, page = [intro, ""], [f"<p>{html.escape(intro)}</p>"]
+    for term, part in rows.groupby("term", sort=False):
+        table = pd.DataFrame({
+            "row": [m if isinstance(m, str) and m else r for r, m in zip(part["row"], part["mechanism"], strict=True)],
+            "estimate (s)": [f"{x:+.4f}" for x in part["estimate_s"]],
+            "95 % CI": [f"[{lo:+.4f}, {hi:+.4f}]" for lo, hi in zip(part["ci95_low_s"], part["ci95_high_s"],
+                                                                      strict=True)],
+            "share of the effect": [f"{100 * x:+.1f} %" for x in part["share_of_effect"]],
+        })
+        md += [f"Term {term}:", "", markdown_table(table)]
+        page.append(f"<p>Term {html.escape(str(term))}:</p>" + _html_table(table))
+        fig = ledger / f"ledger_{str(term).replace(':', '_')}.png"
+        if fig.is_file():
+            caption = f"the ledger of {term}: one bar per row, its 95 % interval as a whisker."
+            md.append(f"![ledger {term}]({os.path.relpath(fig, report_dir)})\n\n{caption}\n")
+            data = base64.b64encode(fig.read_bytes()).decode("ascii")
+            page.append(f"<figure><img alt=\"ledger {html.escape(str(term))}\" src=\"data:image/png;base64,{data}\"/>"
+                        f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+    return Section(f"{name}: mechanism ledger of the largest terms", "\n".join(md) + "\n", "\n".join(page))
 
 
 TRACE_CAPTIONS = {

@@ -50,6 +50,8 @@ def check_spec(spec: RunSpec) -> None:
         raise InputError(None, "--app", "lu with the numasim engine (it simulates apps/lu's graph, which is Chameleon's; "
                                         "read Chameleon's models with --perfmodel-dir); app chameleon runs with the real "
                                         "or starpu-simgrid engine")
+    if spec.mechanisms_off and spec.engine != "numasim":
+        raise InputError(None, "--mechanism-off", "the numasim engine (the mechanisms are numasim's models)")
     problem = size_problem(spec.n, spec.b) or limits_problem(spec.n, spec.b)
     if problem:
         raise InputError(None, "--n/--b", problem)
@@ -123,6 +125,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="StarPU's own defaults (plus --env) instead of the study's baseline and factor rules")
     p.add_argument("--getrf-gpu", action="store_true",
                    help="getrf_nopiv may also run on GPUs (cuSOLVER in the real build); default CPU only")
+    p.add_argument("--mechanism-off", action="append", default=[], metavar="NAME[,NAME...]",
+                   help="numasim: switch a modelled mechanism off (`numasim --mechanisms` lists them; "
+                        "docs/interfaces.md §4); repeatable")
     p.add_argument("--mpi-memory-node", choices=["main_ram", "choose_node"], default="main_ram",
                    help="numasim: StarPU-MPI's memory node for sends: STARPU_MAIN_RAM (the study's StarPU-MPI, "
                         "default) or StarPU 1.4.10's _starpu_mpi_choose_node")
@@ -181,12 +186,27 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
         getrf_on_gpu=args.getrf_gpu,
         dag=args.dag,
         mpi_memory_node=args.mpi_memory_node,
+        mechanisms_off=mechanisms_off(args.mechanism_off),
         simgrid_cfg=check_cfg(args.cfg, args.engine),
         trace=Path(args.trace) if args.trace else None,
         transfers=Path(args.transfers) if args.transfers else None,
         platform_dir=platform_dir,
         perfmodel_dirs=perfmodel_dirs(args),
     )
+
+
+def mechanisms_off(items: list[str]) -> tuple[str, ...]:
+    """`--mechanism-off` values, comma lists allowed, each once, checked against numasim's list."""
+    from testbed.run.engines.numasim import mechanism_names
+
+    names = [n.strip() for item in items for n in item.split(",") if n.strip()]
+    if not names:
+        return ()
+    known = mechanism_names()
+    for name in names:
+        if name not in known:
+            raise InputError(None, f"--mechanism-off {name}", f"a mechanism of numasim ({', '.join(known)})")
+    return tuple(dict.fromkeys(names))
 
 
 def perfmodel_dirs(args: argparse.Namespace) -> dict:

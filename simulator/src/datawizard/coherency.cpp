@@ -56,7 +56,7 @@ DataWizard::DataWizard(const Topology& topo, BusModel& bus, LinkClasses& classes
       rams +=
           topo_.mem(static_cast<int>(g)).rank == static_cast<int>(r) && !topo_.mem(static_cast<int>(g)).gpu;
     nram_[r] = rams; // RAM nodes come first (Topology::add_memory_nodes)
-    if (rams < 2)
+    if (rams < 2 || !cfg_.mechanisms(Mechanism::thread_copies))
       continue;
     for (size_t g = 0; g < nmem; g++)
       for (int wid : topo_.rank_workers(static_cast<int>(r)))

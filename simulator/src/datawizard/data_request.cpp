@@ -108,6 +108,9 @@ void DataWizard::runner_loop(int rid) {
       // request, allocates it first (DataWizard::allocate_ram).
       if (topo_.mem(gsrc).gpu && !topo_.mem(gdst).gpu)
         allocate_ram(transfers_[tid].rank, transfers_[tid].handle, gdst, driver_of(gsrc));
+      // RAM -> RAM without thread copies (mechanism switched off): this actor allocates.
+      if (!topo_.mem(gsrc).gpu && !topo_.mem(gdst).gpu && !cfg_.mechanisms(Mechanism::thread_copies))
+        allocate_ram(transfers_[tid].rank, transfers_[tid].handle, gdst, nullptr);
     }
     transfers_[tid].start = sg4::Engine::get_clock();
     transfers_[tid].path = numa_->move(transfers_[tid]); // through pages, drivers, MPI thread
@@ -171,15 +174,17 @@ void DataWizard::allocate_ram(int rank, uint32_t h, int gdst, const Worker* thre
   ram_alloc_[s] = 1;
   numa_->allocated(rank, h, gdst, thread);
   const double per_mib = pinned_s_per_mib_[rank];
-  if (per_mib <= 0)
+  if (per_mib <= 0 || !cfg_.mechanisms(Mechanism::pinned_alloc))
     return;
   const double cost = tile_bytes_ / 1048576.0 * per_mib;
   // A page-locked allocation serialises the devices' streams (CUDA C Programming Guide, "Implicit
   // Synchronization"); portable memory is pinned for every device of the node.
   const double now = sg4::Engine::get_clock();
-  for (size_t g = 0; g < ms_.size(); g++)
-    if (topo_.mem(static_cast<int>(g)).rank == rank && topo_.mem(static_cast<int>(g)).gpu)
+  for (size_t g = 0; g < ms_.size() && cfg_.mechanisms(Mechanism::pinned_alloc_gpu_stall); g++)
+    if (topo_.mem(static_cast<int>(g)).rank == rank && topo_.mem(static_cast<int>(g)).gpu) {
+      counters_.pinned_gpu_stall_s += std::max(0.0, now + cost - std::max(ms_[g].blocked_until, now));
       ms_[g].blocked_until = std::max(ms_[g].blocked_until, now + cost);
+    }
   counters_.pinned_allocs++;
   counters_.pinned_alloc_s += cost;
   numasim::sleep_for(cost);

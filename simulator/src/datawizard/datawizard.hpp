@@ -108,6 +108,7 @@ struct DataCounters {
   // StarPU's costs outside the kernels and the copies' transfer time (summary `runtime_costs`).
   uint64_t thread_copies = 0, pinned_allocs = 0, gpu_mallocs = 0, gpu_frees = 0;
   double thread_copy_s = 0, pinned_alloc_s = 0, gpu_malloc_s = 0, gpu_free_s = 0;
+  double pinned_gpu_stall_s = 0; // GPU time blocked by pinned allocations (summed over the GPUs)
 };
 
 // What a task's operand on a memory node still needs (fifo_queues.c starpu_st_non_ready_buffers_*;

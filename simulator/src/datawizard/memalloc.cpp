@@ -131,7 +131,7 @@ void DataWizard::gpu_free_chunk(int gmem) {
   const MemNode& n = topo_.mem(gmem);
   MemState& m = ms_[gmem];
   m.chunks -= tile_bytes_;
-  if (n.free_s > 0) {
+  if (n.free_s > 0 && cfg_.mechanisms(Mechanism::cuda_malloc)) {
     gpu_alloc_call(gmem, n.free_s);
     counters_.gpu_frees++;
     counters_.gpu_free_s += n.free_s;
@@ -153,7 +153,7 @@ void DataWizard::start_waiting(int gmem, std::set<AllocKey>& q, std::set<AllocKe
     // driver's allocation, drivers/cuda/driver_cuda.c _starpu_cuda_malloc_on_node: cudaMemGetInfo
     // + cudaMalloc) by the GPU's driver thread, which handles the request; the copy waits for it.
     m.chunks += tile_bytes_;
-    if (n.malloc_s > 0) {
+    if (n.malloc_s > 0 && cfg_.mechanisms(Mechanism::cuda_malloc)) {
       gpu_alloc_call(gmem, n.malloc_s);
       counters_.gpu_mallocs++;
       counters_.gpu_malloc_s += n.malloc_s;

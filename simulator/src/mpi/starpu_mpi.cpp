@@ -26,7 +26,9 @@ void MpiRuntime::trigger(uint32_t r) {
   uint32_t h = data_.handle(rc.src, rc.tile);
   const int home = topo_.home(rc.src);
   send_node_[r] = static_cast<int8_t>(home);
-  if (cfg_.mpi_choose_node && !data_.valid_on(rc.src, h, home))
+  // The mechanism switched off sends as 1.4.10 does (mechanisms.hpp).
+  const bool choose_node = cfg_.mpi_choose_node || !cfg_.mechanisms(Mechanism::mpi_main_ram);
+  if (choose_node && !data_.valid_on(rc.src, h, home))
     for (int l = 0; l < data_.ram_nodes(rc.src); l++)
       if (data_.valid_on(rc.src, h, l)) {
         send_node_[r] = static_cast<int8_t>(l);

@@ -48,6 +48,9 @@ class RunSpec:
     # numasim: StarPU-MPI's memory node for sends: main_ram (the StarPU-MPI of the study's era,
     # the default) | choose_node (StarPU 1.4.10's _starpu_mpi_choose_node); docs/interfaces.md §4
     mpi_memory_node: str = "main_ram"
+    # numasim: mechanisms switched off (simulator/src/mechanisms.hpp; `numasim --mechanisms` lists
+    # them), run description `mechanisms`; testbed explain's ledger switches them off one by one
+    mechanisms_off: tuple[str, ...] = ()
     simgrid_cfg: list[str] = field(default_factory=list)  # SimGrid options KEY:VALUE (numasim)
     trace: Path | None = None
     transfers: Path | None = None

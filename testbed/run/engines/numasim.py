@@ -149,11 +149,26 @@ def run_description(spec: RunSpec, pdir: Path, workdir: Path | None = None) -> d
     }
     if spec.mpi_memory_node != "main_ram":  # numasim's default is the study's
         desc["mpi"] = {"memory_node": spec.mpi_memory_node}
+    if spec.mechanisms_off:  # every mechanism is on by default
+        desc["mechanisms"] = dict.fromkeys(spec.mechanisms_off, False)
     if spec.trace:
         desc["trace"] = str(Path(spec.trace).resolve())
     if spec.transfers:
         desc["transfers"] = str(Path(spec.transfers).resolve())
     return desc
+
+
+def mechanisms() -> list[dict]:
+    """numasim's mechanisms that a run may switch off: [{name, home, what}] (`numasim --mechanisms`)."""
+    binary = paths.binary(paths.NUMASIM, "numasim")
+    proc = subprocess.run([str(binary), "--mechanisms"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"numasim --mechanisms failed ({proc.returncode}): {proc.stderr.strip()}")
+    return json.loads(proc.stdout)
+
+
+def mechanism_names() -> list[str]:
+    return [m["name"] for m in mechanisms()]
 
 
 def run_binary(desc: dict, workdir: Path | None = None, simgrid_cfg: list[str] | None = None) -> dict:
