@@ -173,7 +173,7 @@ def test_a_sample_is_a_perturbed_copy_that_loads(tmp_path: Path):
     assert cluster.network.link_latency_s == 1e-5  # NaN: as written
     assert [n.name for n in cluster.nodes] == [n.name for n in load_cluster("g5k-lille-21").nodes]
     gemm = load_bundle(chifflet)["dgemm"]
-    assert chifflet.kernels.is_relative_to(tmp_path) and gemm["cuda"].time_s == 0.007865 and gemm["cpu"].rel_std == 0.1
+    assert chifflet.kernels.is_relative_to(tmp_path) and gemm["cuda"].time_s == 0.007865 and gemm["cpu"].rel_std == 0.065
     assert {f: f.read_bytes() for f in DESCRIPTIONS} == before
 
 
