@@ -34,6 +34,7 @@
  * builds without CUDA; without a runtime or a device it says so on stderr and exits with status 3
  * (2: bad arguments, 1: a CUDA call failed). */
 #define _GNU_SOURCE
+#include "cudart_dlopen.h"
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -66,20 +67,9 @@ static struct {
 
 static int open_cuda(char *why, size_t len)
 {
-	const char *env = getenv("HOSTALLOC_STALL_CUDART");
-	const char *names[] = {env ? env : "libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0",
-	                       "/usr/local/cuda/lib64/libcudart.so"};
-	void *h = NULL;
-	char first[200] = "";
-	for (size_t i = 0; i < sizeof names / sizeof *names && !h; i++) {
-		h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-		if (!h && !first[0])
-			snprintf(first, sizeof first, "%s", dlerror());
-	}
-	if (!h) {
-		snprintf(why, len, "no CUDA runtime (dlopen: %s)", first);
+	void *h = cudart_dlopen("HOSTALLOC_STALL_CUDART", why, len);
+	if (!h)
 		return 0;
-	}
 	struct {
 		void **fn;
 		const char *name;
