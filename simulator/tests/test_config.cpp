@@ -77,8 +77,10 @@ TEST(Env, UnknownSchedulerOrValueIsInputError) {
 // unset it is off, the behaviour of the StarPU of the study's era, which lacks the variable.
 TEST(Env, CudaOnlyFastAllocOtherMemnodes) {
   EXPECT_FALSE(parse_starpu_env({}, "f").cuda_only_fast_alloc_other_memnodes);
-  EXPECT_TRUE(parse_starpu_env({{"STARPU_CUDA_ONLY_FAST_ALLOC_OTHER_MEMNODES", "1"}}, "f").cuda_only_fast_alloc_other_memnodes);
-  EXPECT_FALSE(parse_starpu_env({{"STARPU_CUDA_ONLY_FAST_ALLOC_OTHER_MEMNODES", "0"}}, "f").cuda_only_fast_alloc_other_memnodes);
+  EXPECT_TRUE(parse_starpu_env({{"STARPU_CUDA_ONLY_FAST_ALLOC_OTHER_MEMNODES", "1"}}, "f")
+                  .cuda_only_fast_alloc_other_memnodes);
+  EXPECT_FALSE(parse_starpu_env({{"STARPU_CUDA_ONLY_FAST_ALLOC_OTHER_MEMNODES", "0"}}, "f")
+                   .cuda_only_fast_alloc_other_memnodes);
   EXPECT_THROW(parse_starpu_env({{"STARPU_CUDA_ONLY_FAST_ALLOC_OTHER_MEMNODES", "yes"}}, "f"), InputError);
 }
 

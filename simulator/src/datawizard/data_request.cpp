@@ -158,8 +158,8 @@ int32_t DataWizard::take_ram_copy(const Worker& w) {
   };
   if (!w.cuda)
     return take(global(w.rank, w.mem), false);
-  const bool only_fast =
-      cfg_.env_for(topo_.nodes()[w.rank].machine).cuda_only_fast_alloc_other_memnodes && numa_->pinned(w.rank);
+  const bool only_fast = cfg_.env_for(topo_.nodes()[w.rank].machine).cuda_only_fast_alloc_other_memnodes &&
+                         numa_->pinned(w.rank);
   for (int l = 0; l < nram_[w.rank]; l++) // the NUMA nodes in order (__starpu_datawizard_progress)
     if (int32_t tid = take(global(w.rank, l), only_fast); tid >= 0)
       return tid;
