@@ -19,7 +19,11 @@
 #              configure finds FxT through pkg-config (configure.ac, AC_ARG_WITH(fxt))
 #   starpu     the native StarPU (envs/setup.sh: TESTBED_APT=0, the orig tarball of DEVICE_DIR,
 #              CUDA, --with-fxt), checked: STARPU_USE_FXT and, with CUDA, STARPU_USE_CUDA
-#   apps       apps/lu and the microbenchmarks (numa_bench, starpu_task_overhead, cuda_bench)
+#   apps       apps/lu and the microbenchmarks (numa_bench, hostalloc_stall, starpu_task_overhead,
+#              cuda_bench)
+#   hostallocstall  hostalloc_stall: pinned allocations (cudaHostAlloc, cudaFreeHost) in one thread
+#              while another keeps the GPU busy; the GPU time lost, the calls' own time (without
+#              CUDA: checks that it says so and exits 3)
 #   bus        starpu_machine_display: StarPU's bus calibration on its first start
 #   check      residual of apps/lu --check, getrf on the CPU and on the GPU (--getrf-gpu)
 #   calibrate  STARPU_CALIBRATE=1 runs: StarPU's codelet models of the node
@@ -246,6 +250,22 @@ step_cudabench() {
   return "$rc"
 }
 
+step_hostallocstall() { # a pinned allocation in one thread beside a GPU another thread keeps busy
+  # (calibration/microbench/hostalloc_stall.c, docs/pinned-allocations.md): tiles of b = 960 and
+  # 1920, StarPU's pipeline depth 2; without CUDA it must say why it measures nothing (status 3)
+  local b rc=0
+  if ! have_cuda; then
+    "$MB/hostalloc_stall" --bytes $((B * B * 8)) --reps 3
+    rc=$?; echo "hostalloc_stall without CUDA: status $rc (3 expected)"; [ "$rc" = 3 ]; return $?
+  fi
+  for b in 960 1920; do
+    "$MB/hostalloc_stall" --bytes $((b * b * 8)) --reps 20 --depth 2 >"$WORK/hs.csv" || rc=1
+    if [ -f "$RES/hostalloc_stall.csv" ]; then tail -n +2 "$WORK/hs.csv" >>"$RES/hostalloc_stall.csv"; else cp "$WORK/hs.csv" "$RES/hostalloc_stall.csv"; fi
+  done
+  cat "$RES/hostalloc_stall.csv"
+  return "$rc"
+}
+
 step_overhead() {
   local p rc=0
   for p in 1 2; do
@@ -299,6 +319,14 @@ if (res / "cuda_bench.csv").is_file():  # median seconds per operation, per size
         by_size.setdefault(row["bytes"], []).append(f"{row['what']} {float(row['median_s']) * 1e6:.1f}")
     for size, cells in by_size.items():
         print(f"cuda_bench {size} B (median us): " + ", ".join(cells))
+if (res / "hostalloc_stall.csv").is_file():  # pinned allocation beside a busy GPU, median us
+    by_size = {}
+    for row in csv.DictReader((res / "hostalloc_stall.csv").read_text().splitlines()):
+        if row["what"] == "what":
+            continue
+        by_size.setdefault(row["bytes"], []).append(f"{row['what']} {float(row['median_s']) * 1e6:.1f}")
+    for size, cells in by_size.items():
+        print(f"hostalloc_stall {size} B (median us): " + ", ".join(cells))
 if (res / "task_overhead.csv").is_file():
     for row in csv.DictReader((res / "task_overhead.csv").read_text().splitlines()):
         if row["pipeline"] == "pipeline":
@@ -401,6 +429,7 @@ else
   step starpu 300
 fi
 step apps 90
+step hostallocstall 30
 step bus 90
 step check 90
 step calibrate 150

@@ -74,7 +74,8 @@ def test_rehearsal_runs_every_cpu_step_and_skips_cuda_with_a_reason(tmp_path):
 
     res = members(out / "results.tar.gz")
     steps = {s["step"]: s for s in jsonl(res["results/steps.jsonl"])}
-    ok = {"node", "check_starpu_reused", "apps", "bus", "check", "calibrate", "trace-960", "trace-1920", "runs",
+    ok = {"node", "check_starpu_reused", "apps", "hostallocstall", "bus", "check", "calibrate", "trace-960",
+          "trace-1920", "runs",
           "convert-960", "convert-1920", "numa", "summary"}
     assert {k for k, s in steps.items() if s["status"] == "ok"} == ok
     assert {k for k, s in steps.items() if s["status"] == "skipped"} == {"fxt", "starpu", "cudabench", "overhead",
@@ -165,6 +166,19 @@ def test_summary_reads_the_files_of_a_gpu_node(tmp_path):
     assert "timed n=9600 getrf-gpu: makespan mean 0.1223 s [0.1090, 0.1306] (5)" in lines
     assert ("cuda_bench 7372800 B (median us): malloc 63.7, h2d 143.5, d2h 142.3, free 57.5") in lines
     assert "task_overhead pipeline 1: 15.63 us per task" in lines
+
+
+def test_summary_reads_hostalloc_stall(tmp_path):
+    """The hostallocstall step's CSV (calibration/microbench/hostalloc_stall.c) in the summary."""
+    res = tmp_path / "work" / "results"
+    (res / "logs").mkdir(parents=True)
+    (res / "hostalloc_stall.csv").write_text("what,bytes,reps,median_s,min_s,max_s\n"
+                                             "alloc_busy,7372800,20,0.0042,0.004,0.005\n"
+                                             "gpu_lost_alloc,7372800,20,0.0001,0,0.0002\n")
+    proc = subprocess.run(["bash", str(SCRIPT), "--step", "summary"], capture_output=True, text=True,
+                          env={**os.environ, "WORK": str(tmp_path / "work")})
+    assert proc.returncode == 0, proc.stderr
+    assert "hostalloc_stall 7372800 B (median us): alloc_busy 4200.0, gpu_lost_alloc 100.0" in proc.stdout.splitlines()
 
 
 def test_out_is_packed_when_the_budget_is_spent(tmp_path):

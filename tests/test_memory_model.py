@@ -186,9 +186,11 @@ def test_message_legs_faster_than_the_network_are_not_flows(lille_20: dict) -> N
     four 12 GB/s legs ran as bursts in the first tenth of the transfer (NumaEffects::run_legs).
     The simulated run is the same: this case's makespan is unchanged to the last printed digit
     (4.73778763756 s before and after the rule). NUMA balancing's page migrations are memcpys of
-    two legs (RAM -> core -> RAM) at the thread's copy rate, spread the same way."""
+    two legs (RAM -> core -> RAM) at the thread's copy rate, spread the same way (at 20 x 20
+    tiles balancing migrates pages 0 or 1 times, depending on the kernels' drawn spread; migration
+    itself is tested by simulator/tests/test_factors.cpp, G_NumaBalancingMigratesPagesOnlyWhenEnabled)."""
     numa = lille_20["numa"]
-    assert numa["migrations"] > 0, numa
+    assert lille_20["mpi_messages"] > 0 and numa["hinting_faults"] > 0, numa
     assert numa["spread_copy_legs"] == 4 * lille_20["mpi_messages"] + 2 * numa["migrations"], numa
 
 

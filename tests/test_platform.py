@@ -164,6 +164,10 @@ def _nic_on_missing_numa(m: dict) -> None:
     m["nics"][0]["numa_node"] = 7
 
 
+def _stall_above_one(m: dict) -> None:
+    m["gpus"][0]["pinned_alloc_gpu_stall"]["value"] = 1.5
+
+
 @pytest.mark.parametrize("mutate, key", [
     (_unknown_key, "gpus[0].bandwith_Bps"),
     (_wrong_type, "numa_nodes[1].memory_bytes.value"),
@@ -171,6 +175,7 @@ def _nic_on_missing_numa(m: dict) -> None:
     (_gpu_on_missing_numa, "gpus[1].numa_node"),
     (_no_source, "cpu.frequency_hz"),
     (_nic_on_missing_numa, "nics[0].numa_node"),
+    (_stall_above_one, "gpus[0].pinned_alloc_gpu_stall.value"),
 ])
 def test_bad_machine_names_file_and_key(tmp_path: Path, capsys, mutate, key) -> None:
     machine = _chifflet()
@@ -239,3 +244,22 @@ def test_describe_local_roundtrips_a_generated_topology(tmp_path: Path) -> None:
     assert [(g.numa_node, g.memory_bytes) for g in m.gpus] == [(g.numa_node, g.memory_bytes) for g in orig.gpus]
     assert [(n.name, n.numa_node) for n in m.nics] == [("eth0", 0)]
     assert m.threads_per_core == 2 and m.sockets == [[0], [1]]
+
+
+def test_pinned_allocation_stall_reaches_the_platform(tmp_path: Path) -> None:
+    """gpus[].pinned_alloc_gpu_stall (docs/pinned-allocations.md): chifflet's is 1 with the range
+    [0, 1] the sensitivity analysis samples; a share other than 1 becomes the GPU host's property
+    (numasim's default is 1: absent means the whole call)."""
+    from lxml import etree
+
+    raw = _chifflet()
+    assert [g["pinned_alloc_gpu_stall"]["range"] for g in raw["gpus"]] == [[0, 1], [0, 1]]
+    assert [g.pinned_alloc_gpu_stall for g in load_machine("chifflet").gpus] == [1.0, 1.0]
+    raw["gpus"][1]["pinned_alloc_gpu_stall"]["value"] = 0.25
+    raw["gpus"][1]["pinned_alloc_gpu_stall"]["range"] = [0, 1]
+    out = tmp_path / "plat"
+    generate(load_cluster(_cluster_with(tmp_path, raw)), out)
+    xml = etree.parse(str(out / "numasim.xml"))
+    stall = {h.get("id"): [p.get("value") for p in h.findall("prop") if p.get("id") == "pinned_alloc_gpu_stall"]
+             for h in xml.iter("host") if ".gpu" in h.get("id")}
+    assert sorted(stall.values()) == [[], ["0.25"]], stall

@@ -50,7 +50,10 @@ def test_uncertain_numbers_have_a_range_with_a_reason(file: Path):
         bounds = quantity_range(q)
         if bounds is not None:
             ranged += 1
-            assert bounds[0] <= q["value"] <= bounds[1] and bounds[0] > 0, key
+            # a share may reach 0 (gpus[].pinned_alloc_gpu_stall: no stall); the schemas keep the
+            # rates, sizes and times positive
+            assert bounds[0] <= q["value"] <= bounds[1], key
+            assert bounds[0] > 0 or key.endswith("pinned_alloc_gpu_stall"), key
             assert len(q["range_reason"]) > 20, key
     assert ranged >= 4
     assert machine_paths(file.read_text()) == []  # sources cited by a repository-relative or public reference
@@ -173,7 +176,7 @@ def test_a_sample_is_a_perturbed_copy_that_loads(tmp_path: Path):
     assert cluster.network.link_latency_s == 1e-5  # NaN: as written
     assert [n.name for n in cluster.nodes] == [n.name for n in load_cluster("g5k-lille-21").nodes]
     gemm = load_bundle(chifflet)["dgemm"]
-    assert chifflet.kernels.is_relative_to(tmp_path) and gemm["cuda"].time_s == 0.007865 and gemm["cpu"].rel_std == 0.1
+    assert chifflet.kernels.is_relative_to(tmp_path) and gemm["cuda"].time_s == 0.007865 and gemm["cpu"].rel_std == 0.065
     assert {f: f.read_bytes() for f in DESCRIPTIONS} == before
 
 

@@ -30,6 +30,7 @@
 #define _GNU_SOURCE
 #include <cblas.h>
 #include <dirent.h>
+#include "cudart_dlopen.h"
 #include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
@@ -409,20 +410,9 @@ static struct {
 /* Number of CUDA devices (0 with the reason in `why` when there is no usable runtime or device). */
 static int cuda_devices(char *why, size_t len)
 {
-	const char *env = getenv("NUMA_BENCH_CUDART");
-	const char *names[] = {env ? env : "libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0",
-	                       "/usr/local/cuda/lib64/libcudart.so"};
-	void *h = NULL;
-	char first[200] = "";
-	for (size_t i = 0; i < sizeof names / sizeof *names && !h; i++) {
-		h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-		if (!h && !first[0])
-			snprintf(first, sizeof first, "%s", dlerror());
-	}
-	if (!h) {
-		snprintf(why, len, "no CUDA runtime (dlopen: %s)", first);
+	void *h = cudart_dlopen("NUMA_BENCH_CUDART", why, len);
+	if (!h)
 		return 0;
-	}
 	*(void **)&cuda.get_device_count = dlsym(h, "cudaGetDeviceCount");
 	*(void **)&cuda.set_device = dlsym(h, "cudaSetDevice");
 	*(void **)&cuda.set_device_flags = dlsym(h, "cudaSetDeviceFlags");

@@ -39,6 +39,11 @@ struct StarpuEnv {
   // by testbed/run/factors.py). Default 1: Debian kernels enable it on multi-NUMA machines
   // (CONFIG_NUMA_BALANCING_DEFAULT_ENABLED=y), the study's default level.
   bool numa_balancing = true;
+  // STARPU_CUDA_ONLY_FAST_ALLOC_OTHER_MEMNODES (StarPU 1.4 since 2021, default 0; core/workers.c):
+  // a CUDA driver does no slow allocation (pinned RAM) for the NUMA nodes it drives
+  // (datawizard/datawizard.c __starpu_datawizard_progress). The StarPU of the study's era has no
+  // such variable: left at 0 it behaves as that StarPU (docs/page-placement.md).
+  bool cuda_only_fast_alloc_other_memnodes = false;
 };
 
 // Sizes numasim accepts (checked before allocating; StarPU's matrix interface takes 32-bit sizes).

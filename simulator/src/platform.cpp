@@ -100,6 +100,13 @@ std::vector<MachineNode> discover_platform(const sg4::Engine& e, const std::stri
       }
       if (h->get_property("task_gap_s"))
         n.gpus.back().task_gap = optional_seconds(h, "task_gap_s", file);
+      if (h->get_property("pinned_alloc_gpu_stall")) {
+        const double f = double_prop(h, "pinned_alloc_gpu_stall", file);
+        if (!(f >= 0 && f <= 1))
+          throw InputError(file, "host " + h->get_name() + " property 'pinned_alloc_gpu_stall'",
+                           "a share of the allocation's time in [0, 1]");
+        n.gpus.back().pinned_alloc_gpu_stall = f;
+      }
     } else if (k == "ram")
       n.rams.push_back({h, numa, double_prop(h, "memory", file)});
     else if (k == "nic")

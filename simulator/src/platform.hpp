@@ -24,6 +24,10 @@ struct GpuInfo {
   // buffer on it (props malloc_s, free_s), cudaHostAlloc per MiB of host memory (prop
   // pinned_alloc_s_per_mib; pinned allocations serve every GPU of the node).
   double malloc_s = 0, free_s = 0, pinned_alloc_s_per_mib = 0;
+  // Share of a pinned allocation's time during which the node's GPUs start no copy and no kernel
+  // (prop pinned_alloc_gpu_stall, in [0, 1]; absent: 1, the whole call, as the CUDA C Programming
+  // Guide's "Implicit Synchronization" lists page-locked host allocations; docs/pinned-allocations.md).
+  double pinned_alloc_gpu_stall = 1;
   // s the first task of each kernel (getrf, trsm, gemm) keeps its CUDA worker longer than the
   // next ones in a process (props first_call_<kernel>_s): see kFirstCallKernels.
   double first_call[3] = {0, 0, 0};

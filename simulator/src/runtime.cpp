@@ -256,6 +256,7 @@ void Simulation::fill_summary() {
                         {"pinned_alloc_s", dc.pinned_alloc_s},
                         {"pinned_allocs", static_cast<double>(dc.pinned_allocs)},
                         {"pinned_gpu_stall_s", dc.pinned_gpu_stall_s},
+                        {"ram_copy_pinned_allocs_cuda", static_cast<double>(dc.ram_copy_pinned_allocs_cuda)},
                         {"thread_copies", static_cast<double>(dc.thread_copies)},
                         {"thread_copy_s", dc.thread_copy_s}};
   sum_.workers = topo_->workers().size();

@@ -73,6 +73,17 @@ TEST(Env, UnknownSchedulerOrValueIsInputError) {
   EXPECT_NO_THROW(parse_starpu_env({{"STARPU_CALIBRATE", ""}, {"STARPU_NCPU", "0"}}, "f"));
 }
 
+// StarPU 1.4's STARPU_CUDA_ONLY_FAST_ALLOC_OTHER_MEMNODES (core/workers.c, an integer: nonzero is on);
+// unset it is off, the behaviour of the StarPU of the study's era, which lacks the variable.
+TEST(Env, CudaOnlyFastAllocOtherMemnodes) {
+  EXPECT_FALSE(parse_starpu_env({}, "f").cuda_only_fast_alloc_other_memnodes);
+  EXPECT_TRUE(parse_starpu_env({{"STARPU_CUDA_ONLY_FAST_ALLOC_OTHER_MEMNODES", "1"}}, "f")
+                  .cuda_only_fast_alloc_other_memnodes);
+  EXPECT_FALSE(parse_starpu_env({{"STARPU_CUDA_ONLY_FAST_ALLOC_OTHER_MEMNODES", "0"}}, "f")
+                   .cuda_only_fast_alloc_other_memnodes);
+  EXPECT_THROW(parse_starpu_env({{"STARPU_CUDA_ONLY_FAST_ALLOC_OTHER_MEMNODES", "yes"}}, "f"), InputError);
+}
+
 TEST(Config, CfgOptionsCheckedBeforeSimGrid) {
   EXPECT_THROW(check_cfg_option("--cfg=nocolon"), InputError);
   EXPECT_THROW(check_cfg_option("--cfg=tracing:"), InputError);

@@ -2,6 +2,7 @@
 // nodes, pinned host allocations, cudaMalloc / cudaFree (datawizard/, drivers/). Each test reads
 // the run through interfaces that exist without these mechanisms (summary JSON, transfer CSV,
 // task trace), so that it fails, rather than not compiling, on a numasim that lacks them.
+#include "error.hpp"
 #include "json.hpp"
 #include "report.hpp"
 #include "runtime.hpp"
@@ -190,6 +191,57 @@ TEST(RuntimeCosts, PinnedAllocationsAreChargedOncePerReplicaAndPlacedByTheAlloca
       off_node += n != row[mem_numa];
   }
   EXPECT_GT(off_node, 0u);
+}
+
+// Whether a pinned allocation holds the node's GPUs is uncertain (docs/pinned-allocations.md): the
+// machine description's pinned_alloc_gpu_stall gives the share of the call during which the GPUs
+// start no copy and no kernel (1 when absent, the CUDA C Programming Guide's implicit
+// synchronization; 0: the devices keep running). The summary reports the time they were held.
+TEST(RuntimeCosts, PinnedAllocationHoldsTheGpusForTheDescribedShare) {
+  RunResult r =
+      run(platform("tiny1_pinned_stall.xml", "<prop id=\"pinned_alloc_s_per_mib\" value=\"0.00065\"/>"
+                                             "<prop id=\"pinned_alloc_gpu_stall\" value=\"0.25\"/>"),
+          8, {{"STARPU_USE_NUMA", "1"}, {"STARPU_SCHED", "dmdas"}});
+  ASSERT_GE(r.costs["pinned_allocs"], 1);
+  EXPECT_NEAR(r.costs["pinned_gpu_stall_s"], 0.25 * r.costs["pinned_alloc_s"], 1e-12);
+}
+
+TEST(RuntimeCosts, PinnedAllocationWithoutStallLeavesTheGpusRunning) {
+  RunResult r =
+      run(platform("tiny1_pinned_nostall.xml", "<prop id=\"pinned_alloc_s_per_mib\" value=\"0.00065\"/>"
+                                               "<prop id=\"pinned_alloc_gpu_stall\" value=\"0\"/>"),
+          8, {{"STARPU_USE_NUMA", "1"}, {"STARPU_SCHED", "dmdas"}});
+  ASSERT_GE(r.costs["pinned_allocs"], 1);
+  EXPECT_GT(r.costs["pinned_alloc_s"], 0);
+  EXPECT_EQ(r.costs["pinned_gpu_stall_s"], 0);
+}
+
+TEST(RuntimeCosts, PinnedAllocationStallOutsideZeroToOneIsRejected) {
+  const std::string p =
+      platform("tiny1_pinned_bad.xml", "<prop id=\"pinned_alloc_gpu_stall\" value=\"1.5\"/>");
+  sg4::Engine e(&argc_, argv_);
+  RunConfig cfg = config(p, 4, {});
+  try {
+    Simulation sim(e, cfg);
+    ADD_FAILURE() << "a stall share of 1.5 was accepted";
+  } catch (const InputError& ex) {
+    EXPECT_NE(std::string(ex.what()).find("pinned_alloc_gpu_stall"), std::string::npos) << ex.what();
+  }
+}
+
+// StarPU 1.4's STARPU_CUDA_ONLY_FAST_ALLOC_OTHER_MEMNODES=1: a CUDA driver makes no slow (pinned)
+// allocation for the NUMA nodes it drives (datawizard/datawizard.c __starpu_datawizard_progress,
+// copy_driver.c: such a request stays for a CPU worker of the node). The StarPU of the study's era
+// has no such variable; unset, CUDA drivers allocate as CPU workers do (the tests above).
+TEST(RuntimeCosts, CudaDriversMakeNoPinnedAllocationForRamCopiesWhenOnlyFastAllocIsSet) {
+  RunResult r =
+      run(platform("tiny1_pinned_fast.xml", "<prop id=\"pinned_alloc_s_per_mib\" value=\"0.00065\"/>"), 8,
+          {{"STARPU_USE_NUMA", "1"},
+           {"STARPU_SCHED", "dmdas"},
+           {"STARPU_CUDA_ONLY_FAST_ALLOC_OTHER_MEMNODES", "1"}});
+  EXPECT_GE(r.costs["pinned_allocs"], 1);
+  EXPECT_EQ(r.costs["ram_copy_pinned_allocs_cuda"], 0);
+  EXPECT_GT(r.makespan, 0);
 }
 
 // cudaMalloc and cudaFree cost the GPU's driver thread time per call (drivers/cuda/driver_cuda.c

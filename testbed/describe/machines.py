@@ -66,6 +66,8 @@ class Gpu:
     malloc_s: float = 0.0
     free_s: float = 0.0
     pinned_alloc_s_per_mib: float = 0.0
+    # share of a pinned allocation during which the node's GPUs are held (docs/pinned-allocations.md)
+    pinned_alloc_gpu_stall: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -439,6 +441,7 @@ def parse_machine(data: Any, file: Path) -> Machine:
             malloc_s=float(_v(g["malloc_s"])) if "malloc_s" in g else 0.0,
             free_s=float(_v(g["free_s"])) if "free_s" in g else 0.0,
             pinned_alloc_s_per_mib=float(_v(g["pinned_alloc_s_per_mib"])) if "pinned_alloc_s_per_mib" in g else 0.0,
+            pinned_alloc_gpu_stall=float(_v(g["pinned_alloc_gpu_stall"])) if "pinned_alloc_gpu_stall" in g else 1.0,
         )
         for j, g in enumerate(data.get("gpus", []))
     ]

@@ -124,7 +124,9 @@ def _zone_hosts(zone: etree._Element, m: Machine, p: str) -> None:
         _props(h, kind="gpu", node=p, numa=g.numa_node, index=g.index, memory=g.memory_bytes, model=g.model,
                **{k: v for k, v in (("task_overhead_s", g.task_overhead_s), ("malloc_s", g.malloc_s),
                                     ("free_s", g.free_s), ("pinned_alloc_s_per_mib", g.pinned_alloc_s_per_mib))
-                  if v > 0})
+                  if v > 0},
+               # numasim's default is 1 (the whole call): written only when it differs
+               **({"pinned_alloc_gpu_stall": g.pinned_alloc_gpu_stall} if g.pinned_alloc_gpu_stall != 1.0 else {}))
     for numa in m.numa_nodes:
         h = etree.SubElement(zone, "host", id=f"{p}.ram{numa.index}", speed="1f")
         _props(h, kind="ram", node=p, numa=numa.index, socket=numa.socket, memory=numa.memory_bytes)

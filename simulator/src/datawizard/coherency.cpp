@@ -43,6 +43,7 @@ DataWizard::DataWizard(const Topology& topo, BusModel& bus, LinkClasses& classes
   ram_copy_q_.resize(nmem);
   thread_copies_.assign(nmem, 0);
   pinned_s_per_mib_.assign(topo_.nranks(), 0.0);
+  pinned_stall_.assign(topo_.nranks(), 1.0);
   nram_.assign(topo_.nranks(), 0);
   for (size_t r = 0; r < topo_.nranks(); r++) {
     int rams = 0;
@@ -50,8 +51,10 @@ DataWizard::DataWizard(const Topology& topo, BusModel& bus, LinkClasses& classes
     for (int wid : topo_.rank_workers(static_cast<int>(r)))
       cuda |= topo_.workers()[wid].cuda;
     for (const auto& g : topo_.nodes()[r].gpus)
-      if (cuda && pinned_s_per_mib_[r] == 0)
+      if (cuda && pinned_s_per_mib_[r] == 0) {
         pinned_s_per_mib_[r] = g.pinned_alloc_s_per_mib;
+        pinned_stall_[r] = g.pinned_alloc_gpu_stall;
+      }
     for (size_t g = 0; g < nmem; g++)
       rams +=
           topo_.mem(static_cast<int>(g)).rank == static_cast<int>(r) && !topo_.mem(static_cast<int>(g)).gpu;

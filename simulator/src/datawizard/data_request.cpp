@@ -144,18 +144,27 @@ bool DataWizard::drives(const Worker& w, int gdst) const {
 }
 
 int32_t DataWizard::take_ram_copy(const Worker& w) {
-  auto take = [&](int g) -> int32_t {
+  // only_fast: the thread takes no request whose destination still needs a pinned allocation
+  // (StarPU 1.4's STARPU_CUDA_ONLY_FAST_ALLOC_OTHER_MEMNODES for CUDA drivers: copy_driver.c
+  // _starpu_driver_copy_data_1_to_1 with _STARPU_DATAWIZARD_ONLY_FAST_ALLOC leaves it pending for
+  // a CPU worker of the node).
+  auto take = [&](int g, bool only_fast) -> int32_t {
     auto& q = ram_copy_q_[g];
-    if (q.empty())
-      return -1;
-    const uint32_t tid = q.begin()->tid; // prio request lists: highest priority first
-    q.erase(q.begin());
-    return static_cast<int32_t>(tid);
+    for (auto it = q.begin(); it != q.end(); ++it) { // prio request lists: highest priority first
+      const uint32_t tid = it->tid;
+      if (only_fast && !ram_alloc_[slot(transfers_[tid].handle, topo_.mem(g).local)])
+        continue;
+      q.erase(it);
+      return static_cast<int32_t>(tid);
+    }
+    return -1;
   };
   if (!w.cuda)
-    return take(global(w.rank, w.mem));
+    return take(global(w.rank, w.mem), false);
+  const bool only_fast = cfg_.env_for(topo_.nodes()[w.rank].machine).cuda_only_fast_alloc_other_memnodes &&
+                         numa_->pinned(w.rank);
   for (int l = 0; l < nram_[w.rank]; l++) // the NUMA nodes in order (__starpu_datawizard_progress)
-    if (int32_t tid = take(global(w.rank, l)); tid >= 0)
+    if (int32_t tid = take(global(w.rank, l), only_fast); tid >= 0)
       return tid;
   return -1;
 }
@@ -178,22 +187,28 @@ void DataWizard::allocate_ram(int rank, uint32_t h, int gdst, const Worker* thre
     return;
   const double cost = tile_bytes_ / 1048576.0 * per_mib;
   // A page-locked allocation serialises the devices' streams (CUDA C Programming Guide, "Implicit
-  // Synchronization"); portable memory is pinned for every device of the node.
+  // Synchronization"); portable memory is pinned for every device of the node. The machine
+  // description's pinned_alloc_gpu_stall says for which share of the call (1: all of it, 0: the
+  // devices keep running; docs/pinned-allocations.md).
   const double now = sg4::Engine::get_clock();
-  for (size_t g = 0; g < ms_.size() && cfg_.mechanisms(Mechanism::pinned_alloc_gpu_stall); g++)
-    if (topo_.mem(static_cast<int>(g)).rank == rank && topo_.mem(static_cast<int>(g)).gpu) {
-      counters_.pinned_gpu_stall_s += std::max(0.0, now + cost - std::max(ms_[g].blocked_until, now));
-      ms_[g].blocked_until = std::max(ms_[g].blocked_until, now + cost);
-    }
+  const double stall = cfg_.mechanisms(Mechanism::pinned_alloc_gpu_stall) ? cost * pinned_stall_[rank] : 0.0;
+  if (stall > 0)
+    for (size_t g = 0; g < ms_.size(); g++)
+      if (topo_.mem(static_cast<int>(g)).rank == rank && topo_.mem(static_cast<int>(g)).gpu)
+        ms_[g].blocked_until = std::max(ms_[g].blocked_until, now + stall);
   counters_.pinned_allocs++;
   counters_.pinned_alloc_s += cost;
+  counters_.pinned_gpu_stall_s += stall;
   numasim::sleep_for(cost);
 }
 
 void DataWizard::run_ram_copy(uint32_t tid, Worker& w) {
   const double t0 = sg4::Engine::get_clock();
   transfers_[tid].thread = w.id;
+  const uint64_t allocs = counters_.pinned_allocs;
   allocate_ram(transfers_[tid].rank, transfers_[tid].handle, transfers_[tid].gdst, &w);
+  if (w.cuda)
+    counters_.ram_copy_pinned_allocs_cuda += counters_.pinned_allocs - allocs;
   const double start = sg4::Engine::get_clock();
   transfers_[tid].start = start;
   transfers_[tid].path = numa_->move(transfers_[tid], &w);

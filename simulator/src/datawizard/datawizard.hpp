@@ -107,8 +107,9 @@ struct DataCounters {
   uint64_t eviction_writebacks = 0; // evictions of a sole (dirty) copy, written back to RAM first
   // StarPU's costs outside the kernels and the copies' transfer time (summary `runtime_costs`).
   uint64_t thread_copies = 0, pinned_allocs = 0, gpu_mallocs = 0, gpu_frees = 0;
+  uint64_t ram_copy_pinned_allocs_cuda = 0; // of pinned_allocs, made by a CUDA driver for a RAM->RAM copy
   double thread_copy_s = 0, pinned_alloc_s = 0, gpu_malloc_s = 0, gpu_free_s = 0;
-  double pinned_gpu_stall_s = 0; // GPU time blocked by pinned allocations (summed over the GPUs)
+  double pinned_gpu_stall_s = 0; // of pinned_alloc_s, the time the node's GPUs were held meanwhile
 };
 
 // What a task's operand on a memory node still needs (fifo_queues.c starpu_st_non_ready_buffers_*;
@@ -211,6 +212,7 @@ private:
   std::vector<std::set<AllocKey>> ram_copy_q_; // per global RAM node: copies waiting for a thread
   std::vector<uint8_t> thread_copies_;         // per global RAM node: its copies are run by threads
   std::vector<double> pinned_s_per_mib_;       // per rank
+  std::vector<double> pinned_stall_;           // per rank: share of a pinned allocation the GPUs wait
   std::vector<int> nram_;                      // per rank: RAM memory nodes (local 0 .. nram - 1)
   uint64_t ram_seq_ = 0;
   uint64_t pending_dirty_ = 0; // slots with dirty_ set
