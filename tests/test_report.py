@@ -28,9 +28,17 @@ def test_report_is_self_contained_and_complete(experiment_dir: Path, tmp_path: P
     assert "half-normal" in by_name["halfnormal_effects"] and "levels of A, B" in by_name["boxplot_AB"]
     assert [name for name, _ in captions][0] == "main_effects"
     assert "<link" not in html
+    # each section under its heading, with an anchor the experiment's table of contents links to
+    contents = re.search(r'<nav class="toc" aria-label="Contents of experiment syn">(.*?)</nav>', html, re.S)
+    assert contents is not None and '<h2>Experiment syn</h2>' in html
     for title in ("syn: platform", "syn: design", "syn: analysis of variance", "syn: best configuration",
                   "syn: comparison with the reference", "syn: figures", "Engine and versions"):
-        assert f"## {title}" in md and f"<h2>{title}</h2>" in html
+        heading = re.search(rf'<section id="([a-z0-9-]+)">\s*<h([23])>{re.escape(title)}</h\2>', html)
+        assert f"## {title}" in md and heading is not None, title
+        if title.startswith("syn: "):
+            assert f'href="#{heading[1]}"' in contents[1] and heading[2] == "3", title
+    # tables are HTML tables, not Markdown text
+    assert html.count("<table") == 3 and "|---|" not in html and "| A:B |" not in html
     assert "14 × `chetemi`" in md and "7 × `chifflet`" in md  # from platforms/clusters/g5k-lille-21.yaml
     assert "full factorial 2^4 = 16 configurations × 3 repetitions = 48 runs" in md
     assert "SimGrid" in md and "testbed commit" in md and "statsmodels" in md
