@@ -39,7 +39,8 @@ def _stamp(path: Path) -> tuple:
 def machines_by_rank(platform_xml: Path) -> list[str]:
     """Machine type of each rank, from the node zones (zone props `machine`, `rank`)."""
     # Parsed once per file version: a campaign batch asks for every run, and parsing the
-    # study cluster's XML took ~0.15 s (testbed/run/run_cache.py, bench/RESULTS.md "Speed").
+    # study cluster's XML took ~0.15 s (testbed/run/run_cache.py; CHANGELOG.md's benchmark
+    # history, "Speed").
     return list(_machines_by_rank(_stamp(platform_xml)))
 
 
