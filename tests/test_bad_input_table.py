@@ -41,13 +41,19 @@ NUMASIM_SPEC = {"name": "syn", "cluster": "chifflet-1", "engine": "numasim",
 
 def cli(argv: list[str]) -> tuple[int, str]:
     """`testbed ARGV` in this process: (exit status, stderr)."""
-    err = io.StringIO()
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+    rc, _, err = cli_streams(argv)
+    return rc, err
+
+
+def cli_streams(argv: list[str]) -> tuple[int, str, str]:
+    """`testbed ARGV` in this process: (exit status, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             rc = main(argv)
         except SystemExit as exc:  # argparse
             rc = exc.code if isinstance(exc.code, int) else 2
-    return rc, err.getvalue()
+    return rc, out.getvalue(), err.getvalue()
 
 
 def files_of(d: Path) -> set[str]:
@@ -121,6 +127,10 @@ class Row:
     #: what it must not contain
     never: tuple[str, ...] = ()
     numasim: bool = False
+    #: nothing on stdout either (a tool's notice or error printed there)
+    silent_stdout: bool = False
+    #: environment variables of the row (TESTBED_CACHE inside the row's folder)
+    env: dict[str, str] | None = None
 
 
 def argv(*args: str) -> Callable[[Path], list[str]]:
@@ -213,6 +223,13 @@ ROWS: dict[str, Row] = {
     "workflow --configfile=a list": Row(lambda d: ((d / "l.yaml").write_text("- 1\n"),
                                                    ["workflow", "-n", "--configfile=l.yaml"])[1],
                                         ("l.yaml", "mapping of config keys")),
+    "workflow --configfile empty": Row(lambda d: ((d / "e.yaml").write_text("# nothing yet\n"),
+                                                 ["workflow", "-n", "--configfile", "e.yaml"])[1],
+                                       ("e.yaml", "empty file"), silent_stdout=True),
+    "workflow --configfile the Snakefile refuses: its line alone": Row(
+        lambda d: ((d / "b.yaml").write_text("analysis:\n  boxplots: [[Q]]\n"),
+                   ["workflow", "-n", "--snakefile", str(ROOT / "Snakefile"), "--configfile", "b.yaml"])[1],
+        ("b.yaml", "analysis.boxplots.0"), never=("is extended",), silent_stdout=True),
     "workflow --cores abc": Row(argv("workflow", "--cores", "abc"), ("snakemake arguments", "--cores")),
     "workflow --configf (ambiguous)": Row(argv("workflow", "--configf", "x.yaml"),
                                           ("snakemake arguments", "ambiguous option"), never=("usage",)),
@@ -263,9 +280,13 @@ def test_bad_input(name: str, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     if not (tmp_path / "config").exists():
         (tmp_path / "config").symlink_to(ROOT / "config")
+    for var, value in (row.env or {}).items():
+        monkeypatch.setenv(var, value.format(dir=tmp_path))
     argv_ = row.make(tmp_path)
     before = files_of(tmp_path)
-    rc, err = cli(argv_)
+    rc, out, err = cli_streams(argv_)
+    if row.silent_stdout:
+        assert out == "", out
     errors = [ln for ln in err.strip().splitlines() if ln.startswith("error: ")]
     assert "Traceback" not in err, err
     if row.says is None:
