@@ -200,6 +200,20 @@ ROWS: dict[str, Row] = {
                                                          "--out", "m.yaml"])[1], ("h.xml", "--hwloc-xml", "device")),
     "trace-paje /dev/zero": Row(lambda d: ((d / "t.csv").symlink_to("/dev/zero"), ["trace-paje", "t.csv", "--out",
                                                                                    "t.paje"])[1], ("t.csv", "device")),
+    # ---- the path and the option the user typed, not a link's target or an inner key
+    "campaign --platform-dir a link to a directory without numasim.xml": Row(
+        lambda d: ((d / "target").mkdir(), (d / "plink").symlink_to("target"), design_csv(d),
+                   ["campaign", "--design", "d.csv", "--batch", "0", "--out", "o.csv", "--platform-dir", "plink"])[3],
+        ("plink", "--platform-dir", "numasim.xml"), never=("target",)),
+    "trace-pair --best missing": Row(lambda d: (design_csv(d), ["trace-pair", "--design", "d.csv", "--best", "nope.json",
+                                                                "--out", "t"])[1], ("nope.json", "--best")),
+    # ---- a distribution file read before a platform is generated or cached for the run
+    "simulate --distribution DIR": Row(lambda d: ((d / "dist").mkdir(), [*SIM, "--distribution", "dist"])[1],
+                                       ("dist", "--distribution", "directory"), env={"TESTBED_CACHE": "{dir}/cache"}),
+    "simulate --distribution a link to 2 rows of 5": Row(
+        lambda d: ((d / "t.txt").write_text("0 0\n0 0\n"), (d / "my.dist").symlink_to("t.txt"),
+                   [*SIM, "--distribution", "my.dist"])[2],
+        ("my.dist", "5 rows"), never=("t.txt",), env={"TESTBED_CACHE": "{dir}/cache"}),
     # ---- numasim: --cfg mistakes and sizes that cannot fit
     "simulate --cfg frob:1": Row(argv(*SIM, "--cfg", "frob:1"), ("--cfg", "frob"), never=("Existing config keys",),
                                  numasim=True),
