@@ -425,3 +425,57 @@ def test_ctrl_c_during_a_calibration_keeps_the_finished_steps_only(tmp_path: Pat
     left = files_of(tmp_path)
     assert "cal/steps/numa-dgemm-b64-alone.json" in left and "cal/numa/raw/dgemm-b64-alone.csv" in left
     assert not [f for f in left if "dgemm-b64-all" in f or ".tmp" in f], sorted(left)
+
+
+def test_a_full_disk_stops_a_calibration_leaving_nothing_or_a_bundle_it_resumes(tmp_path: Path, monkeypatch) -> None:
+    """The disk fills during `testbed calibrate` (its writes monkeypatched to fail with ENOSPC from
+    one step on): one line, exit 1, that says what is left. A bundle directory the run created,
+    with no finished step, is removed; otherwise the finished steps are kept, the line says so,
+    and the same command, once space is free, resumes after them."""
+    import errno
+
+    from testbed.calibrate import calibrate as cal
+
+    real_atomic_file = cal.atomic_file
+    disk = {"full_from": "one", "full": False}
+
+    def atomic_file(path, *args, **kwargs):
+        if disk["full"]:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        return real_atomic_file(path, *args, **kwargs)
+
+    def action(name: str):
+        def run(ctx, out: Path, commands: list[str]) -> str:
+            disk["full"] = disk["full"] or name == disk["full_from"]
+            with cal.atomic_file(out) as fh:
+                fh.write(f"{name}\n")
+            return "done"
+        return run
+
+    monkeypatch.setattr(cal, "atomic_file", atomic_file)
+    monkeypatch.setattr(cal, "numa_layout", lambda: [0])
+    monkeypatch.setattr(cal, "steps_for", lambda opts, nnuma: [cal.Step(n, opts.out / f"{n}.txt", action(n))
+                                                               for n in ("one", "two", "three")])
+    monkeypatch.chdir(tmp_path)
+    argv_ = ["calibrate", "--machine", "m", "--out", "cal"]
+
+    def error_line() -> str:
+        rc, err = cli(argv_)
+        errors = [ln for ln in err.splitlines() if ln.startswith("error: ")]
+        assert rc == 1 and len(errors) == 1 and "Traceback" not in err, err
+        assert "No space left on device" in errors[0], errors[0]
+        return errors[0]
+
+    # full at the first step: nothing kept
+    assert "nothing kept, cal removed" in error_line()
+    assert files_of(tmp_path) == set()
+    # full at the second: the first is kept, and the line says how to go on
+    disk.update(full_from="two", full=False)
+    line = error_line()
+    assert "1 finished step kept in cal (one)" in line and "rerun the same command" in line, line
+    left = files_of(tmp_path)
+    assert {"cal/one.txt", "cal/steps/one.json"} <= left and not [f for f in left if "two" in f or ".tmp" in f], left
+    # space freed until the third: the rerun skips the first, runs the second, keeps both
+    disk.update(full_from="three", full=False)
+    assert "2 finished steps kept in cal (one, two)" in error_line()
+    assert (tmp_path / "cal" / "one.txt").read_text() == "one\n" and (tmp_path / "cal" / "two.txt").is_file()
