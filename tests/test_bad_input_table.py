@@ -352,6 +352,48 @@ def test_numasim_cfg_is_one_line(cfg: str, tmp_path: Path) -> None:
     assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: --cfg"), proc.stderr
 
 
+@needs_numasim
+@pytest.mark.parametrize("args,says", [
+    ([], "missing argument RUN.json"),
+    (["RUN", "--out"], "argument --out: expected a file name"),
+    (["RUN", "--out", ""], "argument --out: expected a file name"),
+    (["RUN", "--out", "a.json", "--out", "b.json"], "argument --out: given twice"),
+    (["RUN", "other.json"], "unexpected argument 'other.json'"),
+    (["RUN", "--bogus"], "unrecognized argument '--bogus'"),
+    (["RUN", "--cfg", "network/model:SMPI"], "argument --cfg: expected --cfg=KEY:VALUE in one argument"),
+], ids=["no RUN.json", "--out without a value", "--out ''", "--out twice", "two run descriptions", "--bogus",
+        "--cfg KEY:VALUE in two arguments"])
+def test_numasim_argument_mistakes_are_one_line(args: list[str], says: str, tmp_path: Path) -> None:
+    """numasim's own command line: one `error: numasim: ...` line naming the argument, exit 2, not
+    its usage block; nothing simulated, nothing written."""
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps(numasim_description(tmp_path)))
+    before = files_of(tmp_path)
+    proc = subprocess.run([str(paths.NUMASIM), *[str(run) if a == "RUN" else a for a in args]], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: numasim: "), proc.stderr
+    assert says in lines[0] and proc.stdout == "", proc.stderr
+    assert files_of(tmp_path) == before
+
+
+@needs_numasim
+@pytest.mark.parametrize("xml", ['<?xml version="1.0"?>\n<platform version="4.1">\n<zone id="z" routing="Full">\n',
+                                 '<?xml version="1.0"?><platform version="4.1"><frobnicate/></platform>\n',
+                                 "not XML at all\n"], ids=["truncated", "unknown element", "not XML"])
+def test_numasim_malformed_platform_is_bad_input(xml: str, tmp_path: Path) -> None:
+    """A platform file SimGrid cannot parse is the run description's mistake: one line naming the
+    file, exit 2 (not 1, kept for the environment)."""
+    desc = numasim_description(tmp_path)
+    (tmp_path / "bad.xml").write_text(xml)
+    desc["platform"] = str(tmp_path / "bad.xml")
+    (tmp_path / "run.json").write_text(json.dumps(desc))
+    proc = subprocess.run([str(paths.NUMASIM), str(tmp_path / "run.json")], capture_output=True, text=True, timeout=120)
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error: ")]
+    assert proc.returncode == 2 and len(errors) == 1 and "bad.xml" in errors[0], proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
 # ------------------------------------------------------------------ Ctrl-C
 def interrupted(argv_: list[str], cwd: Path, after: Callable[[str], bool] | float,
                 sig: int = signal.SIGINT) -> tuple[int, str]:
