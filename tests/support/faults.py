@@ -64,6 +64,14 @@ def run_to_end(wf: Path, timeout: int = 900) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=timeout)
 
 
+def completed(wf: Path) -> tuple[pd.DataFrame, str]:
+    """The workflow run to its end (`results`), or RuntimeError with snakemake's last words."""
+    done = run_to_end(wf)
+    if done.returncode != 0:
+        raise RuntimeError(f"snakemake exited {done.returncode}: {done.stderr[-3000:]}")
+    return results(wf)
+
+
 def descendants(pid: int) -> list[tuple[int, str]]:
     """(pid, command line) of every process below `pid`, from /proc."""
     children: dict[int, list[int]] = {}
