@@ -207,6 +207,13 @@ ROWS: dict[str, Row] = {
         ("plink", "--platform-dir", "numasim.xml"), never=("target",)),
     "trace-pair --best missing": Row(lambda d: (design_csv(d), ["trace-pair", "--design", "d.csv", "--best", "nope.json",
                                                                 "--out", "t"])[1], ("nope.json", "--best")),
+    "platform --from-starpu DIR --host not in DIR": Row(
+        lambda d: ((d / "samp" / "bus").mkdir(parents=True), (d / "samp" / "bus" / "real.platform.v4.xml").touch(),
+                   ["platform", "--from-starpu", "samp", "--host", "nope", "--out", "P"])[2],
+        ("samp", "--host", "(real)", "'nope'")),
+    "platform --from-starpu DIR without bus platforms": Row(
+        lambda d: ((d / "samp").mkdir(), ["platform", "--from-starpu", "samp", "--host", "nope", "--out", "P"])[1],
+        ("samp", "--from-starpu", "bus platforms")),
     # ---- a distribution file read before a platform is generated or cached for the run
     "simulate --distribution DIR": Row(lambda d: ((d / "dist").mkdir(), [*SIM, "--distribution", "dist"])[1],
                                        ("dist", "--distribution", "directory"), env={"TESTBED_CACHE": "{dir}/cache"}),
