@@ -214,6 +214,11 @@ ROWS: dict[str, Row] = {
     "platform --from-starpu DIR without bus platforms": Row(
         lambda d: ((d / "samp").mkdir(), ["platform", "--from-starpu", "samp", "--host", "nope", "--out", "P"])[1],
         ("samp", "--from-starpu", "bus platforms")),
+    "simulate --perfmodel-dir chifflet=LINK:nope": Row(
+        lambda d: ((d / "target" / "codelets" / "45").mkdir(parents=True),
+                   (d / "target" / "codelets" / "45" / "dgemm.real").touch(), (d / "models").symlink_to("target"),
+                   [*SIM, "--perfmodel-dir", "chifflet=models:nope"])[3],
+        ("--perfmodel-dir", "models/codelets/45", "(real)", "'nope'"), never=("target",)),
     # ---- a distribution file read before a platform is generated or cached for the run
     "simulate --distribution DIR": Row(lambda d: ((d / "dist").mkdir(), [*SIM, "--distribution", "dist"])[1],
                                        ("dist", "--distribution", "directory"), env={"TESTBED_CACHE": "{dir}/cache"}),
