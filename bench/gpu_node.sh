@@ -10,7 +10,7 @@
 # node, named STARPU_HOSTNAME=$HOSTNAME_MODEL), OUT/machine_display.txt.
 # Without apt or network (a cluster node, a container), pass Debian's StarPU orig tarball; the
 # node needs gcc, make, an MPI (mpicc), hwloc and OpenBLAS/CBLAS headers and a CUDA toolkit.
-# bench/RESULTS.md ("GPU node") records a run and its numasim / StarPU-SimGrid predictions.
+# CHANGELOG.md's benchmark history ("GPU node") records a run and its numasim / StarPU-SimGrid predictions.
 set -euo pipefail
 OUT="${1:?usage: bench/gpu_node.sh OUT [STARPU_ORIG_TARBALL]}"
 TARBALL="${2:-}"

@@ -15,7 +15,7 @@ from the node's calibration bundle (platforms/clusters/gpunode-1.yaml).
 
 Usage: .venv/bin/python bench/gpu_node_predict.py [--data DIR] [--host NAME] [--seeds 5]
        [--cluster gpunode-1] [--out bench/results/gpu_node_predict.json]
-Prints the markdown table recorded in bench/RESULTS.md ("GPU node").
+Prints the markdown table recorded in CHANGELOG.md's benchmark history ("GPU node").
 """
 
 from __future__ import annotations

@@ -6,9 +6,11 @@ were read for (dgemm per NUMA node of a chifflet and of a chetemi node, task dur
 g5k-lille-21 (7 chifflet + 14 chetemi), N = 96000, b = 960 (100 × 100 tiles, 338,350 tasks),
 the heterogeneity-aware tile mapping the study used, numasim with seeded variability. The
 configurations: all factors at −1 (the study's baseline), each factor alone at +1, A, B, C,
-E at +1, and A and E at +1 (with the baseline, A alone and E alone: the four A × E combinations). Whatever comes out is reported as it is (bench/RESULTS.md, "Factors at study scale,
-with seeds"), next to the trace observations of the study (docs and
-bench/data/real-node-16c-h100/README.shared.md point to the study case).
+E at +1, and A and E at +1 (with the baseline, A alone and E alone: the four A × E
+combinations). Whatever comes out is reported as it is (bench/RESULTS.md; the first runs in
+CHANGELOG.md's benchmark history, "Factors at study scale, with seeds"), next to
+the trace observations of the study (docs and bench/data/real-node-16c-h100/README.shared.md
+point to the study case).
 
 Usage: .venv/bin/python bench/study_factors.py [--seeds 5] [--nt 100] [--out bench/results/study_factors.json]
 """

@@ -41,13 +41,19 @@ NUMASIM_SPEC = {"name": "syn", "cluster": "chifflet-1", "engine": "numasim",
 
 def cli(argv: list[str]) -> tuple[int, str]:
     """`testbed ARGV` in this process: (exit status, stderr)."""
-    err = io.StringIO()
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+    rc, _, err = cli_streams(argv)
+    return rc, err
+
+
+def cli_streams(argv: list[str]) -> tuple[int, str, str]:
+    """`testbed ARGV` in this process: (exit status, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             rc = main(argv)
         except SystemExit as exc:  # argparse
             rc = exc.code if isinstance(exc.code, int) else 2
-    return rc, err.getvalue()
+    return rc, out.getvalue(), err.getvalue()
 
 
 def files_of(d: Path) -> set[str]:
@@ -121,6 +127,10 @@ class Row:
     #: what it must not contain
     never: tuple[str, ...] = ()
     numasim: bool = False
+    #: nothing on stdout either (a tool's notice or error printed there)
+    silent_stdout: bool = False
+    #: environment variables of the row (TESTBED_CACHE inside the row's folder)
+    env: dict[str, str] | None = None
 
 
 def argv(*args: str) -> Callable[[Path], list[str]]:
@@ -190,6 +200,32 @@ ROWS: dict[str, Row] = {
                                                          "--out", "m.yaml"])[1], ("h.xml", "--hwloc-xml", "device")),
     "trace-paje /dev/zero": Row(lambda d: ((d / "t.csv").symlink_to("/dev/zero"), ["trace-paje", "t.csv", "--out",
                                                                                    "t.paje"])[1], ("t.csv", "device")),
+    # ---- the path and the option the user typed, not a link's target or an inner key
+    "campaign --platform-dir a link to a directory without numasim.xml": Row(
+        lambda d: ((d / "target").mkdir(), (d / "plink").symlink_to("target"), design_csv(d),
+                   ["campaign", "--design", "d.csv", "--batch", "0", "--out", "o.csv", "--platform-dir", "plink"])[3],
+        ("plink", "--platform-dir", "numasim.xml"), never=("target",)),
+    "trace-pair --best missing": Row(lambda d: (design_csv(d), ["trace-pair", "--design", "d.csv", "--best", "nope.json",
+                                                                "--out", "t"])[1], ("nope.json", "--best")),
+    "platform --from-starpu DIR --host not in DIR": Row(
+        lambda d: ((d / "samp" / "bus").mkdir(parents=True), (d / "samp" / "bus" / "real.platform.v4.xml").touch(),
+                   ["platform", "--from-starpu", "samp", "--host", "nope", "--out", "P"])[2],
+        ("samp", "--host", "(real)", "'nope'")),
+    "platform --from-starpu DIR without bus platforms": Row(
+        lambda d: ((d / "samp").mkdir(), ["platform", "--from-starpu", "samp", "--host", "nope", "--out", "P"])[1],
+        ("samp", "--from-starpu", "bus platforms")),
+    "simulate --perfmodel-dir chifflet=LINK:nope": Row(
+        lambda d: ((d / "target" / "codelets" / "45").mkdir(parents=True),
+                   (d / "target" / "codelets" / "45" / "dgemm.real").touch(), (d / "models").symlink_to("target"),
+                   [*SIM, "--perfmodel-dir", "chifflet=models:nope"])[3],
+        ("--perfmodel-dir", "models/codelets/45", "(real)", "'nope'"), never=("target",)),
+    # ---- a distribution file read before a platform is generated or cached for the run
+    "simulate --distribution DIR": Row(lambda d: ((d / "dist").mkdir(), [*SIM, "--distribution", "dist"])[1],
+                                       ("dist", "--distribution", "directory"), env={"TESTBED_CACHE": "{dir}/cache"}),
+    "simulate --distribution a link to 2 rows of 5": Row(
+        lambda d: ((d / "t.txt").write_text("0 0\n0 0\n"), (d / "my.dist").symlink_to("t.txt"),
+                   [*SIM, "--distribution", "my.dist"])[2],
+        ("my.dist", "5 rows"), never=("t.txt",), env={"TESTBED_CACHE": "{dir}/cache"}),
     # ---- numasim: --cfg mistakes and sizes that cannot fit
     "simulate --cfg frob:1": Row(argv(*SIM, "--cfg", "frob:1"), ("--cfg", "frob"), never=("Existing config keys",),
                                  numasim=True),
@@ -213,6 +249,13 @@ ROWS: dict[str, Row] = {
     "workflow --configfile=a list": Row(lambda d: ((d / "l.yaml").write_text("- 1\n"),
                                                    ["workflow", "-n", "--configfile=l.yaml"])[1],
                                         ("l.yaml", "mapping of config keys")),
+    "workflow --configfile empty": Row(lambda d: ((d / "e.yaml").write_text("# nothing yet\n"),
+                                                 ["workflow", "-n", "--configfile", "e.yaml"])[1],
+                                       ("e.yaml", "empty file"), silent_stdout=True),
+    "workflow --configfile the Snakefile refuses: its line alone": Row(
+        lambda d: ((d / "b.yaml").write_text("analysis:\n  boxplots: [[Q]]\n"),
+                   ["workflow", "-n", "--snakefile", str(ROOT / "Snakefile"), "--configfile", "b.yaml"])[1],
+        ("b.yaml", "analysis.boxplots.0"), never=("is extended",), silent_stdout=True),
     "workflow --cores abc": Row(argv("workflow", "--cores", "abc"), ("snakemake arguments", "--cores")),
     "workflow --configf (ambiguous)": Row(argv("workflow", "--configf", "x.yaml"),
                                           ("snakemake arguments", "ambiguous option"), never=("usage",)),
@@ -263,9 +306,13 @@ def test_bad_input(name: str, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     if not (tmp_path / "config").exists():
         (tmp_path / "config").symlink_to(ROOT / "config")
+    for var, value in (row.env or {}).items():
+        monkeypatch.setenv(var, value.format(dir=tmp_path))
     argv_ = row.make(tmp_path)
     before = files_of(tmp_path)
-    rc, err = cli(argv_)
+    rc, out, err = cli_streams(argv_)
+    if row.silent_stdout:
+        assert out == "", out
     errors = [ln for ln in err.strip().splitlines() if ln.startswith("error: ")]
     assert "Traceback" not in err, err
     if row.says is None:
@@ -315,6 +362,48 @@ def test_numasim_cfg_is_one_line(cfg: str, tmp_path: Path) -> None:
     proc = subprocess.run([str(paths.NUMASIM), str(run), cfg], capture_output=True, text=True, timeout=120)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: --cfg"), proc.stderr
+
+
+@needs_numasim
+@pytest.mark.parametrize("args,says", [
+    ([], "missing argument RUN.json"),
+    (["RUN", "--out"], "argument --out: expected a file name"),
+    (["RUN", "--out", ""], "argument --out: expected a file name"),
+    (["RUN", "--out", "a.json", "--out", "b.json"], "argument --out: given twice"),
+    (["RUN", "other.json"], "unexpected argument 'other.json'"),
+    (["RUN", "--bogus"], "unrecognized argument '--bogus'"),
+    (["RUN", "--cfg", "network/model:SMPI"], "argument --cfg: expected --cfg=KEY:VALUE in one argument"),
+], ids=["no RUN.json", "--out without a value", "--out ''", "--out twice", "two run descriptions", "--bogus",
+        "--cfg KEY:VALUE in two arguments"])
+def test_numasim_argument_mistakes_are_one_line(args: list[str], says: str, tmp_path: Path) -> None:
+    """numasim's own command line: one `error: numasim: ...` line naming the argument, exit 2, not
+    its usage block; nothing simulated, nothing written."""
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps(numasim_description(tmp_path)))
+    before = files_of(tmp_path)
+    proc = subprocess.run([str(paths.NUMASIM), *[str(run) if a == "RUN" else a for a in args]], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: numasim: "), proc.stderr
+    assert says in lines[0] and proc.stdout == "", proc.stderr
+    assert files_of(tmp_path) == before
+
+
+@needs_numasim
+@pytest.mark.parametrize("xml", ['<?xml version="1.0"?>\n<platform version="4.1">\n<zone id="z" routing="Full">\n',
+                                 '<?xml version="1.0"?><platform version="4.1"><frobnicate/></platform>\n',
+                                 "not XML at all\n"], ids=["truncated", "unknown element", "not XML"])
+def test_numasim_malformed_platform_is_bad_input(xml: str, tmp_path: Path) -> None:
+    """A platform file SimGrid cannot parse is the run description's mistake: one line naming the
+    file, exit 2 (not 1, kept for the environment)."""
+    desc = numasim_description(tmp_path)
+    (tmp_path / "bad.xml").write_text(xml)
+    desc["platform"] = str(tmp_path / "bad.xml")
+    (tmp_path / "run.json").write_text(json.dumps(desc))
+    proc = subprocess.run([str(paths.NUMASIM), str(tmp_path / "run.json")], capture_output=True, text=True, timeout=120)
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error: ")]
+    assert proc.returncode == 2 and len(errors) == 1 and "bad.xml" in errors[0], proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 
 # ------------------------------------------------------------------ Ctrl-C
@@ -390,3 +479,57 @@ def test_ctrl_c_during_a_calibration_keeps_the_finished_steps_only(tmp_path: Pat
     left = files_of(tmp_path)
     assert "cal/steps/numa-dgemm-b64-alone.json" in left and "cal/numa/raw/dgemm-b64-alone.csv" in left
     assert not [f for f in left if "dgemm-b64-all" in f or ".tmp" in f], sorted(left)
+
+
+def test_a_full_disk_stops_a_calibration_leaving_nothing_or_a_bundle_it_resumes(tmp_path: Path, monkeypatch) -> None:
+    """The disk fills during `testbed calibrate` (its writes monkeypatched to fail with ENOSPC from
+    one step on): one line, exit 1, that says what is left. A bundle directory the run created,
+    with no finished step, is removed; otherwise the finished steps are kept, the line says so,
+    and the same command, once space is free, resumes after them."""
+    import errno
+
+    from testbed.calibrate import calibrate as cal
+
+    real_atomic_file = cal.atomic_file
+    disk = {"full_from": "one", "full": False}
+
+    def atomic_file(path, *args, **kwargs):
+        if disk["full"]:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        return real_atomic_file(path, *args, **kwargs)
+
+    def action(name: str):
+        def run(ctx, out: Path, commands: list[str]) -> str:
+            disk["full"] = disk["full"] or name == disk["full_from"]
+            with cal.atomic_file(out) as fh:
+                fh.write(f"{name}\n")
+            return "done"
+        return run
+
+    monkeypatch.setattr(cal, "atomic_file", atomic_file)
+    monkeypatch.setattr(cal, "numa_layout", lambda: [0])
+    monkeypatch.setattr(cal, "steps_for", lambda opts, nnuma: [cal.Step(n, opts.out / f"{n}.txt", action(n))
+                                                               for n in ("one", "two", "three")])
+    monkeypatch.chdir(tmp_path)
+    argv_ = ["calibrate", "--machine", "m", "--out", "cal"]
+
+    def error_line() -> str:
+        rc, err = cli(argv_)
+        errors = [ln for ln in err.splitlines() if ln.startswith("error: ")]
+        assert rc == 1 and len(errors) == 1 and "Traceback" not in err, err
+        assert "No space left on device" in errors[0], errors[0]
+        return errors[0]
+
+    # full at the first step: nothing kept
+    assert "nothing kept, cal removed" in error_line()
+    assert files_of(tmp_path) == set()
+    # full at the second: the first is kept, and the line says how to go on
+    disk.update(full_from="two", full=False)
+    line = error_line()
+    assert "1 finished step kept in cal (one)" in line and "rerun the same command" in line, line
+    left = files_of(tmp_path)
+    assert {"cal/one.txt", "cal/steps/one.json"} <= left and not [f for f in left if "two" in f or ".tmp" in f], left
+    # space freed until the third: the rerun skips the first, runs the second, keeps both
+    disk.update(full_from="three", full=False)
+    assert "2 finished steps kept in cal (one, two)" in error_line()
+    assert (tmp_path / "cal" / "one.txt").read_text() == "one\n" and (tmp_path / "cal" / "two.txt").is_file()

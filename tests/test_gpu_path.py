@@ -166,7 +166,7 @@ def _simulate_cluster(cluster: Path | str, pipeline: str, tmp_path: Path) -> flo
 def test_cuda_worker_host_time_is_hidden_by_the_pipeline(tmp_path):
     """The CUDA worker's host time per task (gpus[].task_overhead_s, measured by the bundle's
     cuda-task-overhead step) adds to every kernel without a pipeline and overlaps the previous
-    kernel with STARPU_CUDA_PIPELINE=2, as on the real node (bench/RESULTS.md, GPU node)."""
+    kernel with STARPU_CUDA_PIPELINE=2, as on the real node (CHANGELOG.md's benchmark history, "GPU node")."""
     with_host = {pl: _simulate_cluster("gpunode-1", pl, tmp_path) for pl in ("1", "2")}
     assert with_host["2"] < 0.95 * with_host["1"]
     # The same machine without the host time: the pipeline only prepares one more task ahead.

@@ -17,7 +17,7 @@ replay_mod = importlib.util.module_from_spec(_spec)
 sys.modules["real_node_replay"] = replay_mod  # dataclasses look their module up
 _spec.loader.exec_module(replay_mod)
 
-#: Known misses (bench/RESULTS.md, "Real-node replay"), with the numbers measured when listed.
+#: Known misses (CHANGELOG.md's benchmark history, "Real-node replay"), with the numbers measured when listed.
 KNOWN_MISSES = {
     "cpu-baseline-19200-960": "+16.8 % (real 7.45 s [6.80, 7.96], numasim 8.70 s): the study baseline's "
                               "14 workers at b=960 are slower in simulation than on the node",

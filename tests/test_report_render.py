@@ -3,12 +3,14 @@ installed by envs/setup.sh), the screenshot checked for the figures it must show
 
 The report is built from the synthetic campaign of test_report.py plus a traced pair of real numasim
 runs (test_traces.run_tiny), so it holds the analysis figures, the residual diagnostics and the trace
-section (space-time chart, utilisation)."""
+section (space-time chart, utilisation, `testbed compare-traces`' Markdown tables). No Markdown may
+show through as text: tables are drawn as tables, headings as headings."""
 
 from __future__ import annotations
 
 import base64
 import io
+import re
 import shutil
 import subprocess
 from html.parser import HTMLParser
@@ -21,6 +23,7 @@ from support.traces import run_tiny
 
 from testbed.cli import main
 from testbed.common import paths
+from testbed.report.report import page, trace_section
 from testbed.traces.compare_traces import write_comparison
 from testbed.traces.traces import read_tasks, read_transfers
 from testbed.traces.utilisation import utilisation
@@ -67,6 +70,49 @@ class Figures(HTMLParser):
     def handle_data(self, data):
         if self._in_caption:
             self.figures[-1]["caption"] += data
+
+
+class VisibleText(HTMLParser):
+    """The page's text as a reader sees it: every text node outside <head> (style, title)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.chunks: list[str] = []
+        self._hidden = 0
+
+    def handle_starttag(self, tag, attrs):
+        self._hidden += tag in ("head", "style", "script")
+
+    def handle_endtag(self, tag):
+        self._hidden -= tag in ("head", "style", "script")
+
+    def handle_data(self, data):
+        if not self._hidden:
+            self.chunks.append(data)
+
+
+#: what Markdown looks like when it is shown instead of rendered: a table's rule line or row, a
+#: heading, an image reference
+RAW_MARKDOWN = re.compile(r"\|\s*:?-{3,}:?\s*\||^\s*\|.*\|\s*$|^\s*#{1,6}\s|!\[[^\]]*\]\(", re.M)
+
+
+def raw_markdown(html: str) -> list[str]:
+    """The visible lines of a page that are Markdown syntax rather than rendered text."""
+    parser = VisibleText()
+    parser.feed(html)
+    return [m.group(0) for chunk in parser.chunks for m in RAW_MARKDOWN.finditer(chunk)]
+
+
+def table_rules(image: np.ndarray) -> int:
+    """Rows of the screenshot drawn as a table's rule: a run of at least 60 px of the cells'
+    bottom border (#ddd, the report's CSS) on one pixel row."""
+    rule = (np.abs(image - 0xdd / 255) < 0.02).all(axis=2)
+    count = 0
+    for row in rule:
+        edges = np.flatnonzero(np.diff(np.concatenate(([0], row.astype(int), [0]))))
+        if len(edges) and (edges[1::2] - edges[::2]).max() >= 60:
+            count += 1
+    return count
 
 
 def screenshot(html: Path, out: Path) -> np.ndarray:
@@ -166,3 +212,41 @@ def test_screenshot_of_a_report_with_broken_images_fails_the_checks(report: Path
     bad = screenshot(broken, tmp_path / "bad.png")
     assert bad.shape[0] < 0.5 * good.shape[0]
     assert coloured_fraction(bad) < 0.1 * coloured_fraction(good)
+
+
+def test_no_markdown_shows_through(report: Path):
+    """Every table of the page is an HTML table and every heading a heading: no `|---|`, no `# `
+    line, no `![...](...)` among the visible text; the trace section's tables are among them."""
+    text = report.read_text()
+    assert raw_markdown(text) == []
+    compare = (report.parent.parent / "syn" / "traces" / "compare.md").read_text()
+    assert "|---|" in compare and compare.startswith("# ")  # what would show through
+    trace = text.split('<section id="syn-traces-default-vs-best">', 1)[1].split("</section>", 1)[0]
+    assert trace.count("<table") == compare.count("\n\n|") == 3  # makespan, kernel durations, idle time
+
+
+def test_the_markdown_check_catches_the_page_of_earlier_versions(report: Path):
+    """A control of the check above: the trace comparison shown as a preformatted block, as the
+    report once did, is caught."""
+    compare = (report.parent.parent / "syn" / "traces" / "compare.md").read_text()
+    old = report.read_text().replace("</body>", f"<pre>{compare}</pre></body>")
+    found = raw_markdown(old)
+    assert any("---" in f for f in found) and any(f.lstrip().startswith("#") for f in found)
+
+
+def test_screenshot_of_the_trace_section(report: Path, tmp_path: Path):
+    """The trace section alone, on the report's page: its Markdown tables drawn as tables (one
+    rule per row of compare.md's tables), its three figures in colour."""
+    traces = report.parent.parent / "syn" / "traces"
+    alone = tmp_path / "trace.html"
+    alone.write_text(page("Trace section", [trace_section("syn", traces, report.parent)]))
+    image = screenshot(alone, tmp_path / "trace.png")
+    compare = (traces / "compare.md").read_text()
+    rows = [ln for ln in compare.splitlines() if ln.startswith("|") and not re.fullmatch(r"\|[-:|]+\|?", ln)]
+    assert len(rows) >= 6
+    assert table_rules(image) >= len(rows)
+    assert coloured_fraction(image) > 0.01
+    # the same section as raw text (a <pre> block, the earlier page) draws no table
+    pre = tmp_path / "pre.html"
+    pre.write_text(alone.read_text().split("<h4>")[0] + f"<pre>{compare}</pre></section></section></body></html>")
+    assert table_rules(screenshot(pre, tmp_path / "pre.png")) == 0

@@ -36,8 +36,9 @@ def test_cited_reference_notes_exist() -> None:
     assert missing == [], missing
 
 
-#: where the project's history may be told: the measurements as they were made, the change log
-HISTORY_FILES = ("bench/RESULTS.md", "CHANGELOG.md", "LICENSE")
+#: where the project's history may be told: the change log (with the measurements as they were
+#: made, "Benchmark history"); bench/RESULTS.md is a reference of the figures in force
+HISTORY_FILES = ("CHANGELOG.md", "LICENSE")
 #: "session" in the senses a reader meets outside this project's history (a batch scheduler's or a
 #: shell's session, pytest's session-scoped fixtures) may stay
 OTHER_SESSIONS = re.compile(r"(OAR|SLURM|MPI|ssh|SSH|login|interactive|tmux|screen|user|X11) sessions?\b"
@@ -47,12 +48,34 @@ OTHER_SESSIONS = re.compile(r"(OAR|SLURM|MPI|ssh|SSH|login|interactive|tmux|scre
 def test_no_work_diary_outside_the_history() -> None:
     """README, docs, code and tests name behaviours, not the tracker's issue numbers or the work
     sessions that produced them (an issue tracker is not in the repository); the history lives in
-    bench/RESULTS.md's History and CHANGELOG.md."""
+    CHANGELOG.md (bench/RESULTS.md, README and docs included in the check)."""
     pattern = r"\bsessions?\b|\bissues? #?[0-9]"
     excluded = [*HISTORY_FILES, "tests/test_repository_hygiene.py"]  # this file names the words
     hits = git_grep("-i", "-E", pattern, "--", ".", *[f":!{f}" for f in excluded])
     hits = [h for h in hits if not OTHER_SESSIONS.search(h)]
     assert hits == [], "\n".join(hits)
+
+
+#: README.md is the entry point: past this, its detail belongs in docs/ or a folder's README
+README_MAX_LINES = 250
+
+
+def test_readme_stays_short() -> None:
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines, at most {README_MAX_LINES}"
+
+
+def test_results_open_with_the_current_results() -> None:
+    """bench/RESULTS.md is a reference: its title, then "Current results" (the table of the figures in
+    force), then one section per figure; no "History" section (that is CHANGELOG.md's)."""
+    text = (ROOT / "bench" / "RESULTS.md").read_text()
+    headings = [line for line in text.splitlines() if line.startswith("#")]
+    assert headings[0].startswith("# ") and headings[1] == "## Current results", headings[:2]
+    assert text.splitlines()[2] == "## Current results", "text between the title and Current results"
+    assert "## History" not in headings
+    table = [line for line in text.split("## Current results", 1)[1].split("\n## ", 1)[0].splitlines()
+             if line.startswith("|")]
+    assert table[0].startswith("| figure | value | target | command") and len(table) > 3
 
 
 def test_no_test_module_imports_another() -> None:

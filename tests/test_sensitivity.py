@@ -354,7 +354,7 @@ def test_report_section_with_bands_ranks_and_advice(experiment_dir: Path, sensit
     images = (out / "report.html").read_text().count("data:image/png;base64,")  # the experiment's figures
     assert main(base + ["--sensitivity", f"syn={sensitivity_dir}"]) == 0
     md, page = (out / "report.md").read_text(), (out / "report.html").read_text()
-    assert "## syn: sensitivity to the machine parameters" in md and "sensitivity to the machine parameters</h2>" in page
+    assert "## syn: sensitivity to the machine parameters" in md and "sensitivity to the machine parameters</h3>" in page
     assert "| A:B (= C:D) |" in md and "Parameter band (s)" in md and "Run-to-run 95% CI" in md
     assert "Calibrate first: `p1`" in md and "before trusting the sign of A" in md
     assert (out / "sensitivity_syn.png").stat().st_size > 1000 and "![syn effects and parameter bands](sensitivity_syn.png)" in md

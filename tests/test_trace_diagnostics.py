@@ -281,6 +281,8 @@ def test_report_shows_the_diagnostics_digest(chifflet, tmp_path):
     plot_diagnostics(merged, traces / "diagnostics" / "diagnostics.png")
     section = trace_section("exp", traces, tmp_path)
     assert "| machine | default | A=1 |" in section.markdown and "area bound" in section.markdown
-    assert section.html.count("<table") == 4 and "chifflet: RAM-&gt;GPU, one socket" in section.html
+    # compare.md's table and the digest's four, all as HTML tables
+    assert section.html.count("<table") == 5 and "chifflet: RAM-&gt;GPU, one socket" in section.html
+    assert "|---|" not in section.html
     assert "chifflet gpu1" in section.html
     assert section.html.count("data:image/png;base64,") == 1 and "![diagnostics](" in section.markdown

@@ -204,7 +204,7 @@ def test_simulate_writes_paje(tmp_path):
 # ------------------------------------------------------------------------------- StarVZ phase 1
 # What StarVZ's phase-1 readers expect of each file (schnorr/starvz commit 7426178, R/phase1.R and
 # R/phase1_parse_csv.R): readr's read_csv(trim_ws = TRUE) with the col_types below, matched by name;
-# the files under the names starvz_phase1 opens. Checked here without R; bench/RESULTS.md records
+# the files under the names starvz_phase1 opens. Checked here without R; CHANGELOG.md's benchmark history records
 # StarVZ itself reading them.
 
 #: read_worker_csv (paje.worker_state.csv.gz), in the order of phase1-workflow.sh's header

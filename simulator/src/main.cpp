@@ -52,6 +52,12 @@ static const char* const HELP =
     "exit status: 0 done; 2 bad input (one line naming the file and key); 1 the environment\n"
     "(an output that cannot be written, a failure of SimGrid).\n";
 
+// An argument mistake: one line naming it, exit 2 (docs/interfaces.md §11), not the usage block.
+static int argument_error(const std::string& what) {
+  std::fprintf(stderr, "error: numasim: %s (numasim --help)\n", what.c_str());
+  return 2;
+}
+
 int main(int argc, char** argv) {
   auto t0 = std::chrono::steady_clock::now();
   std::string run_file, out_file;
@@ -80,26 +86,34 @@ int main(int argc, char** argv) {
     }
     if (!std::strcmp(argv[i], "--cfg-help") || !std::strncmp(argv[i], "--help-", 7))
       simgrid_help = true;
-    if (!std::strcmp(argv[i], "--out") && i + 1 < argc)
-      out_file = argv[++i];
+    if (!std::strcmp(argv[i], "--out") || !std::strncmp(argv[i], "--out=", 6)) {
+      const char* value = argv[i][5] == '=' ? argv[i] + 6 : (i + 1 < argc ? argv[++i] : nullptr);
+      if (value == nullptr || !*value)
+        return argument_error("argument --out: expected a file name (SUMMARY.json)");
+      if (!out_file.empty())
+        return argument_error("argument --out: given twice");
+      out_file = value;
+    } else if (!std::strcmp(argv[i], "--cfg") || !std::strcmp(argv[i], "--log"))
+      return argument_error(std::string("argument ") + argv[i] + ": expected " + argv[i] +
+                            (argv[i][2] == 'c' ? "=KEY:VALUE" : "=CATEGORY.thresh:LEVEL") +
+                            " in one argument");
     else if (!std::strncmp(argv[i], "--", 2))
       sg_args.push_back(argv[i]);
-    else if (run_file.empty())
+    else if (run_file.empty() && *argv[i])
       run_file = argv[i];
-    else {
-      std::fprintf(stderr, "error: unexpected argument '%s'\n", argv[i]);
-      return 2;
-    }
+    else if (!*argv[i])
+      return argument_error("argument RUN.json: expected a file name, got an empty argument");
+    else
+      return argument_error(std::string("unexpected argument '") + argv[i] +
+                            "' (one run description per call)");
   }
   if (simgrid_help) {
     int sg_argc = static_cast<int>(sg_args.size());
     simgrid::s4u::Engine engine(&sg_argc, sg_args.data()); // prints the page and exits
     return 0;
   }
-  if (run_file.empty()) {
-    std::fprintf(stderr, "%s(numasim --help describes the arguments)\n", USAGE);
-    return 2;
-  }
+  if (run_file.empty())
+    return argument_error("missing argument RUN.json (the run description)");
   try {
     auto cfg = numasim::RunConfig::from_json(numasim::load_json_file(run_file), run_file);
     for (const char* a : sg_args)
@@ -113,6 +127,10 @@ int main(int argc, char** argv) {
       std::string what = e.what();
       throw numasim::InputError("--cfg", "", "a SimGrid option (" + what.substr(0, what.find('\n')) + ")");
     }
+    // SimGrid takes the --cfg= and --log= arguments out of argv; what is left it does not know.
+    if (sg_argc > 1)
+      return argument_error(std::string("unrecognized argument '") + sg_args[1] +
+                            "' (numasim's options: --out; SimGrid's: --cfg=KEY:VALUE, --log=...)");
     simgrid::s4u::Engine& engine = *owned;
     numasim::Simulation sim(engine, cfg);
     numasim::Summary s = sim.run();

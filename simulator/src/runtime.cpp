@@ -43,7 +43,15 @@ void Simulation::load_platform() {
   if (std::error_code ec;
       !std::filesystem::is_regular_file(cfg_.platform, ec) || !std::ifstream(cfg_.platform))
     throw InputError(cfg_.file, "platform", "a readable SimGrid platform file, got '" + cfg_.platform + "'");
-  engine_.load_platform(cfg_.platform);
+  // A file SimGrid cannot parse or build (malformed XML, an unknown element, a route naming no
+  // host) is bad input too: one line naming it, exit 2, not a failure of the environment.
+  try {
+    engine_.load_platform(cfg_.platform);
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    throw InputError(cfg_.platform, "",
+                     "a valid SimGrid platform file (" + what.substr(0, what.find('\n')) + ")");
+  }
   if (own_network_model)
     install_ethernet_factors(engine_);
   engine_.seal_platform(); // routes are queried before the run (estimates, tests)

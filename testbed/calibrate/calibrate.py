@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime as dt
+import errno
 import json
 import logging
 import os
@@ -105,6 +106,10 @@ class Context:
     log: Callable[[str], None] = field(default=lambda line: _log.info(line))  # progress on stderr
 
 
+#: A disk full, a quota reached, a read-only file system: every later step would fail to write too.
+FULL_OR_READ_ONLY = {errno.ENOSPC, errno.EDQUOT, errno.EROFS}
+
+
 class Step:
     """One resumable unit: `output` exists <=> the step is done."""
 
@@ -126,7 +131,11 @@ class Step:
         t0 = time.time()
         try:
             status = self.action(ctx, self.output, commands)
-        except (RuntimeError, OSError, subprocess.TimeoutExpired, ValueError, InputError) as exc:
+        except OSError as exc:
+            if exc.errno in FULL_OR_READ_ONLY:  # no step can write: the calibration stops (calibrate())
+                raise
+            status = f"failed: {str(exc).strip()[:1500]}"
+        except (RuntimeError, subprocess.TimeoutExpired, ValueError, InputError) as exc:
             status = f"failed: {str(exc).strip()[:1500]}"
         info = {"step": self.name, "status": repo_relative(status), "commands": [repo_relative(c) for c in commands],
                 "started": dt.datetime.fromtimestamp(t0, dt.timezone.utc).isoformat(timespec="seconds"),
@@ -646,11 +655,49 @@ def check_same_machine(out: Path, allow_other: bool) -> None:
                                    "calibrate into another --out, or pass --allow-other-machine to resume it here")
 
 
+def finished_steps(out: Path) -> list[str]:
+    """The steps of the bundle in `out` whose record says done."""
+    done = []
+    for record in sorted((out / "steps").glob("*.json")):
+        try:
+            if json.loads(record.read_text()).get("status") == "done":
+                done.append(record.stem)
+        except (OSError, ValueError, AttributeError):
+            continue
+    return done
+
+
+def stopped_on_environment(out: Path, created: bool, exc: OSError) -> OSError:
+    """The error of a calibration the disk stopped (ENOSPC, EDQUOT, EROFS), saying what is left:
+    nothing (a bundle directory this run created, with no finished step, is removed), or the
+    finished steps, from which the same command resumes (each step's output is atomic)."""
+    done = finished_steps(out)
+    if created and not done:
+        shutil.rmtree(out, ignore_errors=True)
+        note = f"testbed calibrate: nothing kept, {out} removed"
+    else:
+        shown = ", ".join(done[:3]) + (f" and {len(done) - 3} more" if len(done) > 3 else "")
+        note = (f"testbed calibrate: {len(done)} finished step{'s' if len(done) != 1 else ''} kept in {out}"
+                + (f" ({shown})" if done else "") + "; free space and rerun the same command: it resumes after them")
+    return OSError(exc.errno, f"{exc.strerror or os.strerror(exc.errno)} ({note})", exc.filename)
+
+
 def calibrate(opts: Options, log: Callable[[str], None] | None = None) -> Context:
     ctx = Context(opts, log=log) if log is not None else Context(opts)
     check_bundle_dir(opts.out)
     check_same_machine(opts.out, opts.allow_other_machine)
+    created = not opts.out.exists()
     opts.out.mkdir(parents=True, exist_ok=True)
+    try:
+        return _calibrate(ctx)
+    except OSError as exc:
+        if exc.errno not in FULL_OR_READ_ONLY:
+            raise
+        raise stopped_on_environment(opts.out, created, exc) from None
+
+
+def _calibrate(ctx: Context) -> Context:
+    opts = ctx.opts
     nnuma = len(numa_layout())
     steps = steps_for(opts, nnuma)
     final = [s for s in steps if s.final]

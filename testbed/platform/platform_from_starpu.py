@@ -78,9 +78,13 @@ def write_platform_dir(sampling: Path, host: str, out: Path, gpu_costs: dict[str
     if bad:
         raise InputError(None, f"gpu cost {bad[0]}", f"one of {', '.join(GPU_COSTS)}")
     bus = sampling / "bus" / f"{host}.platform.v4.xml"
-    if not bus.is_file():
-        raise InputError(bus, "file", f"StarPU's bus platform of host {host!r} (bus calibration with "
-                         f"STARPU_HOSTNAME={host})")
+    if not bus.is_file():  # the mistake is the host name (--host) or the directory (--from-starpu)
+        hosts = sorted(f.name.removesuffix(".platform.v4.xml") for f in (sampling / "bus").glob("*.platform.v4.xml"))
+        if not hosts:
+            raise InputError(str(sampling), "--from-starpu", "a StarPU sampling directory with bus platforms "
+                                                              "(bus/<host>.platform.v4.xml: bus calibration)")
+        raise InputError(str(sampling), "--host", f"a host with a bus platform there ({', '.join(hosts)}), got {host!r} "
+                                                  f"(STARPU_HOSTNAME of the bus calibration)")
     symbols = detect_symbols(sampling, host)
     models = [sampling / "codelets" / "45" / f"{sym}.{host}" for sym, _, _ in SYMBOL_SETS[symbols].values()]
     with atomic_dir(out, "platform") as tmp:

@@ -3,13 +3,17 @@
 Per experiment it reads what `testbed design`, `testbed campaign` and `testbed
 analyze` wrote in results/<experiment>/, the platform (results/platforms/<cluster>/
 if generated, else the cluster YAML), and the versions of the tools involved.
+Each section is a list of blocks (Markdown text, tables, figures): joined as Markdown for
+report.md; for report.html the page is the Jinja2 template templates/report.html.j2 (package
+data), the Markdown rendered by markdown-it-py (CommonMark with pipe tables), so that the
+Markdown other commands write (`compare-traces`, `diagnose`) shows as tables and headings.
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
-import html
+import functools
 import json
 import logging
 import math
@@ -19,7 +23,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+import jinja2
 import pandas as pd
+from markupsafe import Markup
 
 from testbed import ROOT
 from testbed.analyze.analyze import fmt, fmt_p, markdown_table, paper_table
@@ -31,13 +37,95 @@ from testbed.common.yaml_input import load_yaml
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class Figure:
+    """A PNG figure: embedded in the HTML page, referred to by `path` (relative to the report) in Markdown."""
+
+    alt: str
+    png: bytes
+    caption: str
+    path: str
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table of strings, from a frame: a pipe table in Markdown, an HTML table in the page."""
+
+    columns: list[str]
+    rows: list[list[str]]
+
+    @classmethod
+    def of(cls, frame: pd.DataFrame) -> Table:
+        return cls([str(c) for c in frame.columns], [[str(v) for v in row] for row in frame.itertuples(index=False)])
+
+
+#: what a section is made of: Markdown text (rendered to HTML by markdown-it-py), a table, a figure
+Block = str | Table | Figure
+
+
 @dataclass
 class Section:
-    """One part of the report, written once as Markdown and once as HTML."""
+    """One part of the report, of one experiment (None: the report's own, e.g. the versions)."""
 
     title: str
-    markdown: str
-    html: str
+    blocks: list[Block]
+    experiment: str | None = None
+
+    @property
+    def markdown(self) -> str:
+        return "\n\n".join(_block_markdown(b).strip("\n") for b in self.blocks) + "\n"
+
+    @property
+    def html(self) -> str:
+        return _environment().get_template("blocks.html.j2").render(blocks=self.blocks)
+
+
+def _block_markdown(block: Block) -> str:
+    if isinstance(block, Table):
+        return markdown_table(pd.DataFrame(block.rows, columns=block.columns))
+    if isinstance(block, Figure):
+        return f"![{block.alt}]({block.path})\n\n{block.caption}"
+    return block
+
+
+def _figure(alt: str, png: Path | bytes, caption: str, path: str) -> Figure:
+    return Figure(alt, png.read_bytes() if isinstance(png, Path) else png, caption, path)
+
+
+# ------------------------------------------------------------------ HTML through Jinja2
+def _markdown_html(text: str, heading_offset: int = 0) -> Markup:
+    """Markdown (CommonMark and pipe tables; raw HTML in it escaped) as HTML; `heading_offset`
+    moves its headings down (a `#` of another command's file under the report's own headings)."""
+    from markdown_it import MarkdownIt
+
+    parser = MarkdownIt("commonmark", {"html": False}).enable("table")
+    tokens = parser.parse(text)
+    for token in tokens:
+        if token.type in ("heading_open", "heading_close"):
+            token.tag = f"h{min(6, int(token.tag[1]) + heading_offset)}"
+    return Markup(parser.renderer.render(tokens, parser.options, {}))
+
+
+def _data_uri(png: bytes) -> str:
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+
+
+@functools.cache
+def _environment() -> jinja2.Environment:
+    """The templates in testbed/report/templates (package data), HTML-escaped by default."""
+    env = jinja2.Environment(loader=jinja2.PackageLoader("testbed.report", "templates"),
+                             autoescape=True, undefined=jinja2.StrictUndefined,
+                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    env.filters["markdown"] = _markdown_html
+    env.filters["data_uri"] = _data_uri
+    env.tests["table"] = lambda block: isinstance(block, Table)
+    env.tests["figure"] = lambda block: isinstance(block, Figure)
+    return env
+
+
+def anchor(title: str) -> str:
+    """An HTML id for a heading: its words, lower case, joined by '-'."""
+    return "-".join(re.findall(r"[a-z0-9]+", title.lower())) or "section"
 
 
 # ------------------------------------------------------------------ facts gathering
@@ -169,32 +257,6 @@ def comparison_table(anova: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
 
 
 # ------------------------------------------------------------------ sections
-def _html_table(table: pd.DataFrame) -> str:
-    return table.to_html(index=False, border=0, escape=True, classes="table")
-
-
-def _md_to_html_list(markdown: str) -> str:
-    """The tiny subset of Markdown used in generated prose: paragraphs, '* ' lists, `code`."""
-    out, items = [], []
-    for line in markdown.splitlines():
-        line_html = re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(line))
-        if line.startswith("* "):
-            items.append(f"<li>{line_html[2:]}</li>")
-            continue
-        if items:
-            out.append("<ul>" + "".join(items) + "</ul>")
-            items = []
-        if line.strip():
-            out.append(f"<p>{line_html}</p>")
-    if items:
-        out.append("<ul>" + "".join(items) + "</ul>")
-    return "\n".join(out)
-
-
-def _prose(title: str, markdown: str) -> Section:
-    return Section(title, markdown, _md_to_html_list(markdown))
-
-
 def _design_section(name: str, design: pd.DataFrame, facts: dict, fixed: dict[str, int]) -> Section:
     first = design.iloc[0]
     dist = json.loads(first["distribution"]) if first["distribution"] else {}
@@ -218,7 +280,7 @@ def _design_section(name: str, design: pd.DataFrame, facts: dict, fixed: dict[st
     if facts.get("aliases"):
         design_md += "\n* aliased terms (not estimable, carried by): " + ", ".join(
             f"{t} → {a}" for t, a in list(facts["aliases"].items())[:20]) + (" …" if len(facts["aliases"]) > 20 else "")
-    return _prose(f"{name}: design", design_md + "\n")
+    return Section(f"{name}: design", [design_md], name)
 
 
 def _best_section(name: str, best: dict, summary: pd.DataFrame) -> Section:
@@ -240,9 +302,8 @@ def _best_section(name: str, best: dict, summary: pd.DataFrame) -> Section:
     top_table = pd.DataFrame({"Configuration": top["config"], "Runs": top["runs"],
                               "Mean (s)": top["mean_s"].map(fmt),
                               "95% CI (s)": [f"[{fmt(lo)}, {fmt(hi)}]" for lo, hi in zip(top["ci_low"], top["ci_high"], strict=False)]})
-    return Section(f"{name}: best configuration",
-                   "\n".join(lines) + "\n\nFastest configurations:\n\n" + markdown_table(top_table),
-                   _md_to_html_list("\n".join(lines)) + "<p>Fastest configurations:</p>" + _html_table(top_table))
+    return Section(f"{name}: best configuration", ["\n".join(lines), "Fastest configurations:", Table.of(top_table)],
+                   name)
 
 
 #: the analysis' figures (testbed analyze --stage plots), in report order: file-name pattern ->
@@ -285,18 +346,11 @@ def figure_caption(stem: str) -> tuple[int, str]:
 
 def _figures_section(name: str, exp_dir: Path, report_dir: Path) -> Section | None:
     figures = sorted((exp_dir / "figures").glob("*.png")) if (exp_dir / "figures").is_dir() else []
-    figures.sort(key=lambda f: (figure_caption(f.stem)[0], f.stem))
-    md_figs, html_figs = [], []
-    for fig in figures:
-        caption = figure_caption(fig.stem)[1]
-        rel = os.path.relpath(fig, report_dir)
-        md_figs.append(f"![{fig.stem}]({rel})\n\n{caption}")
-        data = base64.b64encode(fig.read_bytes()).decode("ascii")
-        html_figs.append(f"<figure><img alt=\"{html.escape(fig.stem)}\" src=\"data:image/png;base64,{data}\"/>"
-                         f"<figcaption>{html.escape(caption)}</figcaption></figure>")
     if not figures:
         return None
-    return Section(f"{name}: figures", "\n\n".join(md_figs) + "\n", "\n".join(html_figs))
+    figures.sort(key=lambda f: (figure_caption(f.stem)[0], f.stem))
+    return Section(f"{name}: figures", [_figure(fig.stem, fig, figure_caption(fig.stem)[1],
+                                                os.path.relpath(fig, report_dir)) for fig in figures], name)
 
 
 def experiment_sections(name: str, exp_dir: Path, platforms_dir: Path, report_dir: Path,
@@ -315,7 +369,7 @@ def experiment_sections(name: str, exp_dir: Path, platforms_dir: Path, report_di
     fixed = {f: int(design[f].iloc[0]) for f in factors_all if design[f].nunique() == 1}
     sections: list[Section] = []
 
-    sections.append(_prose(f"{name}: platform", platform_summary(str(first["cluster"]), platforms_dir)))
+    sections.append(Section(f"{name}: platform", [platform_summary(str(first["cluster"]), platforms_dir)], name))
 
     sections.append(_design_section(name, design, facts, fixed))
 
@@ -327,16 +381,14 @@ def experiment_sections(name: str, exp_dir: Path, platforms_dir: Path, report_di
     if facts.get("warning"):
         head += f" Warning: {facts['warning']}."
     sections.append(Section(f"{name}: analysis of variance",
-                            head + "\n\n" + (markdown_table(table) if len(table) else "No term passes the thresholds.\n"),
-                            _md_to_html_list(head) + (_html_table(table) if len(table) else "<p>No term passes the thresholds.</p>")))
+                            [head, Table.of(table) if len(table) else "No term passes the thresholds."], name))
 
     sections.append(_best_section(name, best, summary))
 
     if reference is not None:
         comp = comparison_table(anova, reference)
         text = "Simulated estimates beside the reference table supplied by the user (terms prominent in either)."
-        sections.append(Section(f"{name}: comparison with the reference", text + "\n\n" + markdown_table(comp),
-                                f"<p>{text}</p>" + _html_table(comp)))
+        sections.append(Section(f"{name}: comparison with the reference", [text, Table.of(comp)], name))
 
     figures = _figures_section(name, exp_dir, report_dir)
     if figures is not None:
@@ -358,7 +410,7 @@ def ledger_section(name: str, ledger: Path, report_dir: Path) -> Section:
              "minus the effect without it, paired on seeds), with every one off (the base), and what no single "
              "mechanism explains (interactions between mechanisms); 95 % intervals over the seeds. Every run is "
              "in `ledger/runs.csv`.")
-    md, page = [intro, ""], [f"<p>{html.escape(intro)}</p>"]
+    blocks: list[Block] = [intro]
     for term, part in rows.groupby("term", sort=False):
         table = pd.DataFrame({
             "row": [m if isinstance(m, str) and m else r for r, m in zip(part["row"], part["mechanism"], strict=True)],
@@ -367,16 +419,12 @@ def ledger_section(name: str, ledger: Path, report_dir: Path) -> Section:
                                                                       strict=True)],
             "share of the effect": [f"{100 * x:+.1f} %" for x in part["share_of_effect"]],
         })
-        md += [f"Term {term}:", "", markdown_table(table)]
-        page.append(f"<p>Term {html.escape(str(term))}:</p>" + _html_table(table))
+        blocks += [f"Term {term}:", Table.of(table)]
         fig = ledger / f"ledger_{str(term).replace(':', '_')}.png"
         if fig.is_file():
-            caption = f"the ledger of {term}: one bar per row, its 95 % interval as a whisker."
-            md.append(f"![ledger {term}]({os.path.relpath(fig, report_dir)})\n\n{caption}\n")
-            data = base64.b64encode(fig.read_bytes()).decode("ascii")
-            page.append(f"<figure><img alt=\"ledger {html.escape(str(term))}\" src=\"data:image/png;base64,{data}\"/>"
-                        f"<figcaption>{html.escape(caption)}</figcaption></figure>")
-    return Section(f"{name}: mechanism ledger of the largest terms", "\n".join(md) + "\n", "\n".join(page))
+            blocks.append(_figure(f"ledger {term}", fig, f"the ledger of {term}: one bar per row, its 95 % "
+                                                         "interval as a whisker.", os.path.relpath(fig, report_dir)))
+    return Section(f"{name}: mechanism ledger of the largest terms", blocks, name)
 
 
 TRACE_CAPTIONS = {
@@ -393,55 +441,31 @@ TRACE_CAPTIONS = {
 }
 
 
-def _md_table(block: str) -> pd.DataFrame:
-    """A markdown pipe table (header, rule, rows) as a frame of strings."""
-    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in block.strip().splitlines()]
-    return pd.DataFrame(rows[2:], columns=rows[0])
-
-
 def trace_section(name: str, traces: Path, report_dir: Path) -> Section:
     """`testbed trace-pair`'s output: the all-default and best configurations rerun with a trace."""
-    table = (traces / "compare.md").read_text()
     intro = ("One run of the all-default configuration and one of the best configuration (design rows, their "
              "seeds), rerun with a task trace (`testbed trace-pair`): kernel durations per kind, worker type and "
              "NUMA node, idle fraction per node, makespan; then the space-time chart and the utilisation over time.")
-    md, page = [intro, "", table], [f"<p>{html.escape(intro)}</p><pre>{html.escape(table)}</pre>"]
+    blocks: list[Block] = [intro, (traces / "compare.md").read_text()]
     digest = traces / "diagnostics" / "digest.md"
     if digest.is_file():  # testbed/traces/diagnostics.py; the numbers are in diagnostics/*.csv
-        head = ("Diagnostics of the traced runs (`testbed diagnose`; every number in `traces/diagnostics/*.csv`): "
-                "the makespan against the area bound (each node's own tasks spread over its workers, every "
-                "worker busy, no dependency), kernel durations per NUMA node and per GPU with StarVZ's outlier "
-                "share, and what copies took against the scheduler's estimate, which STARPU_SCHED_BETA scales.")
-        text = digest.read_text()
-        md += ["", head, "", text]
-        page.append(f"<p>{html.escape(head)}</p>" + "".join(
-            _html_table(_md_table(block)) if block.lstrip().startswith("|") else f"<p>{html.escape(block)}</p>"
-            for block in re.split(r"\n\n+", text.strip())))
+        blocks.append("Diagnostics of the traced runs (`testbed diagnose`; every number in `traces/diagnostics/*.csv`): "
+                      "the makespan against the area bound (each node's own tasks spread over its workers, every "
+                      "worker busy, no dependency), kernel durations per NUMA node and per GPU with StarVZ's outlier "
+                      "share, and what copies took against the scheduler's estimate, which STARPU_SCHED_BETA scales.")
+        blocks.append(digest.read_text())
         fig = traces / "diagnostics" / "diagnostics.png"
         if fig.is_file():
-            caption = ("the same, drawn: dgemm median and Q1–Q3 per machine type, CPU NUMA node (N0, N1) and GPU, "
-                       "one colour per run, labelled with the share StarVZ flags; copies' actual / estimated "
-                       "duration (median, 10–90 %; below 1: faster than the scheduler assumed); makespan over "
-                       "the area bound per machine type.")
-            md.append(f"![diagnostics]({os.path.relpath(fig, report_dir)})\n\n{caption}\n")
-            data = base64.b64encode(fig.read_bytes()).decode("ascii")
-            page.append(f"<figure><img alt=\"diagnostics\" src=\"data:image/png;base64,{data}\"/>"
-                        f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+            blocks.append(_figure("diagnostics", fig, (
+                "the same, drawn: dgemm median and Q1–Q3 per machine type, CPU NUMA node (N0, N1) and GPU, "
+                "one colour per run, labelled with the share StarVZ flags; copies' actual / estimated "
+                "duration (median, 10–90 %; below 1: faster than the scheduler assumed); makespan over "
+                "the area bound per machine type."), os.path.relpath(fig, report_dir)))
     for stem, caption in TRACE_CAPTIONS.items():
         fig = traces / f"{stem}.png"
-        if not fig.is_file():
-            continue
-        md.append(f"![{stem}]({os.path.relpath(fig, report_dir)})\n\n{caption}\n")
-        data = base64.b64encode(fig.read_bytes()).decode("ascii")
-        page.append(f"<figure><img alt=\"{html.escape(stem)}\" src=\"data:image/png;base64,{data}\"/>"
-                    f"<figcaption>{html.escape(caption)}</figcaption></figure>")
-    return Section(f"{name}: traces, default vs best", "\n".join(md) + "\n", "\n".join(page))
-
-
-CSS = """body{font-family:system-ui,sans-serif;max-width:70em;margin:2em auto;padding:0 1em;color:#222}
-table{border-collapse:collapse;margin:1em 0}th,td{padding:.25em .6em;border-bottom:1px solid #ddd;text-align:right}
-th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}code{background:#f5f5f5;padding:0 .2em}
-figure{margin:1em 0}img{max-width:100%}figcaption{color:#555;font-size:.9em}h2{border-bottom:1px solid #ccc}"""
+        if fig.is_file():
+            blocks.append(_figure(stem, fig, caption, os.path.relpath(fig, report_dir)))
+    return Section(f"{name}: traces, default vs best", blocks, name)
 
 
 def sensitivity_section(name: str, exp_dir: Path, sens_dir: Path, report_dir: Path,
@@ -462,7 +486,7 @@ def sensitivity_section(name: str, exp_dir: Path, sens_dir: Path, report_dir: Pa
     if ran != had:
         text = (f"The sensitivity results in `{sens_dir}` were computed for {had}, not for this experiment's {ran}: "
                 f"rerun `snakemake sensitivity`.")
-        return _prose(title, text + "\n")
+        return Section(title, [text], name)
     anova = pd.read_csv(exp_dir / "anova.csv")
     anova["prominent"] = anova["prominent"].astype(str).str.lower() == "true"
     facts = json.loads((exp_dir / "model.json").read_text())
@@ -475,31 +499,23 @@ def sensitivity_section(name: str, exp_dir: Path, sens_dir: Path, report_dir: Pa
     mean = pd.DataFrame([{"term": "makespan", "order": 0, "estimate": facts["intercept"],
                           "ci_low": facts["intercept"] - half, "ci_high": facts["intercept"] + half, "prominent": False}])
     anova = pd.concat([anova, mean], ignore_index=True)
-    md: list[str] = []
-    body: list[str] = []
+    blocks: list[Block] = []
     for block in summary_blocks(summary, anova):
         if isinstance(block, pd.DataFrame):
-            md.append(markdown_table(block))
-            body.append(_html_table(block))
+            blocks.append(Table.of(block))
         elif isinstance(block, list):
-            text = "\n".join(f"* {line}" for line in block)
-            md.append(text + "\n")
-            body.append(_md_to_html_list(text))
+            blocks.append("\n".join(f"* {line}" for line in block))
         else:
-            md.append(block + "\n")
-            body.append(_md_to_html_list(block))
+            blocks.append(block)
     with tempfile.TemporaryDirectory() as tmp:
         png = plot_bands(summary, anova, Path(tmp) / "bands.png").read_bytes()
         pdf = (Path(tmp) / "bands.pdf").read_bytes()  # the vector twin (testbed/common/figures.py)
     figure = f"sensitivity_{name}.png"
     figures[figure] = png
     figures[f"sensitivity_{name}.pdf"] = pdf
-    md.insert(3, f"![{name} effects and parameter bands]({figure})\n")
-    data = base64.b64encode(png).decode("ascii")
-    body.insert(3, f"<figure><img alt=\"{html.escape(name)} effects and parameter bands\" "
-                   f"src=\"data:image/png;base64,{data}\"/><figcaption>effects with their run-to-run CI and "
-                   f"their band over the parameter ranges</figcaption></figure>")
-    return Section(title, "\n".join(md), "\n".join(body))
+    blocks.insert(3, _figure(f"{name} effects and parameter bands", png, "effects with their run-to-run CI and "
+                             "their band over the parameter ranges", figure))
+    return Section(title, blocks, name)
 
 
 def build(experiments: list[tuple[str, Path]], out: Path, title: str, platforms_dir: Path,
@@ -519,17 +535,25 @@ def build(experiments: list[tuple[str, Path]], out: Path, title: str, platforms_
         sections.extend(experiment_sections(name, exp_dir, platforms_dir, out, reference))
         if name in sensitivity:
             sections.append(sensitivity_section(name, exp_dir, sensitivity[name], out, figures))
-    vers = versions()
-    vers_md = "\n".join(f"* {k}: `{v}`" for k, v in vers.items())
-    sections.append(_prose("Engine and versions", vers_md + "\n"))
+    vers_md = "\n".join(f"* {k}: `{v}`" for k, v in versions().items())
+    sections.append(Section("Engine and versions", [vers_md]))
     md = [f"# {title}", ""]
-    body = [f"<h1>{html.escape(title)}</h1>"]
     for s in sections:
         md += [f"## {s.title}", "", s.markdown.rstrip(), ""]
-        body += [f"<h2>{html.escape(s.title)}</h2>", s.html]
-    page = (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
-            f"<style>{CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
-    return "\n".join(md), page
+    return "\n".join(md), page(title, sections)
+
+
+def page(title: str, sections: list[Section]) -> str:
+    """The HTML page (templates/report.html.j2): the sections grouped by experiment, each
+    experiment with its table of contents, every heading with an anchor."""
+    groups: list[dict] = []
+    for section in sections:
+        if not groups or groups[-1]["name"] != section.experiment:
+            name = section.experiment
+            groups.append({"name": name, "id": anchor(f"experiment {name}") if name else None, "sections": []})
+        short = section.title.removeprefix(f"{section.experiment}: ") if section.experiment else section.title
+        groups[-1]["sections"].append({"section": section, "short": short, "id": anchor(section.title)})
+    return _environment().get_template("report.html.j2").render(title=title, groups=groups)
 
 
 # ------------------------------------------------------------------ CLI

@@ -26,7 +26,7 @@ from testbed.common.errors import InputError
 from testbed.common.inputs import TABLE_BYTES, check_repeated_inputs, read_input_text
 from testbed.common.outputs import Out, check_distinct, file_lock
 from testbed.describe.machines import load_cluster
-from testbed.run.engines import RunSpec
+from testbed.run.engines import RunSpec, given_platform_dir
 from testbed.run.resolve import resolve_run_env
 from testbed.run.simulate import simulate
 
@@ -154,9 +154,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(None, "--design/--batch", "a design table and a batch number (or --merge)")
     check_distinct([("--design", args.design), ("--platform-dir", args.platform_dir)], [Out("--out", args.out)])
     check_output_file(Path(args.out), "--out")  # refused before the batch runs, not after
+    platform_dir = given_platform_dir(args.platform_dir)  # absolute: engines run in scratch directories
     design = read_design(args.design)
-    # absolute: engines run in their own scratch directories
-    platform_dir = Path(args.platform_dir).resolve() if args.platform_dir else None
     t0 = time.perf_counter()
     rows = run_batch(design, args.batch, platform_dir, args.design)
     write_batch(Path(args.out), rows)

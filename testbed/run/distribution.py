@@ -151,16 +151,17 @@ def write_heterogeneous(path: str | Path, nt: int, speeds: Sequence[float]) -> P
     )
 
 
-def read_distribution(path: str | Path, nt: int | None = None, nodes: int | None = None) -> Owners:
-    """Read and validate a distribution file (square, ranks in [0, nodes))."""
+def read_distribution(path: str | Path, nt: int | None = None, nodes: int | None = None, key: str = "file") -> Owners:
+    """Read and validate a distribution file (square, ranks in [0, nodes)); `key`: the option or
+    key that gave it, named when the file cannot be read."""
     from testbed.common.inputs import check_input_file
 
-    check_input_file(path, "file", "a distribution file")
+    check_input_file(path, key, "a distribution file")
     path = Path(path)
     try:
         text = path.read_text()
     except OSError as exc:
-        raise InputError(path, "file", f"a readable distribution file ({exc.strerror})") from exc
+        raise InputError(path, key, f"a readable distribution file ({exc.strerror})") from None
     except UnicodeDecodeError as exc:
         raise InputError(path, f"byte {exc.start}", "a text file of owner ranks (UTF-8)") from None
     owners: Owners = []

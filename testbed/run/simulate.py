@@ -57,6 +57,10 @@ def check_spec(spec: RunSpec) -> None:
         raise InputError(None, "--n/--b", problem)
     if spec.platform_dir is not None and not Path(spec.platform_dir).is_dir():
         raise InputError(str(spec.platform_dir), "--platform-dir", "an existing directory written by `testbed platform`")
+    if spec.distribution.get("kind") == "file":  # before a platform is generated for the run
+        from testbed.run.distribution import read_distribution
+
+        read_distribution(spec.distribution.get("path", ""), spec.n // spec.b, key="distribution.path")
     # StarPU's variables as StarPU parses them, the same for every engine (numasim included).
     check_env(spec.env)
     for machine, env in spec.env_per_machine.items():
@@ -146,7 +150,11 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
     dist: dict
     if args.distribution in ("block-cyclic", "heterogeneous"):
         dist = {"kind": args.distribution}
-    else:
+    else:  # read before anything is generated or cached; errors name it as typed
+        from testbed.run.distribution import read_distribution
+
+        read_distribution(args.distribution, args.n // args.b if args.b > 0 and args.n % args.b == 0 else None,
+                          key="--distribution")
         dist = {"kind": "file", "path": args.distribution}
     from testbed.platform.platform_from_starpu import is_starpu_sampling, summary_of
     from testbed.run.factors import check_factors

@@ -54,18 +54,19 @@ def model_dir(sampling: str | Path, host: str | None, file: str | Path | None, k
     """The checked ModelDir of `sampling` (absolute) and `host`; `host` None: the one host name
     the directory holds. Errors name `file` (None: the command line) and `key`."""
     path = Path(sampling).expanduser().resolve()
+    models = Path(sampling) / "codelets" / "45"  # in messages: the directory as the user gave it
     if not (path / "codelets" / "45").is_dir():
         raise InputError(file, key, f"a StarPU sampling directory (with codelets/45/), got {str(sampling)!r}")
     hosts = model_hosts(path)
     if host is None:
         if len(hosts) != 1:
-            raise InputError(file, key, f"a host name (several or none in {path / 'codelets' / '45'}: "
+            raise InputError(file, key, f"a host name (several or none in {models}: "
                                         f"{', '.join(hosts) or 'none'}; give DIR:HOSTNAME / `hostname:`)")
         host = hosts[0]
     if not HOST_NAME.fullmatch(host):
         raise InputError(file, key, f"a host name (letters, digits, '.', '_', '-'), got {host!r}")
     if host not in hosts:
-        raise InputError(file, key, f"a host name with model files in {path / 'codelets' / '45'} "
+        raise InputError(file, key, f"a host name with model files in {models} "
                                     f"({', '.join(hosts) or 'none'}), got {host!r}")
     return ModelDir(path, host)
 

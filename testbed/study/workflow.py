@@ -9,7 +9,11 @@ snakemake's own parser (cli.py `parse_args`, so abbreviations and profiles count
 config file with the project's YAML reader (common/yaml_input.py: size, nesting, aliases,
 duplicate keys) and refuses a bad one in one line naming it, exit 2; then it runs snakemake
 with the same arguments (cli.py `main`), whose exit status it returns. The contents are
-validated by the Snakefile (workflows/common.smk), as for any config.
+validated by the Snakefile (workflows/common.smk), as for any config; snakemake's notice that
+the Snakefile's config "is extended by additional config specified via the command line" is
+held back until snakemake goes on, so that a config the Snakefile refuses ends in its one
+error line alone. An empty config file (snakemake: a WorkflowError on stdout, exit 1) is
+refused like any file that is not a mapping.
 """
 
 from __future__ import annotations
@@ -17,7 +21,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import logging
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from testbed.common.errors import InputError
@@ -34,9 +40,47 @@ def check_config_files(files: list[Path], option: str = "--configfile") -> None:
     """InputError for the first of `files` that is not a readable YAML (or JSON) mapping."""
     for file in files:
         document = load_yaml(file)
-        if document is not None and not isinstance(document, dict):
-            raise InputError(file, None, f"a mapping of config keys at the top level ({option}), "
-                                         f"got a {type(document).__name__}")
+        if not isinstance(document, dict):
+            got = "an empty file" if document is None else f"a {type(document).__name__}"
+            raise InputError(file, None, f"a mapping of config keys at the top level ({option}), got {got}")
+
+
+class HoldConfigNotice(logging.Filter):
+    """On snakemake's logger: holds its "Config file … is extended by additional config" notice
+    until the next record passes (snakemake goes on), then lets it out first; a run the
+    Snakefile stops (sys.exit after its error line) never shows it."""
+
+    NOTICE = "by additional config specified via the command line"
+
+    def __init__(self, logger: logging.Logger) -> None:
+        super().__init__()
+        self.logger = logger
+        self.held: logging.LogRecord | None = None
+        self.released = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.released:
+            return True
+        if self.held is None:
+            if self.NOTICE in str(record.msg):
+                self.held = record
+                return False
+            return True
+        held, self.held, self.released = self.held, None, True
+        self.logger.handle(held)
+        return True
+
+
+@contextlib.contextmanager
+def config_notice_held() -> Iterator[None]:
+    from snakemake.logging import logger
+
+    hold = HoldConfigNotice(logger)
+    logger.addFilter(hold)
+    try:
+        yield
+    finally:
+        logger.removeFilter(hold)
 
 
 class ArgumentMistake(Exception):
@@ -74,7 +118,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     check_config_files([Path(f) for f in parsed.configfile or []])
     try:
-        cli.main(argv)
+        with config_notice_held():
+            cli.main(argv)
     except SystemExit as exc:  # snakemake's main always ends this way
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     return 0

@@ -23,8 +23,10 @@ from pathlib import Path
 from testbed.analyze.runs_table import factor_columns
 from testbed.common.atomic import atomic_members
 from testbed.common.errors import InputError
+from testbed.common.inputs import read_input_text
 from testbed.common.outputs import Out, check_distinct
 from testbed.run.campaign import read_design, spec_for
+from testbed.run.engines import given_platform_dir
 from testbed.run.simulate import simulate
 from testbed.traces.compare_traces import OUT_FILES, UTILISATION_FILES, write_comparison
 from testbed.traces.diagnostics import (
@@ -95,10 +97,12 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(None, "--bins", f"a number of time bins in [1, 100000], got {args.bins}")
     check_distinct([("--design", args.design), ("--best", args.best), ("--platform-dir", args.platform_dir)],
                    [Out("--out", args.out, "members", tuple([*OUT_FILES, *UTILISATION_FILES, "diagnostics"]))])
+    platform_dir = given_platform_dir(args.platform_dir)  # absolute: engines run in scratch directories
     design = read_design(args.design)
     factors = factor_columns(list(design.columns))
+    text = read_input_text(args.best, "--best", "the best configuration (`testbed analyze`'s best.json)")
     try:
-        best = {f: int(v) for f, v in json.loads(Path(args.best).read_text())["best"]["levels"].items()}
+        best = {f: int(v) for f, v in json.loads(text)["best"]["levels"].items()}
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
         raise InputError(args.best, "best.levels", f"the best configuration's factor levels ({err})") from None
     default_row, best_row = pick_rows(design, factors, best, args.design)
@@ -106,7 +110,6 @@ def run(args: argparse.Namespace) -> int:
     if default_row["engine"] != "numasim":
         raise InputError(args.design, "engine", f"numasim (the only engine writing task traces), got "
                                                 f"{default_row['engine']!r}")
-    platform_dir = Path(args.platform_dir).resolve() if args.platform_dir else None
     with tempfile.TemporaryDirectory(prefix="testbed-trace-pair-") as scratch:
         traces, usage, diagnostics = [], {}, []
         runs = [("default", "all default", default_row), ("best", "best", best_row),

@@ -39,7 +39,8 @@ def _stamp(path: Path) -> tuple:
 def machines_by_rank(platform_xml: Path) -> list[str]:
     """Machine type of each rank, from the node zones (zone props `machine`, `rank`)."""
     # Parsed once per file version: a campaign batch asks for every run, and parsing the
-    # study cluster's XML took ~0.15 s (testbed/run/run_cache.py, bench/RESULTS.md "Speed").
+    # study cluster's XML took ~0.15 s (testbed/run/run_cache.py; CHANGELOG.md's benchmark
+    # history, "Speed").
     return list(_machines_by_rank(_stamp(platform_xml)))
 
 
@@ -132,8 +133,11 @@ def run_description(spec: RunSpec, pdir: Path, workdir: Path | None = None) -> d
         if workdir is None:
             raise InputError(None, "distribution", "a work directory for the generated heterogeneous distribution")
         dist = heterogeneous_distribution(spec, pdir, workdir, dirs)
-    if dist.get("kind") == "file":
-        dist["path"] = str(Path(dist["path"]).resolve())
+    if dist.get("kind") == "file":  # its ranks against the platform's nodes, the path as given
+        from testbed.run.distribution import read_distribution
+
+        read_distribution(dist["path"], spec.n // spec.b, nodes=len(machines_by_rank(xml)), key="distribution.path")
+        dist["path"] = str(Path(dist["path"]).absolute())
     desc: dict = {
         "platform": str(xml.resolve()),
         "perfmodels": perfmodels,

@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""Fault injection, long version: a small campaign killed with SIGKILL --kills times in a row at
+seeded random points, then completed; its runs table and ANOVA must be those of an uninterrupted
+run (target: identical, whatever the kills hit).
+
+The campaign and the kills are tests/support/faults.py's (tests/test_fault_injection.py runs 3
+kills in `make test`): 2 factors × 2 repetitions = 8 numasim runs on chifflet-1 (N = 1920, b = 192)
+in 4 batch jobs through the workflow up to `testbed analyze`'s tables; each attempt is started
+after `snakemake --unlock` with `--rerun-incomplete` and killed after a delay drawn in (0,
+--max-delay] s, either as a whole process group (snakemake and its jobs) or by killing one batch
+job process (its testbed command or numasim) first. Reported: each kill (attempt, delay, what it
+hit), how many landed while work was under way, the wall time, and whether the results match.
+
+Usage: .venv/bin/python bench/fault_injection.py [--kills 50] [--seed 1] [--max-delay 12]
+           [--out bench/results/fault_injection.json]
+(about 10-15 s per kill on two cores, plus two complete runs.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+
+def main() -> int:
+    from support import faults
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--kills", type=int, default=50)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--max-delay", type=float, default=12.0, help="longest wait before a kill (s)")
+    p.add_argument("--out", default=str(ROOT / "bench" / "results" / "fault_injection.json"))
+    args = p.parse_args()
+    with tempfile.TemporaryDirectory(prefix="fault-injection-") as tmp:
+        clean = faults.workflow(Path(tmp) / "clean")
+        t0 = time.perf_counter()
+        runs, anova = faults.completed(clean)
+        clean_s = time.perf_counter() - t0
+        hurt = faults.workflow(Path(tmp) / "killed")
+        t0 = time.perf_counter()
+        report = faults.interrupted(hurt, args.kills, args.seed, args.max_delay)
+        runs_k, anova_k = faults.completed(hurt)
+        killed_s = time.perf_counter() - t0
+        leftovers = sorted(str(f.relative_to(hurt)) for f in (hurt / "results").rglob("*") if ".tmp" in f.name)
+    same = bool(runs_k.equals(runs) and anova_k == anova and not leftovers)
+    result = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "kills": args.kills, "seed": args.seed, "max_delay_s": args.max_delay,
+        "hits": report.hits, "by_target": {t: sum(k.target == t for k in report.kills) for t in ("snakemake", "job", "none")},
+        "uninterrupted_s": round(clean_s, 1), "interrupted_then_completed_s": round(killed_s, 1),
+        "runs_and_anova_identical": same, "temporary_files_left": leftovers,
+        "log": [dataclasses.asdict(k) for k in report.kills],
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    print(f"{args.kills} kills ({report.hits} while work was under way: {result['by_target']}), "
+          f"uninterrupted {clean_s:.0f} s, killed then completed {killed_s:.0f} s; runs table and ANOVA "
+          f"{'identical' if same else 'DIFFERENT'}{', temporary files left: ' + ', '.join(leftovers) if leftovers else ''}")
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,170 @@
+"""A small campaign killed with SIGKILL at random points, then completed: its runs table and ANOVA
+must be those of an uninterrupted run. Shared by tests/test_fault_injection.py (a few kills, in
+`make test`) and bench/fault_injection.py (many).
+
+The campaign: 2 factors (A, E) × 2 repetitions = 8 numasim runs on chifflet-1 (N = 1920, b = 192)
+in 4 batch jobs, through the workflow up to `testbed analyze`'s tables (target
+results/fi/anova.csv). Each interrupted attempt starts `snakemake --cores 2 --rerun-incomplete`
+(after `snakemake --unlock`, the documented recovery from a kill -9) in a process group of its
+own, waits a seeded random time, then sends SIGKILL either to the whole group (snakemake and its
+jobs: a lost node, the OOM killer) or first to one of its job processes (a batch job's testbed
+command or numasim: snakemake sees the job die and retries it, `retries: 1`) and a moment later to
+the group. After the kills one last attempt runs to the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from support.workflow import SNAKEMAKE, workflow_copy
+from testbed import ROOT
+
+EXPERIMENT = {
+    "name": "fi", "cluster": "chifflet-1", "engine": "numasim", "app": "lu",
+    "workload": {"n": 1920, "b": 192, "distribution": {"kind": "block-cyclic"}},
+    "factors": {"A": [-1, 1], "E": [-1, 1]}, "design": {"type": "full", "generators": []},
+    "repetitions": 2, "seed": 11, "randomize": True, "batches": 4, "factor_env": {}, "env": {},
+    "variability": True,
+}
+TARGET = "results/fi/anova.csv"
+
+
+def config() -> dict:
+    base = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    return {"scale": "default", "experiments": [EXPERIMENT],
+            "analysis": {"p_max": 0.05, "min_variance_pct": 0.5, "boxplots": [["A"]]},
+            "report": {**base["report"], "title": "fault injection", "traced_extra": []}}
+
+
+def environment(cache: Path) -> dict[str, str]:
+    """The venv's snakemake on PATH; the run and platform caches inside the work directory."""
+    return {**os.environ, "PATH": f"{SNAKEMAKE.parent}:{os.environ['PATH']}", "TESTBED_CACHE": str(cache)}
+
+
+def workflow(tmp: Path) -> Path:
+    wf = workflow_copy(tmp, config())
+    (wf / "cache").mkdir()
+    return wf
+
+
+def run_to_end(wf: Path, timeout: int = 900) -> subprocess.CompletedProcess:
+    env = environment(wf / "cache")
+    subprocess.run([str(SNAKEMAKE), "--unlock"], cwd=wf, env=env, capture_output=True, timeout=120)
+    return subprocess.run([str(SNAKEMAKE), "--cores", "2", "--rerun-incomplete", TARGET], cwd=wf, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def completed(wf: Path) -> tuple[pd.DataFrame, str]:
+    """The workflow run to its end (`results`), or RuntimeError with snakemake's last words."""
+    done = run_to_end(wf)
+    if done.returncode != 0:
+        raise RuntimeError(f"snakemake exited {done.returncode}: {done.stderr[-3000:]}")
+    return results(wf)
+
+
+def descendants(pid: int) -> list[tuple[int, str]]:
+    """(pid, command line) of every process below `pid`, from /proc."""
+    children: dict[int, list[int]] = {}
+    commands: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            commands[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], list(children.get(pid, []))
+    while todo:
+        p = todo.pop()
+        found.append((p, commands.get(p, "")))
+        todo += children.get(p, [])
+    return found
+
+
+def is_job(command: str) -> bool:
+    """A batch job's process: its testbed command (`python -m testbed campaign`, the shell around
+    it) or the numasim it runs."""
+    argv = command.split()
+    return bool(argv) and (Path(argv[0]).name == "numasim" or ("testbed" in argv and "campaign" in argv))
+
+
+@dataclass
+class Kill:
+    attempt: int
+    after_s: float
+    target: str  # "snakemake" (the process group) | "job" | "none" (the attempt had ended)
+    command: str = ""
+
+
+@dataclass
+class Faults:
+    kills: list[Kill] = field(default_factory=list)
+
+    @property
+    def hits(self) -> int:
+        return sum(k.target != "none" for k in self.kills)
+
+
+def interrupted(wf: Path, kills: int, seed: int, max_delay_s: float) -> Faults:
+    """`kills` attempts, each killed after a seeded random delay in (0, max_delay_s]: half of them
+    (drawn) as a whole process group, the others by killing one of the batch job processes first
+    (waited for when none runs yet), then the group a moment later, so that each attempt is one
+    fault. Four draws per attempt: the sequence of delays and kinds depends on the seed alone."""
+    rng = random.Random(seed)
+    env = environment(wf / "cache")
+    faults = Faults()
+    for attempt in range(kills):
+        delay = rng.uniform(0.05, 1.0) * max_delay_s
+        whole_group, pick, linger = rng.random() < 0.5, rng.random(), rng.uniform(0.0, 1.0)
+        subprocess.run([str(SNAKEMAKE), "--unlock"], cwd=wf, env=env, capture_output=True, timeout=120)
+        proc = subprocess.Popen([str(SNAKEMAKE), "--cores", "2", "--rerun-incomplete", TARGET], cwd=wf, env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + delay
+        while time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        kill = Kill(attempt, round(delay, 2), "none")
+        jobs: list[tuple[int, str]] = []
+        if not whole_group:  # a job to kill: the next one to start, if none runs yet
+            give_up = time.monotonic() + 120
+            while proc.poll() is None and time.monotonic() < give_up:
+                jobs = sorted((p, c) for p, c in descendants(proc.pid) if is_job(c))
+                if jobs:
+                    break
+                time.sleep(0.05)
+        if proc.poll() is None:
+            if jobs:
+                pid, command = jobs[int(pick * len(jobs))]
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    kill = Kill(attempt, round(delay, 2), "job", command.strip()[:160])
+                except ProcessLookupError:
+                    pass
+                time.sleep(linger)  # snakemake sees the job die (and retries it) meanwhile
+            if kill.target == "none":
+                kill = Kill(attempt, round(delay, 2), "snakemake", "process group")
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        with contextlib.suppress(ProcessLookupError):  # jobs of the group that outlived snakemake
+            os.killpg(proc.pid, signal.SIGKILL)
+        faults.kills.append(kill)
+    return faults
+
+
+def results(wf: Path) -> tuple[pd.DataFrame, str]:
+    """The merged runs table without its wall times (the one column that differs from run to run),
+    and the ANOVA table's text."""
+    runs = pd.read_csv(wf / "results" / "fi" / "runs.csv")
+    return runs.drop(columns=[c for c in runs.columns if c.startswith("wall")]), (wf / TARGET).read_text()
