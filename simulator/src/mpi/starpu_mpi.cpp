@@ -27,8 +27,8 @@ void MpiRuntime::build_trees() {
   std::vector<uint32_t> sends;
   for (uint32_t g = 0; g < coop_.ngroups(); g++) {
     const auto members = coop_.group(g);
-    if (members.size() <
-        2) // nm_mcast_isend is called for bags of two or more (_starpu_mpi_coop_sends_data_ready)
+    // nm_mcast_isend is called for bags of two or more (_starpu_mpi_coop_sends_data_ready)
+    if (members.size() < 2)
       continue;
     const int nodes = static_cast<int>(members.size()) + 1;
     for (int i = 0; i < nodes; i++) {
