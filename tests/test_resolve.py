@@ -137,3 +137,15 @@ def test_numasim_mpi_backend_defaults_to_the_studys_and_is_selectable(tmp_path: 
     assert spec.mpi_backend == "nmad"
     spec = cli_spec("--engine", "numasim", "--cluster", CLUSTER, "--n", "1920", "--b", "960", "--mpi-backend", "mpi")
     assert run_description(spec, platform_dir_for(spec, tmp_path), tmp_path)["mpi"] == {"backend": "mpi"}
+
+
+def test_run_cache_keys_name_the_mpi_backend_and_memory_node() -> None:
+    """`testbed simulate`'s run cache (testbed/run/run_cache.py) took a cached description of one
+    StarPU-MPI backend or memory node for a command line asking for another."""
+    from testbed.run import run_cache
+
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    base = ["--engine", "numasim", "--cluster", CLUSTER, "--n", "1920", "--b", "960"]
+    variants = ([], ["--mpi-backend", "mpi"], ["--mpi-memory-node", "choose_node"])
+    assert len({run_cache.key(p.parse_args(base + v)) for v in variants}) == len(variants)
