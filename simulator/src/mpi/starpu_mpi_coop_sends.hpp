@@ -32,8 +32,8 @@ struct CoopSends {
 //   (starpu_data_acquire_on_node_cb_sequential_consistency_sync_jobids fetches a valid copy at
 //   once), so each of its sends is a bag of its own;
 // * a bag's members are sorted by priority, highest first, ties in submission order
-//   (_starpu_mpi_coop_sends_optimize: qsort by prio; glibc 2.36's qsort is a merge sort, which keeps ties in
-//   order).
+//   (_starpu_mpi_coop_sends_optimize: qsort by prio; glibc 2.36's qsort is a merge sort, which
+//   keeps ties in order).
 CoopSends build_coop_sends(const Dag& dag);
 
 } // namespace numasim
