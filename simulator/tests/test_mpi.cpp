@@ -139,6 +139,17 @@ static const Message& find(const std::vector<Message>& ms, int from, int to) {
   static const Message none{-1, -1, 0, 0};
   return none;
 }
+// The messages `hops` (from, to) exist, and each starts once the one before it ended.
+static void expect_in_turn(const std::vector<Message>& ms, const std::vector<std::pair<int, int>>& hops) {
+  const Message* prev = nullptr;
+  for (auto [from, to] : hops) {
+    const Message& m = find(ms, from, to);
+    ASSERT_EQ(m.from, from) << "no message " << from << " -> " << to;
+    if (prev)
+      EXPECT_LE(prev->end, m.start) << from << " -> " << to;
+    prev = &m;
+  }
+}
 static const std::string kBcast5 = R"({"kind": "file", "path": ")" + kData + "bcast5.dist\"}";
 
 static int argc_ = 1;
@@ -153,15 +164,9 @@ TEST(NmadMulticast, BinomialTreeForwardsThroughReceivers) {
   const auto ms = messages(sim);
   // rank 2 gets A(0,0) from rank 3, not from its owner
   EXPECT_EQ(find(ms, 0, 2).from, -1);
-  const Message &to4 = find(ms, 0, 4), &to3 = find(ms, 0, 3), &to1 = find(ms, 0, 1), &fwd = find(ms, 3, 2);
-  ASSERT_EQ(to4.from, 0);
-  ASSERT_EQ(to3.from, 0);
-  ASSERT_EQ(to1.from, 0);
-  ASSERT_EQ(fwd.from, 3);
   // the owner's sends one after the other, in step order; the forward once rank 3 has the data
-  EXPECT_LE(to4.end, to3.start);
-  EXPECT_LE(to3.end, to1.start);
-  EXPECT_GE(fwd.start, to3.end);
+  expect_in_turn(ms, {{0, 4}, {0, 3}, {0, 1}});
+  expect_in_turn(ms, {{0, 3}, {3, 2}});
   // who sends what (MpiRuntime): the bag's tree
   const Dag& dag = sim.dag();
   std::map<int, uint32_t> recv_of; // destination rank -> reception of A(0,0) version 1
@@ -180,16 +185,8 @@ TEST(NmadMulticast, ChainForwardsAlongTheBagsOrder) {
   sg4::Engine e(&argc_, argv_);
   Simulation sim(e, config("tiny5.xml", 3, kBcast5, R"({"backend": "nmad", "tree": "chain"})"));
   sim.run();
-  const auto ms = messages(sim);
   // ranks in the bag's order: 1, 3, 2, 4
-  const Message &a = find(ms, 0, 1), &b = find(ms, 1, 3), &c = find(ms, 3, 2), &d = find(ms, 2, 4);
-  ASSERT_EQ(a.from, 0);
-  ASSERT_EQ(b.from, 1);
-  ASSERT_EQ(c.from, 3);
-  ASSERT_EQ(d.from, 2);
-  EXPECT_LE(a.end, b.start);
-  EXPECT_LE(b.end, c.start);
-  EXPECT_LE(c.end, d.start);
+  expect_in_turn(messages(sim), {{0, 1}, {1, 3}, {3, 2}, {2, 4}});
 }
 
 TEST(MpiBackend, OwnerSendsEveryCopyAtOnce) {
