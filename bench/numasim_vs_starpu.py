@@ -179,10 +179,11 @@ def run_starpu(pdir: Path, nt: int, symbols: str, work: Path, case: str) -> Run:
 
 def run_numasim(pdir: Path, nt: int, symbols: str | None, work: Path, env: dict[str, str] | None = None) -> Run:
     """The numasim engine on platform directory pdir: model means (variability off), seed 1,
-    dmdas, under the SimGrid network configuration of starpu_smpirun (SMPI_CFG)."""
+    dmdas, under the SimGrid network configuration of starpu_smpirun (SMPI_CFG), with StarPU's MPI
+    backend (the one StarPU-SimGrid runs: SMPI's MPI, cooperative sends sent by the owner)."""
     spec = RunSpec(engine="numasim", cluster=pdir.name, n=nt * B, b=B, env={"STARPU_SCHED": "dmdas", **(env or {})},
                    seed=1, variability=False, symbols=symbols, simgrid_cfg=SMPI_CFG, platform_dir=pdir,
-                   workdir=work)
+                   mpi_backend="mpi", workdir=work)
     res, wall, cpu = engine_run(spec)
     return Run(res["makespan_s"], wall, cpu, res["tasks"],
                {"workers_by_type": res.get("workers_by_type"), "transfers": res.get("transfers")})

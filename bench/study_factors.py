@@ -12,7 +12,12 @@ CHANGELOG.md's benchmark history, "Factors at study scale, with seeds"), next to
 the trace observations of the study (docs and bench/data/real-node-16c-h100/README.shared.md
 point to the study case).
 
-Usage: .venv/bin/python bench/study_factors.py [--seeds 5] [--nt 100] [--out bench/results/study_factors.json]
+With `--transfers`, each configuration's first seed also writes numasim's transfer log, read for the
+bytes that leave the busiest node's NIC (MPI messages, forwarded copies included) and the number of
+messages. `--mpi-backend` chooses StarPU-MPI's backend (docs/network-model.md, "Cooperative sends").
+
+Usage: .venv/bin/python bench/study_factors.py [--seeds 5] [--nt 100] [--mpi-backend nmad|mpi] [--transfers]
+       [--configs NAME ...] [--out bench/results/study_factors.json]
 """
 
 from __future__ import annotations
@@ -39,11 +44,27 @@ CONFIGS = {"all default": {}, **{f"{x}=+1": {x: 1} for x in "ABCDEFG"}, "A,B,C,E
            "A,E=+1": dict.fromkeys("AE", 1)}
 
 
-def spec(levels: dict[str, int], seed: int, nt: int, pdir: Path, trace: Path | None = None) -> RunSpec:
+def spec(levels: dict[str, int], seed: int, nt: int, pdir: Path, trace: Path | None = None,
+         mpi_backend: str = "nmad", transfers: Path | None = None) -> RunSpec:
     factors = {x: levels.get(x, -1) for x in "ABCDEFG"}
     return RunSpec(engine="numasim", cluster=CLUSTER, n=960 * nt, b=960, factors=factors,
                    **resolve_run_env(CLUSTER, factors, {}, None).spec_fields(), seed=seed,
-                   distribution={"kind": "heterogeneous"}, platform_dir=pdir, trace=trace)
+                   distribution={"kind": "heterogeneous"}, platform_dir=pdir, trace=trace,
+                   mpi_backend=mpi_backend, transfers=transfers)
+
+
+def nic_bytes(transfers: Path) -> dict:
+    """Bytes each node sends to other nodes (through its NIC), from numasim's transfer log."""
+    out: dict[str, float] = defaultdict(float)
+    messages = 0
+    with transfers.open() as fh:
+        for r in csv.DictReader(fh):
+            src, dst = r["Src"].split(".")[0], r["Dst"].split(".")[0]
+            if src != dst:
+                out[src] += float(r["Bytes"])
+                messages += 1
+    busiest = max(out, key=out.get)
+    return {"busiest": busiest, "busiest_bytes": out[busiest], "messages": messages, "bytes": sum(out.values())}
 
 
 def ci95(xs: list[float]) -> tuple[float, float]:
@@ -78,30 +99,44 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--nt", type=int, default=100)
+    ap.add_argument("--mpi-backend", choices=["nmad", "mpi"], default="nmad")
+    ap.add_argument("--transfers", action="store_true", help="the busiest NIC's bytes (first seed of each configuration)")
+    ap.add_argument("--configs", nargs="*", default=list(CONFIGS), choices=list(CONFIGS))
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
     from testbed.describe.machines import load_cluster
     from testbed.platform.platform_cmd import generate
 
     results: dict[str, list[float]] = {}
+    nics: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="study-factors-") as tmp:
         pdir = Path(tmp) / "platform"
         generate(load_cluster(CLUSTER), pdir, (960,))
         trace = Path(tmp) / "tasks.csv"
-        for name, levels in CONFIGS.items():
+        log = Path(tmp) / "transfers.csv"
+        for name in args.configs:
+            levels = CONFIGS[name]
             results[name] = []
             for seed in range(1, args.seeds + 1):
                 first = name == "all default" and seed == 1
-                out = simulate(spec(levels, seed, args.nt, pdir, trace if first else None))
+                with_log = args.transfers and seed == 1
+                out = simulate(spec(levels, seed, args.nt, pdir, trace if first else None, args.mpi_backend,
+                                    log if with_log else None))
+                if with_log:
+                    nics[name] = nic_bytes(log)
                 results[name].append(out["makespan_s"])
                 print(f"{name} seed {seed}: {out['makespan_s']:.3f} s ({out['wall_s']:.1f} s wall)", file=sys.stderr)
-        dist = durations(trace)
-    base = statistics.mean(results["all default"])
-    print("| configuration | makespan mean ± 95 % CI (s), seeds | vs all default |")
-    print("|---|---|---|")
+        dist = durations(trace) if trace.exists() else {"dgemm_by_numa": {}, "tasks_by_gpu": {}}
+    base = statistics.mean(results["all default"]) if "all default" in results else float("nan")
+    print(f"StarPU-MPI backend: {args.mpi_backend}")
+    print()
+    print("| configuration | makespan mean ± 95 % CI (s), seeds | vs all default | busiest NIC out (GB) | messages |")
+    print("|---|---|---|---|---|")
     for name, xs in results.items():
         m, h = ci95(xs)
-        print(f"| {name} | {m:.2f} ± {h:.2f}, {len(xs)} | {100 * (m / base - 1):+.1f} % |")
+        nic = nics.get(name)
+        cols = f"{nic['busiest_bytes'] / 1e9:.2f} ({nic['busiest']}) | {nic['messages']}" if nic else "| "
+        print(f"| {name} | {m:.2f} ± {h:.2f}, {len(xs)} | {100 * (m / base - 1):+.1f} % | {cols} |")
     print()
     print("dgemm durations (ms) in the all-default run, seed 1, per node and NUMA node of the worker:")
     print()
@@ -120,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {gpu} | {quantiles(xs)} |")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(results, indent=1) + "\n")
+        args.out.write_text(json.dumps({"mpi_backend": args.mpi_backend, "makespans": results, "nics": nics},
+                                       indent=1) + "\n")
     return 0
 
 

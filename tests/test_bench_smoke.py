@@ -79,3 +79,24 @@ def test_study_diagnostics_bench_writes_every_table(tmp_path: Path) -> None:
     assert set(summary["run"]) == {"default seed 1", "A=1 seed 1"} and set(summary["machine"]) == {"chetemi", "chifflet"}
     assert (summary["makespan_over_bound_model"] >= 1).all()
     assert "| machine | default seed 1 | A=1 seed 1 |" in (out / "digest.md").read_text()
+
+
+@pytest.mark.skipif(not NUMASIM.exists(), reason="numasim not built (make build)")
+def test_broadcast_bench_trees(tmp_path: Path) -> None:
+    """bench/nmad_broadcast.py: one tile to 4 nodes takes ⌈log2 5⌉ = 3 single copies along
+    NewMadeleine's binomial tree, 4 along its chain, and 4 sharing the owner's link with StarPU's
+    MPI backend (docs/network-model.md, "Cooperative sends")."""
+    import subprocess
+
+    out = tmp_path / "bcast.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "nmad_broadcast.py"), "--k", "4", "--b", "480",
+                           "--out", str(out)], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads(out.read_text())
+    one = row["one_copy_s"]
+    assert row["nmad binomial"]["time_s"] == pytest.approx(3 * one, rel=1e-3)
+    assert row["nmad binomial"]["copies_from_owner"] == 3 and row["nmad binomial"]["forwarders"] == 1
+    assert row["nmad chain"]["time_s"] == pytest.approx(4 * one, rel=1e-3)
+    assert row["nmad chain"]["copies_from_owner"] == 1 and row["nmad chain"]["forwarders"] == 3
+    assert row["mpi"]["copies_from_owner"] == 4 and row["mpi"]["forwarders"] == 0
+    assert 3 * one < row["mpi"]["time_s"] < 4 * one

@@ -123,8 +123,29 @@ def test_numasim_mpi_memory_node_defaults_to_the_studys_and_is_selectable(tmp_pa
     `--mpi-memory-node choose_node` asks for StarPU 1.4.10's (docs/interfaces.md §4, `mpi`)."""
     spec = cli_spec("--engine", "numasim", "--cluster", CLUSTER, "--n", "1920", "--b", "960")
     assert spec.mpi_memory_node == "main_ram"
-    assert "mpi" not in run_description(spec, platform_dir_for(spec, tmp_path), tmp_path)
+    assert run_description(spec, platform_dir_for(spec, tmp_path), tmp_path)["mpi"] == {"backend": "nmad"}
     spec = cli_spec("--engine", "numasim", "--cluster", CLUSTER, "--n", "1920", "--b", "960",
                     "--mpi-memory-node", "choose_node")
     desc = run_description(spec, platform_dir_for(spec, tmp_path), tmp_path)
-    assert desc["mpi"] == {"memory_node": "choose_node"}
+    assert desc["mpi"] == {"backend": "nmad", "memory_node": "choose_node"}
+
+
+def test_numasim_mpi_backend_defaults_to_the_studys_and_is_selectable(tmp_path: Path) -> None:
+    """StarPU-MPI's backend: NewMadeleine's multicast (the study's) unless `--mpi-backend mpi` asks
+    for StarPU's MPI backend (the one StarPU-SimGrid runs); the run description always names it."""
+    spec = cli_spec("--engine", "numasim", "--cluster", CLUSTER, "--n", "1920", "--b", "960")
+    assert spec.mpi_backend == "nmad"
+    spec = cli_spec("--engine", "numasim", "--cluster", CLUSTER, "--n", "1920", "--b", "960", "--mpi-backend", "mpi")
+    assert run_description(spec, platform_dir_for(spec, tmp_path), tmp_path)["mpi"] == {"backend": "mpi"}
+
+
+def test_run_cache_keys_name_the_mpi_backend_and_memory_node() -> None:
+    """`testbed simulate`'s run cache (testbed/run/run_cache.py) took a cached description of one
+    StarPU-MPI backend or memory node for a command line asking for another."""
+    from testbed.run import run_cache
+
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    base = ["--engine", "numasim", "--cluster", CLUSTER, "--n", "1920", "--b", "960"]
+    variants = ([], ["--mpi-backend", "mpi"], ["--mpi-memory-node", "choose_node"])
+    assert len({run_cache.key(p.parse_args(base + v)) for v in variants}) == len(variants)

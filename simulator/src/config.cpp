@@ -491,8 +491,21 @@ void read_options(const Json& j, RunConfig& c) {
   }
   if (const Json* m = j.find("mpi")) {
     if (m->type != Json::Type::Object)
-      throw InputError(file, "mpi", "an object {overhead_s, memory_node}");
-    known_keys(*m, file, "mpi.", {"overhead_s", "memory_node"});
+      throw InputError(file, "mpi", "an object {overhead_s, memory_node, backend, tree}");
+    known_keys(*m, file, "mpi.", {"overhead_s", "memory_node", "backend", "tree"});
+    if (const Json* b = m->find("backend")) {
+      if (b->type != Json::Type::String || (b->string != "nmad" && b->string != "mpi"))
+        throw InputError(file, "mpi.backend", "\"nmad\" or \"mpi\"");
+      c.mpi_backend = b->string == "mpi" ? MpiBackend::mpi : MpiBackend::nmad;
+    }
+    if (const Json* t = m->find("tree")) {
+      if (t->type != Json::Type::String ||
+          (t->string != "binomial" && t->string != "chain" && t->string != "flat"))
+        throw InputError(file, "mpi.tree", "\"binomial\", \"chain\" or \"flat\"");
+      c.mpi_tree = t->string == "chain"  ? McastTree::chain
+                   : t->string == "flat" ? McastTree::flat
+                                         : McastTree::binomial;
+    }
     if (const Json* n = m->find("memory_node")) {
       if (n->type != Json::Type::String || (n->string != "main_ram" && n->string != "choose_node"))
         throw InputError(file, "mpi.memory_node", "\"main_ram\" or \"choose_node\"");

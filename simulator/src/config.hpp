@@ -13,6 +13,11 @@
 namespace numasim {
 
 enum class Scheduler { dmda, dmdas, dmdasd, eager, lws };
+// StarPU-MPI's communication backend (run description `mpi.backend`): how a group of cooperative
+// sends is sent (mpi/starpu_mpi.hpp).
+enum class MpiBackend : uint8_t { mpi, nmad };
+// NewMadeleine's multicast tree kinds (`mpi.tree`): nm_coll_tree_kind_e's binomial, chain and flat.
+enum class McastTree : uint8_t { binomial, chain, flat };
 enum class TaskKind : uint8_t { getrf = 0, trsm_row = 1, trsm_col = 2, gemm = 3 }; // row: A(k,n), col: A(m,k)
 constexpr int kNumKinds = 4;
 const char* kind_name(TaskKind k); // "getrf", "trsm", "trsm", "gemm" (Value column of the trace)
@@ -85,6 +90,11 @@ struct RunConfig {
   // the StarPU-MPI of the study's era: the data is acquired on STARPU_MAIN_RAM), true
   // ("choose_node", StarPU 1.4.10 mpi/src/starpu_mpi.c _starpu_mpi_choose_node).
   bool mpi_choose_node = false;
+  // `mpi.backend`: "nmad" (default: the study's StarPU-MPI over NewMadeleine, whose cooperative sends
+  // are a multicast that receivers forward) or "mpi" (StarPU's MPI backend: the owner sends each
+  // copy); `mpi.tree`: the multicast's tree (binomial by default).
+  MpiBackend mpi_backend = MpiBackend::nmad;
+  McastTree mpi_tree = McastTree::binomial;
   // The modelled mechanisms switched on (run description `mechanisms`: {name: false} switches one
   // off; mechanisms.hpp). kernel_variability off sets `variability` false.
   Mechanisms mechanisms;

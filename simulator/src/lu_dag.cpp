@@ -122,8 +122,9 @@ private:
       readers_[tile].push_back(task);
       return;
     }
-    auto [r, inserted] = cache_.find_or_add(dag_.receptions, handle, tile, version_[tile],
-                                            static_cast<uint16_t>(cfg_.owner[tile]), rank);
+    auto [r, inserted] =
+        cache_.find_or_add(dag_.receptions, handle, tile, version_[tile],
+                           static_cast<uint16_t>(cfg_.owner[tile]), rank, dag_.tasks[task].prio);
     if (inserted) {
       if (writer != kNone)
         edge(writer, node_of_recv(r));

@@ -41,6 +41,10 @@ struct Reception {
   uint32_t tile, version;
   uint16_t src, dst;
   uint32_t succ_begin = 0, succ_end = 0;
+  // The send's priority: that of the task whose submission made it, the first reader on `dst`
+  // (mpi/src/starpu_mpi_task_insert.c _starpu_mpi_exchange_data_before_execution passes the task's
+  // priority to starpu_mpi_isend_detached_prio).
+  int32_t prio = 0;
 };
 
 struct Dag {

@@ -462,22 +462,25 @@ int NumaEffects::move(const Transfer& tr, const Worker* worker) {
     // (mpi/src/mpi/starpu_mpi_mpi.c, numasim: mpi/starpu_mpi.cpp; TCP sends and receives are CPU copies in
     // that thread), so the message crosses the thread's socket on both ends: RAM -> MPI core -> NIC ->
     // network -> NIC -> MPI core -> RAM. A thread on the NIC's remote socket adds the inter-socket link.
+    // The sender is the tile's owner, or a receiver forwarding the copy it received
+    // (mpi/starpu_mpi.hpp, NewMadeleine's multicast): its own replica, thread and NIC.
     const Reception& rc = dag_.receptions[t.recv];
-    uint32_t hs = data_.handle(rc.src, rc.tile);
+    const int from = src.rank;
+    uint32_t hs = data_.handle(from, rc.tile);
     RankInfo& rd = ranks_[rc.dst];
     if (!rd.use_numa && page_[t.handle] < 0) // receive buffer first touched by the progression thread
       page_[t.handle] = static_cast<int8_t>(rd.mpi_numa);
     // The network part is its own leg (NIC to NIC): the legs are pipelined, each contending on its
     // own links, as for the other legs; this keeps each node's links out of the other nodes'
     // sharing systems (SimGrid re-solves a flow's whole connected component at each event).
-    add(ram_host(rc.src, hs, t.gsrc), ranks_[rc.src].mpi_host);
-    auto [nic_src, nic_dst] = network_split(rc.src, rc.dst);
+    add(ram_host(from, hs, t.gsrc), ranks_[from].mpi_host);
+    auto [nic_src, nic_dst] = network_split(from, rc.dst);
     if (nic_src) {
-      add(ranks_[rc.src].mpi_host, nic_src);
+      add(ranks_[from].mpi_host, nic_src);
       add(nic_src, nic_dst);
       add(nic_dst, rd.mpi_host);
     } else
-      add(ranks_[rc.src].mpi_host, rd.mpi_host);
+      add(ranks_[from].mpi_host, rd.mpi_host);
     add(rd.mpi_host, ram_host(rc.dst, t.handle, t.gdst));
   } else if (src.gpu != dst.gpu) {
     // cudaMemcpyAsync submitted by the GPU's driver thread: the submission travels from the

@@ -19,7 +19,7 @@ Simulation::Simulation(sg4::Engine& engine, RunConfig cfg)
   dag_ = build_lu_dag(cfg_);
   bus_ = std::make_unique<BusModel>(*topo_, classes_);
   DataWizard::Hooks hooks{[this](uint32_t waiter) { operand_ready(waiter); },
-                          [this](uint32_t r) { mpi_->enqueue(dag_.receptions[r].dst, false, r); },
+                          [this](uint32_t r) { mpi_->delivered(r); },
                           [this](int gdst) { ram_copy_queued(gdst); }};
   data_ = std::make_unique<DataWizard>(*topo_, *bus_, classes_, dag_, cfg_, progress_, std::move(hooks));
   sched_ = make_sched_policy({cfg_, *topo_, dag_, *data_});
@@ -65,8 +65,7 @@ void Simulation::load_platform() {
 // A copy a task (or an MPI send) waited for landed (DataWizard::Hooks::ready).
 void Simulation::operand_ready(uint32_t waiter) {
   if (waiter & kRecvFlag) { // an MPI send waiting for the data to reach RAM
-    const uint32_t r = waiter & ~kRecvFlag;
-    mpi_->enqueue(dag_.receptions[r].src, true, r);
+    mpi_->data_ready(waiter & ~kRecvFlag);
     return;
   }
   Task& t = dag_.tasks[waiter];

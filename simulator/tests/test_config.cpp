@@ -173,3 +173,21 @@ TEST(RunDescription, UnknownKeysAndWrongTypesAreNamed) {
   EXPECT_EQ(c.seed, 9007199254740993ULL);
   EXPECT_FALSE(c.variability);
 }
+
+// mpi.backend: NewMadeleine's multicast by default (the study's StarPU-MPI), StarPU's MPI backend on
+// request; mpi.tree: NewMadeleine's tree kinds.
+TEST(RunDescription, MpiBackendAndTree) {
+  std::string base = kMinimal;
+  auto with = [&](const std::string& extra) { return base.substr(0, base.size() - 1) + ", " + extra + "}"; };
+  RunConfig d = RunConfig::from_json(parse_json(base, "f"), "f");
+  EXPECT_EQ(d.mpi_backend, MpiBackend::nmad);
+  EXPECT_EQ(d.mpi_tree, McastTree::binomial);
+  RunConfig m =
+      RunConfig::from_json(parse_json(with(R"("mpi": {"backend": "mpi", "tree": "chain"})"), "f"), "f");
+  EXPECT_EQ(m.mpi_backend, MpiBackend::mpi);
+  EXPECT_EQ(m.mpi_tree, McastTree::chain);
+  EXPECT_NE(input_error(with(R"("mpi": {"backend": "openmpi"})")).find("run.json: mpi.backend"),
+            std::string::npos);
+  EXPECT_NE(input_error(with(R"("mpi": {"backend": 1})")).find("mpi.backend"), std::string::npos);
+  EXPECT_NE(input_error(with(R"("mpi": {"tree": "binary"})")).find("run.json: mpi.tree"), std::string::npos);
+}

@@ -67,6 +67,8 @@ def spec_for(row: dict, factors: list[str], platform_dir: Path | None, workdir: 
         seed=int(row["seed"]),
         distribution=json.loads(row["distribution"]),
         variability=str(row["variability"]).lower() in ("true", "1"),
+        # designs before the mpi_backend column: the study's backend
+        mpi_backend=row.get("mpi_backend") if isinstance(row.get("mpi_backend"), str) else "nmad",
         platform_dir=platform_dir,
         workdir=workdir,
     )

@@ -27,7 +27,7 @@ from pathlib import Path
 #: Command-line fields that determine the run description and the printed header.
 KEY_FIELDS = ("engine", "cluster", "n", "b", "factors", "env", "sched", "seed", "no_variability",
               "distribution", "platform_dir", "symbols", "dag", "starpu_defaults", "getrf_gpu",
-              "perfmodel_dir", "mpi_memory_node", "mechanism_off")
+              "perfmodel_dir", "mpi_memory_node", "mpi_backend", "mechanism_off")
 
 
 def _root() -> Path:

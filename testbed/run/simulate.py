@@ -135,6 +135,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mpi-memory-node", choices=["main_ram", "choose_node"], default="main_ram",
                    help="numasim: StarPU-MPI's memory node for sends: STARPU_MAIN_RAM (the study's StarPU-MPI, "
                         "default) or StarPU 1.4.10's _starpu_mpi_choose_node")
+    p.add_argument("--mpi-backend", choices=["nmad", "mpi"], default="nmad",
+                   help="numasim: StarPU-MPI's backend: nmad (NewMadeleine's multicast along a tree, the study's; "
+                        "default) or mpi (StarPU's MPI backend, as StarPU-SimGrid runs: the owner sends every copy)")
 
 
 def spec_from_args(args: argparse.Namespace) -> RunSpec:
@@ -195,6 +198,7 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
         dag=args.dag,
         mpi_memory_node=args.mpi_memory_node,
         mechanisms_off=mechanisms_off(args.mechanism_off),
+        mpi_backend=args.mpi_backend,
         simgrid_cfg=check_cfg(args.cfg, args.engine),
         trace=Path(args.trace) if args.trace else None,
         transfers=Path(args.transfers) if args.transfers else None,

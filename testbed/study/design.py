@@ -35,7 +35,7 @@ CONFIG_SCHEMA = ROOT / "config" / "config.schema.yaml"
 #: columns of a design table that are not factor levels
 DESIGN_COLUMNS = [
     "experiment", "run", "order", "batch", "config", "repetition", "seed",
-    "engine", "app", "cluster", "n", "b", "distribution", "env", "factor_env", "variability",
+    "engine", "app", "cluster", "n", "b", "distribution", "env", "factor_env", "variability", "mpi_backend",
 ]
 
 
@@ -363,6 +363,7 @@ def design_table(exp: dict, where: str = "config") -> pd.DataFrame:
     table["factor_env"] = json.dumps({f: {lv: {k: str(v) for k, v in e[lv].items()} for lv in ("low", "high")}
                                       for f, e in factor_env.items()}, sort_keys=True)
     table["variability"] = bool(exp.get("variability", True))
+    table["mpi_backend"] = str(exp.get("mpi_backend", "nmad"))
     factor_cols = sorted(exp["factors"])
     return table[DESIGN_COLUMNS + factor_cols]
 

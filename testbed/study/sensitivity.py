@@ -436,7 +436,7 @@ def run_sample(plan: dict, sample: dict, design: pd.DataFrame, scratch: Path,
                        env_per_machine=per_machine, factors={f: int(row[f]) for f in all_factors},
                        seed=run_seed(int(exp.get("seed", 1)), int(row["run"]), 1 + int(sample["seed_set"])),
                        distribution=distribution, variability=bool(exp.get("variability", True)),
-                       platform_dir=platform, workdir=work)
+                       mpi_backend=str(exp.get("mpi_backend", "nmad")), platform_dir=platform, workdir=work)
         if spec.engine == "numasim" and distribution.get("kind") == "heterogeneous":
             # the sample's speed-balanced distribution, written once (it depends on the platform, n, b)
             from testbed.run.engines.numasim import heterogeneous_distribution

@@ -1,4 +1,5 @@
 #include "mpi/starpu_mpi.hpp"
+#include "mpi/starpu_mpi_nmad_coop.hpp"
 #include "sleep.hpp"
 
 #include <algorithm>
@@ -10,34 +11,103 @@ namespace numasim {
 MpiRuntime::MpiRuntime(const Topology& topo, const Dag& dag, DataWizard& data, const RunConfig& cfg,
                        const Progress& progress, std::function<void(uint32_t r)> received)
     : topo_(topo), dag_(dag), data_(data), cfg_(cfg), progress_(progress), received_(std::move(received)),
-      threads_(topo.nranks()), recv_state_(dag.receptions.size(), 0), send_node_(dag.receptions.size(), -1) {}
+      threads_(topo.nranks()), recv_state_(dag.receptions.size(), 0), send_node_(dag.receptions.size(), -1),
+      coop_(build_coop_sends(dag)), group_triggered_(coop_.ngroups(), 0),
+      group_first_(coop_.ngroups(), kNone), sender_(dag.receptions.size()),
+      next_send_(dag.receptions.size(), kNone), forward_(dag.receptions.size(), kNone) {
+  for (size_t r = 0; r < dag.receptions.size(); r++)
+    sender_[r] = dag.receptions[r].src;
+  if (cfg_.mpi_backend == MpiBackend::nmad && cfg_.mpi_tree != McastTree::flat)
+    build_trees();
+}
+
+// NewMadeleine's multicast of each bag of two receivers or more (mpi/starpu_mpi_nmad_coop.hpp):
+// who sends each copy, and in which order.
+void MpiRuntime::build_trees() {
+  std::vector<uint32_t> sends;
+  for (uint32_t g = 0; g < coop_.ngroups(); g++) {
+    const auto members = coop_.group(g);
+    // nm_mcast_isend is called for bags of two or more (_starpu_mpi_coop_sends_data_ready)
+    if (members.size() < 2)
+      continue;
+    const int nodes = static_cast<int>(members.size()) + 1;
+    for (int i = 0; i < nodes; i++) {
+      sends.clear();
+      for (int c : mcast_children(cfg_.mpi_tree, nodes, i))
+        sends.push_back(members[c - 1]);
+      if (sends.empty())
+        continue;
+      const uint16_t from = i == 0 ? dag_.receptions[members[0]].src : dag_.receptions[members[i - 1]].dst;
+      for (size_t k = 0; k < sends.size(); k++) {
+        sender_[sends[k]] = from;
+        if (k + 1 < sends.size())
+          next_send_[sends[k]] = sends[k + 1];
+      }
+      (i == 0 ? group_first_[g] : forward_[members[i - 1]]) = sends[0];
+    }
+  }
+}
 
 void MpiRuntime::trigger(uint32_t r) {
+  // The bag's first send acquires the data for all (_starpu_mpi_coop_send); the others of the bag
+  // are triggered by the same write and wait with it.
+  const uint32_t g = coop_.group_of[r];
+  if (group_triggered_[g])
+    return;
+  group_triggered_[g] = 1;
   // The owner sends once its copy is in RAM. The StarPU-MPI of the study's era acquires the data
   // on STARPU_MAIN_RAM, so with STARPU_USE_NUMA a tile valid on another NUMA node is first copied
   // there. StarPU 1.4.10 sends from the first RAM node holding a valid copy, STARPU_MAIN_RAM
   // first, and otherwise fetches it into STARPU_MAIN_RAM (the least loaded node, RAM not being
   // limited: mpi/src/starpu_mpi.c _starpu_mpi_choose_node, sending branch; `_starpu_mpi_has_cuda`
-  // is off with a network that is not CUDA-aware). Receptions go to STARPU_MAIN_RAM in both:
-  // 1.4.10 receives where the handle is already allocated, STARPU_MAIN_RAM first, which the first
-  // reception allocated.
+  // is off with a network that is not CUDA-aware), chosen once for the bag
+  // (starpu_mpi_coop_sends.c _starpu_mpi_coop_send_acquired_callback). Receptions go to
+  // STARPU_MAIN_RAM in both: 1.4.10 receives where the handle is already allocated,
+  // STARPU_MAIN_RAM first, which the first reception allocated.
   const Reception& rc = dag_.receptions[r];
-  recv_state_[r] = kRecvTriggered;
   uint32_t h = data_.handle(rc.src, rc.tile);
   const int home = topo_.home(rc.src);
-  send_node_[r] = static_cast<int8_t>(home);
+  int node = home;
   // The mechanism switched off sends as 1.4.10 does (mechanisms.hpp).
   const bool choose_node = cfg_.mpi_choose_node || !cfg_.mechanisms(Mechanism::mpi_main_ram);
   if (choose_node && !data_.valid_on(rc.src, h, home))
     for (int l = 0; l < data_.ram_nodes(rc.src); l++)
       if (data_.valid_on(rc.src, h, l)) {
-        send_node_[r] = static_cast<int8_t>(l);
+        node = l;
         break;
       }
-  if (data_.valid_on(rc.src, h, send_node_[r]))
-    enqueue(rc.src, true, r);
+  for (uint32_t m : coop_.group(g)) {
+    recv_state_[m] = kRecvTriggered;
+    send_node_[m] = static_cast<int8_t>(node);
+  }
+  if (data_.valid_on(rc.src, h, node))
+    send_group(g);
   else
-    data_.request(rc.src, h, topo_.home(rc.src), kRecvFlag | r);
+    data_.request(rc.src, h, home, kRecvFlag | r);
+}
+
+void MpiRuntime::data_ready(uint32_t r) {
+  send_group(coop_.group_of[r]);
+}
+
+// The acquired bag goes to the backend (_starpu_mpi_submit_coop_sends), in the bag's order.
+void MpiRuntime::send_group(uint32_t g) {
+  const auto members = coop_.group(g);
+  const int owner = dag_.receptions[members[0]].src;
+  if (group_first_[g] != kNone) {
+    enqueue(owner, true, group_first_[g]);
+    return;
+  }
+  for (uint32_t m : members)
+    enqueue(owner, true, m);
+}
+
+void MpiRuntime::delivered(uint32_t r) {
+  // Along a tree, the sender goes on with its next child once this copy is through
+  // (nm_coll_ibcast_step: the next step starts when the step's requests completed).
+  if (next_send_[r] != kNone)
+    enqueue(sender_[r], true, next_send_[r]);
+  enqueue(dag_.receptions[r].dst, false, r);
 }
 
 void MpiRuntime::enqueue(int rank, bool send, uint32_t r) {
@@ -66,10 +136,14 @@ void MpiRuntime::progression_loop(int rank) {
     const Reception& rc = dag_.receptions[r];
     if (send) {
       recv_state_[r] = kRecvSent;
-      data_.send_message(rc.src, rc.dst, rc.tile, r, send_node_[r]);
+      // A forwarder sends from the RAM copy it received (its STARPU_MAIN_RAM).
+      const int from = sender_[r];
+      data_.send_message(from, rc.dst, rc.tile, r, from == rc.src ? send_node_[r] : topo_.home(from));
     } else {
       data_.receive(rc.dst, data_.handle(rc.dst, rc.tile), rc.version);
       recv_state_[r] = kRecvDone;
+      if (forward_[r] != kNone) // the progression thread forwards what it received (a send request)
+        enqueue(rc.dst, true, forward_[r]);
       received_(r);
     }
   }
@@ -105,14 +179,17 @@ uint64_t MpiRuntime::stall_items(std::vector<std::string>& items, size_t max_ite
     if (items.size() >= max_items)
       continue;
     const Reception& rc = dag_.receptions[r];
-    const auto& src_requests = threads_[rc.src].requests;
+    const int from = sender_[r];
+    const auto& src_requests = threads_[from].requests;
     std::string s = "MPI message of " + tile_name(rc.tile) + " version " + std::to_string(rc.version) +
-                    " from " + topo_.nodes()[rc.src].name + " to " + topo_.nodes()[rc.dst].name;
+                    " from " + topo_.nodes()[from].name + " to " + topo_.nodes()[rc.dst].name;
     if (recv_state_[r] == kRecvSent)
       s += " sent, not received";
     else if (std::find(src_requests.begin(), src_requests.end(), std::make_pair(true, r)) !=
              src_requests.end())
       s += " queued at the sender's MPI thread";
+    else if (from != rc.src)
+      s += " waits for " + topo_.nodes()[from].name + " to forward it";
     else if (data_.valid_on(rc.src, data_.handle(rc.src, rc.tile), topo_.home(rc.src)))
       s += " has its RAM copy but was never queued for sending";
     else

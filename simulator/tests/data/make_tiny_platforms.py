@@ -50,3 +50,4 @@ open(f"{d}/tiny2.xml","w").write(platform(["n1","n2"]))
 open(f"{d}/wide1.xml","w").write(platform(["n1"], ncpu=300))
 # four NUMA nodes (two cores each): the highest node index numasim tracks per operand
 open(f"{d}/quad1.xml","w").write(platform(["n1"], ncpu=8, nnuma=4))
+open(f"{d}/tiny5.xml","w").write(platform(["n1","n2","n3","n4","n5"]))  # a bag of 4 receivers: NewMadeleine trees

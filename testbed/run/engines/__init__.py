@@ -48,6 +48,10 @@ class RunSpec:
     # numasim: StarPU-MPI's memory node for sends: main_ram (the StarPU-MPI of the study's era,
     # the default) | choose_node (StarPU 1.4.10's _starpu_mpi_choose_node); docs/interfaces.md §4
     mpi_memory_node: str = "main_ram"
+    # numasim: StarPU-MPI's backend: nmad (StarPU-MPI over NewMadeleine, the study's: cooperative
+    # sends are a multicast that receivers forward) | mpi (StarPU's MPI backend, which StarPU-SimGrid
+    # runs: the owner sends every copy); docs/interfaces.md §4, docs/network-model.md
+    mpi_backend: str = "nmad"
     # numasim: mechanisms switched off (simulator/src/mechanisms.hpp; `numasim --mechanisms` lists
     # them), run description `mechanisms`; testbed explain's ledger switches them off one by one
     mechanisms_off: tuple[str, ...] = ()

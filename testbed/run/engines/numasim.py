@@ -151,8 +151,10 @@ def run_description(spec: RunSpec, pdir: Path, workdir: Path | None = None) -> d
         "getrf_on_cuda": spec.getrf_on_gpu,
         "dag": spec.dag,
     }
+    # The backend is always written: a run description says which StarPU-MPI it simulates.
+    desc["mpi"] = {"backend": spec.mpi_backend}
     if spec.mpi_memory_node != "main_ram":  # numasim's default is the study's
-        desc["mpi"] = {"memory_node": spec.mpi_memory_node}
+        desc["mpi"]["memory_node"] = spec.mpi_memory_node
     if spec.mechanisms_off:  # every mechanism is on by default
         desc["mechanisms"] = dict.fromkeys(spec.mechanisms_off, False)
     if spec.trace:
