@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -183,4 +184,35 @@ TEST(RuntimeEvents, OffUnlessAsked) {
   EXPECT_EQ(sim.events(), nullptr);
   std::ostringstream out;
   EXPECT_THROW(sim.write_events(out), std::logic_error);
+}
+
+TEST(RuntimeEvents, EvictionsFreeChunksAndUsedStaysWithinTheGpu) {
+  std::ifstream in(kData + "tiny1.xml");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string xml = ss.str();
+  const std::string big = "value=\"12884901888\"";
+  ASSERT_NE(xml.find(big), std::string::npos);
+  xml.replace(xml.find(big), big.size(), "value=\"2097152\""); // room for a few tiles
+  const std::string path = ::testing::TempDir() + "tiny1_small_gpu_events.xml";
+  std::ofstream(path) << xml;
+  sg4::Engine e(&argc_, argv_);
+  RunConfig cfg = config("tiny1.xml", 12, 1);
+  cfg.platform = path;
+  Simulation sim(e, cfg);
+  Summary s = sim.run();
+  ASSERT_GT(s.evictions, 0u);
+  size_t frees = 0;
+  double capacity = 0;
+  for (const MemNode& m : sim.memnodes())
+    if (m.gpu)
+      capacity = m.capacity;
+  for (const Row& r : rows(sim)) {
+    frees += r.type == "Freeing";
+    if (r.type == "Used" && s.overcommits == 0)
+      EXPECT_LE(r.value, capacity);
+  }
+  // a chunk is given back for every eviction that frees a replica at once (no write-back first)
+  EXPECT_GT(frees, 0u);
+  EXPECT_LE(frees, s.evictions);
 }
