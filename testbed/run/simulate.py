@@ -52,9 +52,9 @@ def check_spec(spec: RunSpec) -> None:
                                         "or starpu-simgrid engine")
     if spec.mechanisms_off and spec.engine != "numasim":
         raise InputError(None, "--mechanism-off", "the numasim engine (the mechanisms are numasim's models)")
-    if spec.events is not None and spec.engine != "numasim":
-        raise InputError(None, "--events", "the numasim engine (its runtime events; the other engines' traces "
-                                           "are StarPU's FxT files)")
+    if spec.events is not None and spec.engine == "starpu-simgrid":
+        raise InputError(None, "--events", "the numasim or real engine (StarPU-SimGrid is built without FxT "
+                                           "for MPI runs, as --trace says)")
     problem = size_problem(spec.n, spec.b) or limits_problem(spec.n, spec.b)
     if problem:
         raise InputError(None, "--n/--b", problem)
@@ -120,8 +120,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--transfers", default=None,
                    help="per-transfer CSV (numasim: every copy and message; real, starpu-simgrid: MPI messages)")
     p.add_argument("--events", default=None,
-                   help="numasim: runtime events CSV (every worker, scheduler pushes and pops, thread states, "
-                        "allocations, GPU memory used; testbed trace-starvz --events)")
+                   help="runtime events CSV (every worker, scheduler pushes and pops; numasim: also thread "
+                        "states, allocations, GPU memory used; testbed trace-starvz --events)")
     p.add_argument("--paje", default=None,
                    help="also write the run's trace as a Paje file (pj_dump, ViTE; testbed trace-paje)")
     p.add_argument("--check", action="store_true", help="real engine: also compute the residual ||A-LU||/||A||")
