@@ -180,7 +180,6 @@ def test_memory_managers_threads_and_variables(export):
     comm = Counter(s["Value"] for s in tables["paje.comm_state.csv.gz"])
     assert comm["SendSubmitted"] == comm["ReceiveCompleted"] > 0
     assert {s["Value"] for s in tables["paje.worker_state.csv.gz"] if not s["JobId"]} <= {"Sleeping", "Progressing"}
-    assert {s["Value"] for s in tables["paje.other_state.csv.gz"]} == {"Submitting task", "Waiting all tasks"}
 
     variables = defaultdict(list)
     for v in tables["paje.variable.csv.gz"]:
@@ -194,6 +193,9 @@ def test_memory_managers_threads_and_variables(export):
         # the rank's tasks, submitted at 0, less those popped at 0 (pj_dump keeps a time's last value)
         values = [float(v["Value"]) for v in submitted]
         assert n - 4 <= values[0] <= n and values[-1] == 0 and values == sorted(values, reverse=True)
+        user = [s for s in tables["paje.other_state.csv.gz"] if s["ResourceId"] == f"{rank}_UserThread0"]
+        assert sorted((s["Value"], float(s["Start"])) for s in user) == [("Submitting task", 0),
+                                                                          ("Waiting all tasks", 0)]
     # the manager of the memory node holding each node's CUDA worker (StarPU numbers it after the RAM)
     parent = {e["Name"]: e["Parent"] for e in tables["entities.csv"] if e["Nature"] == "Container"}
     gpus = {w.split("_")[0]: parent[w].replace("MEMNODE", "MEMMANAGER") for w in parent if "_CUDA" in w}

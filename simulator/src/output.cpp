@@ -214,9 +214,10 @@ void Simulation::write_transfers(std::ostream& out) const {
 
 // Runtime events (docs/interfaces.md §10): first one `Worker` row per worker of the run (Thread its
 // name, MemNode its memory node's host, Value its NUMA node), every worker whether it ran a task or
-// not; then the log in the order it was recorded. Thread: the worker, or `<node>.mpi` for the
-// MPI thread of a rank; MemNode: the memory node of an allocation, a free, the bytes used, a copy's
-// destination; Value: bytes (allocations, frees, Used), the task (Push, Pop: the trace's JobId).
+// not; one `Submit` row per task (Value the task); then the log in the order it was recorded. Thread: the
+// worker, or `<node>.mpi` for the MPI thread of a rank; MemNode: the memory node of an allocation, a free,
+// the bytes used, a copy's destination; Value: bytes (allocations, frees, Used), the task (Push, Pop: the
+// trace's JobId).
 void Simulation::write_events(std::ostream& out) const {
   if (!events_)
     throw std::logic_error("Simulation::write_events: the run kept no events (RunConfig::events empty)");
@@ -228,6 +229,9 @@ void Simulation::write_events(std::ostream& out) const {
                   w.numa);
     out << buf;
   }
+  // The main thread submits the whole graph at 0, in submission order (Simulation::run)
+  for (size_t i = 0; i < dag_.tasks.size(); i++)
+    out << "Submit,0,0," << dag_.tasks[i].rank << ",,," << i << '\n';
   for (const RuntimeEvent& e : events_->log) {
     std::string thread, memnode;
     int rank;

@@ -12,7 +12,9 @@ namespace numasim {
 // StarPU's names where StarPU has one (src/debug/traces/starpu_paje.c: the worker states "Sleeping",
 // "Progressing"; the MPI thread's "Sleeping", "SendSubmitted", "ReceiveCompleted"; the memory node
 // states "Allocating", "AllocatingReuse", "Freeing"; the variable "Used (MB)"); push and pop are
-// FxT's _STARPU_FUT_JOB_PUSH / _STARPU_FUT_JOB_POP, which its tool counts as ready tasks.
+// FxT's _STARPU_FUT_JOB_PUSH / _STARPU_FUT_JOB_POP, which its tool counts as ready tasks. The
+// submissions are not logged: the main thread submits the whole graph at 0 (Simulation::run), and
+// the writer lists them (output.cpp).
 enum class EventType : uint8_t {
   Push,             // a task entered the scheduler (all its dependencies met): who = -1, value = task
   Pop,              // a worker took a task from the scheduler: who = worker, value = task

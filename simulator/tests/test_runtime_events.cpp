@@ -96,6 +96,7 @@ TEST(RuntimeEvents, TwoRanksTasksThreadsAndMemoryAreAccountedFor) {
 
   // each task pushed once on its rank, then popped once by a worker of that rank; never fewer
   // pushes than pops (the ready count StarVZ plots stays >= 0)
+  std::set<int> submitted;
   std::map<int, long> ready;
   std::map<double, int> pushed_at, popped_at;
   std::set<int> pushed, popped;
@@ -109,7 +110,12 @@ TEST(RuntimeEvents, TwoRanksTasksThreadsAndMemoryAreAccountedFor) {
     EXPECT_LE(r.start, r.end) << r.type;
     EXPECT_LE(r.end, s.makespan + 1e-9) << r.type; // 9 decimals written
     const int task = static_cast<int>(r.value);
-    if (r.type == "Push") {
+    if (r.type == "Submit") {
+      EXPECT_TRUE(pushed.empty()); // all at 0, before the first push
+      EXPECT_EQ(r.start, 0.0);
+      EXPECT_EQ(r.rank, sim.dag().tasks[task].rank);
+      EXPECT_TRUE(submitted.insert(task).second);
+    } else if (r.type == "Push") {
       EXPECT_TRUE(pushed.insert(task).second);
       EXPECT_EQ(r.rank, sim.dag().tasks[task].rank);
       ready[r.rank]++;
@@ -138,6 +144,7 @@ TEST(RuntimeEvents, TwoRanksTasksThreadsAndMemoryAreAccountedFor) {
       ADD_FAILURE() << "unexpected event " << r.type;
     }
   }
+  EXPECT_EQ(submitted.size(), sim.dag().tasks.size());
   EXPECT_EQ(pushed.size(), sim.dag().tasks.size());
   EXPECT_EQ(popped.size(), sim.dag().tasks.size());
   EXPECT_EQ(sends, s.mpi_messages);

@@ -33,8 +33,8 @@ coordinates of the task's first written handle in `data.rec`, which apps/lu sets
 (dplrnt) are left out, as numasim does not simulate them. Transfers: the MPI messages, from and to
 main RAM (StarPU-MPI's buffers, `<node>.memnode0`). Runtime events (`--events`, numasim's
 table: testbed/traces/traces.py `read_events`): a `Worker` row per worker container of paje.trace,
-the idle ones too (memory node: its thread's container `<r>_mn<k>`), and the LU tasks' pushes and
-pops; the threads' states, allocations and memory used stay numasim's.
+the idle ones too (memory node: its thread's container `<r>_mn<k>`), and the LU tasks' submissions,
+pushes and pops; the threads' states, allocations and memory used stay numasim's.
 """
 
 from __future__ import annotations
@@ -203,8 +203,9 @@ def event_rows(tool_out: Path, nodes: list[str], layouts: list[Any], tasks: list
                t0: float) -> list[dict[str, Any]]:
     """numasim's runtime-event rows (testbed/traces/traces.py EVENT_COLUMNS) that StarPU's FxT tool
     gives: a `Worker` row per worker container of paje.trace (every worker, idle ones too), and
-    the scheduler's pushes and pops of the LU tasks from `sched_tasks.rec` (starpu_fxt.c
-    handle_job_push / handle_job_pop; JobId `<rank>_<id>`), times in s from t0 (ms)."""
+    the LU tasks' submissions (tasks.rec's SubmitTime) and their pushes and pops in the scheduler
+    from `sched_tasks.rec` (starpu_fxt.c handle_job_push / handle_job_pop; JobId `<rank>_<id>`),
+    times in s from t0 (ms)."""
     def node(rank: int) -> str:
         return nodes[rank] if rank < len(nodes) else f"rank{rank}"
 
@@ -214,6 +215,11 @@ def event_rows(tool_out: Path, nodes: list[str], layouts: list[Any], tasks: list
                      "MemNode": f"{node(rank)}.memnode{memnode}",
                      "Value": worker_numa(name, pu, layouts[rank] if rank < len(layouts) else None)})
     lu_jobs = {str(t["JobId"]) for t in tasks}  # tasks.rec's JobId, as sched_tasks.rec writes it
+    for r in read_rec(tool_out / "tasks.rec"):
+        if r.get("JobId") in lu_jobs and r.get("SubmitTime"):
+            at = f"{(float(r['SubmitTime']) - t0) / 1e3:.9f}"
+            rows.append({"Type": "Submit", "Start": at, "End": at, "Rank": max(0, int(r.get("MPIRank", "0") or 0)),
+                         "Thread": "", "MemNode": "", "Value": r["JobId"].rpartition("_")[2]})
     sched = tool_out / "sched_tasks.rec"
     for r in read_rec(sched) if sched.is_file() else []:
         rank, _, job = r.get("JobId", "").rpartition("_")

@@ -38,16 +38,16 @@ R/phase1_parse_csv.R, R/phase2_var_panels.R, R/phase2_memory.R, R/phase2_mpi.R):
 * `paje.comm_state.csv.gz` (`read_comm_state_csv`, the mpistate panel): `Communication Thread
   State` of `<rank>_mpict`: `Sleeping` (no request), `SendSubmitted` (a send request handled),
   `ReceiveCompleted` (a landed message handled), numasim's progression thread (mpi/starpu_mpi.cpp).
-* `paje.other_state.csv.gz` (`read_other_state_csv`): `User Thread State` of the main thread,
-  as numasim models it: `Submitting task` at 0 (the whole graph is submitted at the start), then
-  `Waiting all tasks` to the end (Chameleon waits for the sequence).
+* `paje.other_state.csv.gz` (`read_other_state_csv`): `User Thread State` of the main thread:
+  `Submitting task` from its first submission to its last (numasim submits the whole graph at 0),
+  then `Waiting all tasks` to the end (Chameleon waits for the sequence).
 * Worker states beside the tasks (paje.worker_state.csv.gz, the `starpu` panel): `Sleeping` while
   a worker waits for a task or its inputs, `Progressing` while it runs a copy between RAM nodes
   (its allocation included): StarPU's worker-state names, which StarVZ counts as runtime states.
 * Variables (paje.variable.csv.gz, pj_dump's intervals between successive values, the last to the
   end of the run): `Number of Ready Tasks` (tasks pushed to the scheduler and not popped:
   starpu_fxt.c handle_job_push / handle_job_pop) and `Number of Submitted Uncompleted Tasks`
-  (submitted and not popped: the rank's tasks at 0, one less at each pop) of `<rank>_scheduler`;
+  (submitted and not popped: handle_update_task_cnt, handle_job_pop) of `<rank>_scheduler`;
   `Used (MB)` of each GPU's manager (bytes allocated / 2^20, handle_used_mem); `Bandwidth In (MB/s)`
   and `Bandwidth Out (MB/s)` of each manager (intra-node copies) and MPI thread (messages): the sum
   over the copies under way of bytes / duration, 0.001 * bytes / ms as starpu_fxt.c computes it.
@@ -284,10 +284,11 @@ def other_state_rows(events, lay: Layout) -> list[list]:
     if events is None:
         return []
     end = lay.end_ms / 1e3
+    submits = events[events["Type"] == "Submit"].groupby("Rank")["Start"].agg(["min", "max"])
     states = []
-    for rank in lay.ranks:
-        states += [(f"{rank}_UserThread0", 0.0, 0.0, "Submitting task"),
-                   (f"{rank}_UserThread0", 0.0, end, "Waiting all tasks")]
+    for rank, (first, last) in submits.iterrows():
+        states += [(f"{rank}_UserThread0", first, last, "Submitting task"),
+                   (f"{rank}_UserThread0", last, end, "Waiting all tasks")]
     return _with_depth(states, "User Thread State")
 
 
@@ -331,21 +332,26 @@ def runtime_variable_rows(tasks, transfers, events, lay: Layout) -> list[list]:
     rows += _bandwidth(mpi, lay.end_ms, lambda h: f"{lay.rank_of_host[h]}_mpict")
     if events is None:
         return rows
-    counts = tasks.groupby("Node").size()
+    t0 = min(0.0, float(events["Start"].min()) * 1e3)  # the real engine's submissions precede its first task
     for rank in lay.ranks:
-        mine = events[(events["Rank"] == rank) & events["Type"].isin(["Push", "Pop"])]
-        ready, submitted = 0, int(counts.get(rank, 0))
-        pr, ps = [(0.0, 0.0)], [(0.0, float(submitted))]
+        mine = events[(events["Rank"] == rank) & events["Type"].isin(["Submit", "Push", "Pop"])]
+        ready = submitted = 0
+        pr, ps = [(t0, 0.0)], [(t0, 0.0)]
         for t, at in zip(mine["Type"], mine["Start"], strict=True):
+            if t == "Submit":
+                submitted += 1
+                ps.append((at * 1e3, float(submitted)))
+                continue
             ready += 1 if t == "Push" else -1
             pr.append((at * 1e3, float(ready)))
             if t == "Pop":
                 submitted -= 1
                 ps.append((at * 1e3, float(submitted)))
         rows += step_rows(f"{rank}_scheduler", READY, pr, lay.end_ms)
-        rows += step_rows(f"{rank}_scheduler", SUBMITTED, ps, lay.end_ms)
+        if len(ps) > 1:
+            rows += step_rows(f"{rank}_scheduler", SUBMITTED, ps, lay.end_ms)
     used = events[events["Type"] == "Used"]
-    by_manager: dict[str, list[tuple[float, float]]] = defaultdict(lambda: [(0.0, 0.0)])
+    by_manager: dict[str, list[tuple[float, float]]] = defaultdict(lambda: [(t0, 0.0)])
     for at, m, v in zip(used["Start"], used["MemNode"], used["Value"], strict=True):
         by_manager[lay.manager(m)].append((at * 1e3, v / 2**20))
     for res in sorted(by_manager):

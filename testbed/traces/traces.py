@@ -116,7 +116,7 @@ def read_transfers(path: str | Path):
 
 def read_events(path: str | Path):
     """numasim's runtime-event table (`testbed simulate --events`): `Worker` rows (every worker
-    of the run), then the scheduler's pushes and pops, the threads' states, the memory managers'
+    of the run), the tasks' submissions, the scheduler's pushes and pops, the threads' states, the memory managers'
     allocations and frees and the GPU memories' bytes used (docs/interfaces.md §10)."""
     path = Path(path)
     df = _read_csv(path, "event trace")
