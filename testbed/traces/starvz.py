@@ -321,7 +321,7 @@ def export_starvz(tasks_csv: str | Path, out: str | Path, b: int, transfers_csv:
         _gz(tmp / "rec.tasks.csv.gz", _csv(task_record_rows(recs, preds), TASK_RECORD_COLUMNS, sep=","))
         _gz(tmp / "dag.csv.gz", _csv(dag_rows(preds), DAG_COLUMNS, sep=","))
         _gz(tmp / "paje.variable.csv.gz", _csv(variable_rows(recs, workers, lay.end_ms)
-                                               + runtime_variable_rows(tasks, transfers, events, lay), VARIABLE_COLUMNS))
+                                               + runtime_variable_rows(transfers, events, lay), VARIABLE_COLUMNS))
         _gz(tmp / "paje.memory_state.csv.gz", _csv(memory_state_rows(transfers, events, lay), STATE_COLUMNS))
         _gz(tmp / "paje.comm_state.csv.gz", _csv(comm_state_rows(events, lay), STATE_COLUMNS))
         _gz(tmp / "paje.other_state.csv.gz", _csv(other_state_rows(events, lay), STATE_COLUMNS))

@@ -56,11 +56,18 @@ R/phase1_parse_csv.R, R/phase2_var_panels.R, R/phase2_memory.R, R/phase2_mpi.R):
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from testbed.common.errors import InputError
 from testbed.traces.traces import node_name, worker_sort_key
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+Copy = tuple[float, float, int, str, str]  # start, end (s), bytes, source and destination hosts
 
 #: pj_dump's state columns (phase1-workflow.sh's header of the memory, comm and other state files)
 STATE_COLUMNS = ["Nature", "ResourceId", "Type", "Start", "End", "Duration", "Depth", "Value"]
@@ -123,7 +130,8 @@ class Layout:
         return f"{rank}_MEMMANAGER{i}"
 
 
-def build_layout(tasks, transfers=None, events=None, events_path: str | Path | None = None) -> Layout:
+def build_layout(tasks: pd.DataFrame, transfers: pd.DataFrame | None = None, events: pd.DataFrame | None = None,
+                 events_path: str | Path | None = None) -> Layout:
     """Workers from the events' `Worker` rows (every worker of the run), else from the task trace
     (those that ran a task); memory nodes from the workers, the copies and the events."""
     workers: dict[str, tuple[int, str]] = {}
@@ -198,9 +206,10 @@ def entity_rows(lay: Layout, with_runtime: bool) -> list[list]:
     return rows
 
 
-def _split(transfers, lay: Layout):
+def _split(transfers: pd.DataFrame | None, lay: Layout) -> tuple[list[Copy], list[Copy]]:
     """(MPI messages, copies within a rank) of the transfer log, each as a list of row tuples."""
-    mpi, intra = [], []
+    mpi: list[Copy] = []
+    intra: list[Copy] = []
     if transfers is None:
         return mpi, intra
     for s, e, size, src, dst in zip(transfers["Start"], transfers["End"], transfers["Bytes"], transfers["Src"],
@@ -209,7 +218,7 @@ def _split(transfers, lay: Layout):
     return mpi, intra
 
 
-def link_rows(transfers, lay: Layout) -> list[list]:
+def link_rows(transfers: pd.DataFrame | None, lay: Layout) -> list[list]:
     mpi, intra = _split(transfers, lay)
     rows = []
     for i, (s, e, size, src, dst) in enumerate(sorted(mpi)):
@@ -234,7 +243,7 @@ def _with_depth(states: list[tuple[str, float, float, str]], type_: str) -> list
     return sorted(rows, key=lambda r: (float(r[3]), r[1]))
 
 
-def memory_state_rows(transfers, events, lay: Layout) -> list[list]:
+def memory_state_rows(transfers: pd.DataFrame | None, events: pd.DataFrame | None, lay: Layout) -> list[list]:
     _, intra = _split(transfers, lay)
     states = [(lay.manager(dst), s, e, "DriverCopy") for s, e, _, _, dst in intra]
     if events is not None:
@@ -244,7 +253,7 @@ def memory_state_rows(transfers, events, lay: Layout) -> list[list]:
     return _with_depth(states, "Memory Node State")
 
 
-def memory_event_rows(events, lay: Layout) -> list[list]:
+def memory_event_rows(events: pd.DataFrame | None, lay: Layout) -> list[list]:
     rows = []
     if events is None:
         return rows
@@ -259,7 +268,8 @@ def memory_event_rows(events, lay: Layout) -> list[list]:
     return sorted(rows, key=lambda r: float(r[3]))
 
 
-def _thread_states(events, lay: Layout, values: tuple[str, ...], mpi: bool) -> list[tuple[str, float, float, str]]:
+def _thread_states(events: pd.DataFrame | None, lay: Layout, values: tuple[str, ...],
+                   mpi: bool) -> list[tuple[str, float, float, str]]:
     if events is None:
         return []
     ev = events[events["Type"].isin(values)]
@@ -270,17 +280,17 @@ def _thread_states(events, lay: Layout, values: tuple[str, ...], mpi: bool) -> l
     return out
 
 
-def comm_state_rows(events, lay: Layout) -> list[list]:
+def comm_state_rows(events: pd.DataFrame | None, lay: Layout) -> list[list]:
     return _with_depth(_thread_states(events, lay, MPI_STATES, mpi=True), "Communication Thread State")
 
 
-def worker_runtime_rows(events, lay: Layout) -> list[list]:
+def worker_runtime_rows(events: pd.DataFrame | None, lay: Layout) -> list[list]:
     """The workers' StarPU states, in paje.worker_state's columns (the task fields empty)."""
     return [[*r, *[None] * WORKER_STATE_EMPTY]
             for r in _with_depth(_thread_states(events, lay, WORKER_STATES, mpi=False), "Worker State")]
 
 
-def other_state_rows(events, lay: Layout) -> list[list]:
+def other_state_rows(events: pd.DataFrame | None, lay: Layout) -> list[list]:
     if events is None:
         return []
     end = lay.end_ms / 1e3
@@ -306,7 +316,7 @@ def step_rows(resource: str, type_: str, points: list[tuple[float, float]], end_
             for (a, v), b in zip(merged, nexts, strict=True)]
 
 
-def _bandwidth(copies, end_ms: float, resource_of) -> list[list]:
+def _bandwidth(copies: list[Copy], end_ms: float, resource_of: Callable[[str], str]) -> list[list]:
     """Bandwidth In / Out of each resource: the sum of bytes / duration (MB/s) over the copies
     under way (starpu_fxt.c _starpu_fxt_process_bandwidth)."""
     changes: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
@@ -326,7 +336,7 @@ def _bandwidth(copies, end_ms: float, resource_of) -> list[list]:
     return rows
 
 
-def runtime_variable_rows(tasks, transfers, events, lay: Layout) -> list[list]:
+def runtime_variable_rows(transfers: pd.DataFrame | None, events: pd.DataFrame | None, lay: Layout) -> list[list]:
     mpi, intra = _split(transfers, lay)
     rows = _bandwidth(intra, lay.end_ms, lay.manager)
     rows += _bandwidth(mpi, lay.end_ms, lambda h: f"{lay.rank_of_host[h]}_mpict")
