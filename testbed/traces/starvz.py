@@ -3,7 +3,7 @@
 StarVZ (github.com/schnorr/starvz) phase 1 (`starvz_phase1(directory)`, R/phase1.R) reads, in
 a directory, the files StarVZ's `phase1-workflow.sh` makes of a StarPU FxT trace (`pj_dump` of
 the Paje trace, `rec2csv` of tasks.rec, the edges of dag.dot). This module writes the ones the
-application panels read, with the columns of StarVZ's readers (read at commit 7426178):
+application and runtime panels read, with the columns of StarVZ's readers (read at commit 7426178):
 
 * `paje.worker_state.csv.gz` (R/phase1_parse_csv.R `read_worker_csv`): `Nature, ResourceId,
   Type, Start, End, Duration, Depth, Value, Size, Params, Footprint, Tag, JobId, SubmitOrder,
@@ -35,7 +35,8 @@ application panels read, with the columns of StarVZ's readers (read at commit 74
   `Nature, ResourceId, Type, Start, End, Duration, Value`, each worker's `GFlops` variable as
   StarPU's FxT tool sets it (starpu_fxt.c, handle_end_codelet_body: the task's GFlop / its
   duration in s from its start, 0 from the end of the previous task if there is a gap; 0 from
-  the trace's start): pj_dump's intervals between successive values, the last to the makespan.
+  the trace's start; 0 all along for a worker that ran no task): pj_dump's intervals between
+  successive values, the last to the end of the run.
 * With the run's transfer log (`--transfers`) and runtime events (`--events`, numasim's run
   description key `events`): the communications (`paje.link.csv.gz`), the memory managers' states
   and events (`paje.memory_state.csv.gz`, `paje.events.csv.gz`), the MPI threads' states
