@@ -1,6 +1,6 @@
 # StarVZ's phase 1 and phase 2 on a directory of phase-1 inputs (`testbed trace-starvz` output, or
-# StarVZ's own inst/extdata/lu_trace): which panels draw something. bench/RESULTS.md, "StarVZ reads
-# the StarVZ export", records its output for a numasim run.
+# StarVZ's own inst/extdata/lu_trace): which panels draw something. bench/RESULTS.md, "StarVZ draws
+# numasim's runtime tables", says how its output for a numasim run was measured.
 #
 #   Rscript bench/starvz_check.R LIB DIR [CONFIG.yaml] [OUT.png]
 #
