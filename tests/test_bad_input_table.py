@@ -156,6 +156,9 @@ ROWS: dict[str, Row] = {
     # ---- empty strings: were read as "not given"
     "simulate --trace ''": Row(argv(*SIM, "--trace", ""), ("argument --trace", "empty")),
     "simulate --transfers ''": Row(argv(*SIM, "--transfers", ""), ("argument --transfers", "empty")),
+    "simulate --events ''": Row(argv(*SIM, "--events", ""), ("argument --events", "empty")),
+    "trace-starvz --events ''": Row(argv("trace-starvz", "t.csv", "--b", "96", "--events", "", "--out", "o"),
+                                    ("argument --events", "empty")),
     "simulate --paje ''": Row(argv(*SIM, "--paje", ""), ("argument --paje", "empty")),
     "simulate --platform-dir ''": Row(argv(*SIM, "--platform-dir", ""), ("argument --platform-dir", "empty")),
     "analyze --out ''": Row(lambda d: ["analyze", str(runs_csv(d)), "--out", ""], ("argument --out", "empty")),

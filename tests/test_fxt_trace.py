@@ -4,6 +4,7 @@ starpu_fxt_tool, then read into numasim's tidy task table (testbed/traces/fxt_tr
 
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 import sys
@@ -86,3 +87,52 @@ def test_compare_traces_real_against_simulated(tmp_path: Path) -> None:
     assert main(["compare-traces", str(a), str(b), "--out", str(tmp_path / "cmp")]) == 0
     table = (tmp_path / "cmp" / "compare.md").read_text()
     assert "gemm" in table and "makespan" in table.lower()
+
+
+def test_events_of_an_fxt_trace_list_every_worker_and_the_lu_tasks_pushes(tmp_path: Path) -> None:
+    """starpu_fxt_tool's outputs (written here as StarPU 1.4.10 writes them, two ranks): the events
+    hold a Worker row per worker container, the idle one too, and the submissions, pushes and pops
+    of the LU tasks (matrix generation left out, as in the task table); trace-starvz lists every worker."""
+    from testbed.traces.fxt_trace import write_tables
+    from testbed.traces.traces import read_events
+
+    out = tmp_path / "fxt-tool"
+    out.mkdir()
+    paje = []
+    for r in (0, 1):
+        paje += [f"7\t0.0\t{r}_t{t}\tT\t{r}_mn{m}\t{r}_T{pu}" for t, m, pu in ((0, 0, 0), (1, 0, 1), (2, 1, 2))]
+        paje += [f"7\t0.0\t{r}_w{w}\tW\t{r}_t{t}\t{r}_{name}"
+                 for w, t, name in ((0, 0, "CPU0"), (1, 1, "CPU1"), (2, 2, "CUDA0_0"))]
+    (out / "paje.trace").write_text("\n".join(paje) + "\n")
+    tasks = [("0_1", 0, 0, "dplrnt", 1.0, 2.0, 0), ("0_2", 0, 2, "dgetrf_nopiv", 3.0, 5.0, 1),
+             ("1_3", 1, 0, "dgemm", 4.0, 6.0, 0)]
+    (out / "tasks.rec").write_text("".join(
+        f"JobId: {j}\nMPIRank: {r}\nWorkerId: {w}\nModel: {m}\nName: {m}\nSubmitTime: 0.1\nStartTime: {s}\nEndTime: {e}\n"
+        f"MemoryNode: {mn}\nPriority: 0\n\n" for j, r, w, m, s, e, mn in tasks))
+    (out / "sched_tasks.rec").write_text("".join(
+        f"Type: {t}\nTime: {at}\nPriority: 0\nJobId: {j}\n\n"
+        for t, at, j in (("push", 0.5, "0_1"), ("pop", 0.9, "0_1"), ("push", 2.5, "0_2"), ("push", 3.5, "1_3"),
+                         ("pop", 2.9, "0_2"), ("pop", 3.9, "1_3"))))
+    trace, events = tmp_path / "t.csv", tmp_path / "e.csv"
+    assert write_tables(out, ["n0", "n1"], [None, None], trace, None, events) == 2
+    ev = read_events(events)
+    workers = ev[ev["Type"] == "Worker"]
+    assert sorted(workers["Thread"]) == sorted(f"n{r}.{w}" for r in (0, 1) for w in ("CPU0", "CPU1", "CUDA0_0"))
+    assert dict(zip(workers["Thread"], workers["MemNode"], strict=True))["n1.CUDA0_0"] == "n1.memnode1"
+    submits = ev[ev["Type"] == "Submit"]
+    assert list(zip(submits["Rank"], submits["Value"].astype(int), submits["Start"], strict=True)) == [
+        (0, 2, pytest.approx(-0.0029)), (1, 3, pytest.approx(-0.0029))]
+    pushes = ev[ev["Type"].isin(["Push", "Pop"])]
+    # the LU tasks only (not the generation task 0_1), times in s from the first LU task's start (3 ms)
+    assert list(zip(pushes["Type"], pushes["Rank"], pushes["Value"].astype(int), strict=True)) == [
+        ("Push", 0, 2), ("Push", 1, 3), ("Pop", 0, 2), ("Pop", 1, 3)]
+    assert pushes["Start"].tolist() == pytest.approx([-0.0005, 0.0005, -0.0001, 0.0009])
+    sv = tmp_path / "sv"
+    proc = subprocess.run([sys.executable, "-m", "testbed", "trace-starvz", str(trace), "--b", "96", "--events",
+                           str(events), "--out", str(sv)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    entities = (sv / "entities.csv").read_text()
+    assert sum(", Worker, Container" in line for line in entities.splitlines()) == 6
+    with gzip.open(sv / "paje.variable.csv.gz", "rt") as fh:
+        submitted = [line.split(", ") for line in fh if "0_scheduler, Number of Submitted" in line]
+    assert [float(v[-1]) for v in submitted] == [1, 0]  # submitted at -2.9 ms (the start), popped at -0.1 ms

@@ -294,7 +294,7 @@ def test_numasim_out_on_a_full_disk(small_fs, tmp_path: Path) -> None:
 
 
 @needs_numasim
-@pytest.mark.parametrize("key", ["trace", "transfers"])
+@pytest.mark.parametrize("key", ["trace", "transfers", "events"])
 def test_numasim_trace_on_a_full_disk_is_not_cut_silently(small_fs, tmp_path: Path, key: str) -> None:
     fs = small_fs("256k")
     fill(fs)

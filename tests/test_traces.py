@@ -263,7 +263,8 @@ def test_starvz_phase1_export(runs, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert {p.name for p in out.iterdir()} == {
         ".testbed-files", "paje.worker_state.csv.gz", "entities.csv", "rec.tasks.csv.gz", "dag.csv.gz",
-        "paje.variable.csv.gz", "paje.memory_state.csv.gz", "paje.comm_state.csv.gz", "paje.other_state.csv.gz"}
+        "paje.variable.csv.gz", "paje.memory_state.csv.gz", "paje.comm_state.csv.gz", "paje.other_state.csv.gz",
+        "paje.link.csv.gz", "paje.events.csv.gz", "config.yaml"}
     states = starvz_table(out / "paje.worker_state.csv.gz", STARVZ_WORKER_STATE, ", ")
     rows = csv_rows(tasks)
     assert len(states) == len(rows)

@@ -520,7 +520,7 @@ void read_options(const Json& j, RunConfig& c) {
   read_mechanisms(j, c);
 }
 
-// trace, transfers; relative paths are made relative to the run description's directory
+// trace, transfers, events; relative paths are made relative to the run description's directory
 void read_paths(const Json& j, RunConfig& c) {
   const std::string& file = c.file;
   // Relative paths are relative to the run description's directory.
@@ -537,8 +537,11 @@ void read_paths(const Json& j, RunConfig& c) {
     c.trace = str_at(file, j, "trace", "");
   if (const Json* t = j.find("transfers"); t && !t->is_null())
     c.transfers = str_at(file, j, "transfers", "");
+  if (const Json* t = j.find("events"); t && !t->is_null())
+    c.events = str_at(file, j, "events", "");
   rel(c.trace);
   rel(c.transfers);
+  rel(c.events);
 }
 } // namespace
 
@@ -549,7 +552,7 @@ RunConfig RunConfig::from_json(const Json& j, const std::string& file) {
     throw InputError(file, "", "a JSON object (run description)");
   known_keys(j, file, "",
              {"platform", "perfmodels", "symbols", "dag", "getrf_on_cuda", "workload", "env",
-              "env_per_machine", "seed", "variability", "mpi", "mechanisms", "trace", "transfers"});
+              "env_per_machine", "seed", "variability", "mpi", "mechanisms", "trace", "transfers", "events"});
   c.platform = str_at(file, j, "platform", "");
   read_models(j, c);
   read_workload(j, c);

@@ -99,6 +99,7 @@ struct RunConfig {
   // off; mechanisms.hpp). kernel_variability off sets `variability` false.
   Mechanisms mechanisms;
   std::string trace, transfers;
+  std::string events; // runtime events CSV (runtime_events.hpp), written only when given
 
   static RunConfig from_json(const Json& j, const std::string& file);
   void resolve_distribution(int nranks);

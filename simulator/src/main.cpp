@@ -138,6 +138,8 @@ int main(int argc, char** argv) {
       sim.write_trace(cfg.trace);
     if (!cfg.transfers.empty())
       sim.write_transfers(cfg.transfers);
+    if (!cfg.events.empty())
+      sim.write_events(cfg.events);
     double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::string json = numasim::summary_json(s, cfg.seed, wall);
     if (out_file.empty())

@@ -123,6 +123,36 @@ void Simulation::write_transfers(const std::string& path) const {
   write_output(path, "transfers", [this](std::ostream& out) { write_transfers(out); });
 }
 
+void Simulation::write_events(const std::string& path) const {
+  write_output(path, "events", [this](std::ostream& out) { write_events(out); });
+}
+
+const char* event_name(EventType t) {
+  switch (t) {
+  case EventType::Push:
+    return "Push";
+  case EventType::Pop:
+    return "Pop";
+  case EventType::Sleeping:
+    return "Sleeping";
+  case EventType::Progressing:
+    return "Progressing";
+  case EventType::SendSubmitted:
+    return "SendSubmitted";
+  case EventType::ReceiveCompleted:
+    return "ReceiveCompleted";
+  case EventType::Allocating:
+    return "Allocating";
+  case EventType::AllocatingReuse:
+    return "AllocatingReuse";
+  case EventType::Freeing:
+    return "Freeing";
+  case EventType::Used:
+    return "Used";
+  }
+  return "?";
+}
+
 // One row per task (docs/interfaces.md §10): StarVZ-like columns, then where its operands' pages
 // were and the bytes it read remotely (numa_effects.cpp). X, Y: the row m and column n of the tile
 // the task writes, as StarPU's FxT tool reports them: the coordinates of the task's first written
@@ -179,6 +209,55 @@ void Simulation::write_transfers(std::ostream& out) const {
       out << ',';
     }
     out << ',' << (r.thread >= 0 ? workers()[r.thread].name : std::string()) << "\n";
+  }
+}
+
+// Runtime events (docs/interfaces.md §10): first one `Worker` row per worker of the run (Thread its
+// name, MemNode its memory node's host, Value its NUMA node), every worker whether it ran a task or
+// not; one `Submit` row per task (Value the task); then the log in the order it was recorded. Thread: the
+// worker, or `<node>.mpi` for the MPI thread of a rank; MemNode: the memory node of an allocation, a free,
+// the bytes used, a copy's destination; Value: bytes (allocations, frees, Used), the task (Push, Pop: the
+// trace's JobId).
+void Simulation::write_events(std::ostream& out) const {
+  if (!events_)
+    throw std::logic_error("Simulation::write_events: the run kept no events (RunConfig::events empty)");
+  out << "Type,Start,End,Rank,Thread,MemNode,Value\n";
+  char buf[320];
+  for (const Worker& w : workers()) {
+    const MemNode& m = topo_->mem(topo_->global_mem(w.rank, w.mem));
+    std::snprintf(buf, sizeof buf, "Worker,0,0,%d,%s,%s,%d\n", w.rank, w.name.c_str(), m.host->get_cname(),
+                  w.numa);
+    out << buf;
+  }
+  // The main thread submits the whole graph at 0, in submission order (Simulation::run)
+  for (size_t i = 0; i < dag_.tasks.size(); i++)
+    out << "Submit,0,0," << dag_.tasks[i].rank << ",,," << i << '\n';
+  for (const RuntimeEvent& e : events_->log) {
+    std::string thread, memnode;
+    int rank;
+    switch (e.type) { // `where`: a rank (tasks, thread states) or a global memory node
+    case EventType::Push:
+    case EventType::Pop:
+    case EventType::Sleeping:
+    case EventType::SendSubmitted:
+    case EventType::ReceiveCompleted:
+      rank = e.where;
+      if (e.who >= 0)
+        thread = workers()[e.who].name;
+      else if (e.type != EventType::Push)
+        thread = nodes()[e.where].name + ".mpi";
+      break;
+    default: {
+      const MemNode& m = topo_->mem(e.where);
+      rank = m.rank;
+      memnode = m.host->get_cname();
+      if (e.who >= 0)
+        thread = workers()[e.who].name;
+    }
+    }
+    std::snprintf(buf, sizeof buf, "%s,%.9f,%.9f,%d,%s,%s,%.0f\n", event_name(e.type), e.start, e.end, rank,
+                  thread.c_str(), memnode.c_str(), e.value);
+    out << buf;
   }
 }
 

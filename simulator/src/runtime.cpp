@@ -30,6 +30,11 @@ Simulation::Simulation(sg4::Engine& engine, RunConfig cfg)
   numa_ = std::make_unique<NumaEffects>(*topo_, *data_, dag_, cfg_, progress_, classes_);
   numa_->init();
   data_->set_mover(numa_.get());
+  if (!cfg_.events.empty()) {
+    events_ = std::make_unique<RuntimeEvents>();
+    data_->set_events(events_.get());
+    mpi_->set_events(events_.get());
+  }
 }
 
 Simulation::~Simulation() = default;
@@ -194,8 +199,17 @@ void Simulation::release(uint32_t node_id, int releasing_worker) {
     if (s >= ntasks)
       mpi_->trigger(s - ntasks);
     else if (--dag_.ndeps[s] == 0)
-      sched_->push(s, releasing_worker);
+      push(s, releasing_worker);
   }
+}
+
+// A ready task enters the scheduler (core/sched_policy.c _starpu_push_task; FxT's JOB_PUSH).
+void Simulation::push(uint32_t task, int releasing_worker) {
+  if (events_) {
+    const double now = sg4::Engine::get_clock();
+    events_->add(EventType::Push, now, now, -1, dag_.tasks[task].rank, task);
+  }
+  sched_->push(task, releasing_worker);
 }
 
 void Simulation::worker_loop(int wid) {
@@ -220,6 +234,10 @@ void Simulation::worker_loop(int wid) {
       int32_t task = sched_->pop(w);
       if (task < 0)
         break;
+      if (events_) { // FxT's JOB_POP
+        const double now = sg4::Engine::get_clock();
+        events_->add(EventType::Pop, now, now, w.id, w.rank, task);
+      }
       prepare(w, static_cast<uint32_t>(task));
       w.inflight.push_back(static_cast<uint32_t>(task));
     }
@@ -227,7 +245,10 @@ void Simulation::worker_loop(int wid) {
       if (copy_one()) // a task waiting for its inputs: the thread progresses requests meanwhile
         continue;
       w.suspended = true; // resumed by a push or by the arrival of an operand
+      const double t0 = sg4::Engine::get_clock();
       sg4::this_actor::suspend();
+      if (events_)
+        events_->add(EventType::Sleeping, t0, sg4::Engine::get_clock(), w.id, w.rank);
       continue;
     }
     uint32_t task = w.inflight.front();
@@ -289,7 +310,7 @@ Summary Simulation::run() {
     for (uint32_t r : dag_.ready_recvs)
       mpi_->trigger(r);
     for (uint32_t t : dag_.ready)
-      sched_->push(t, -1);
+      push(t, -1);
   });
   engine_.run();
   if (!progress_.finished) // SimGrid ran out of events with tasks left: name what they wait for

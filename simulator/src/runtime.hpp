@@ -78,6 +78,10 @@ public:
   void write_transfers(std::ostream& out) const;
   void write_trace(const std::string& path) const;
   void write_transfers(const std::string& path) const;
+  // Runtime events (run description `events`, runtime_events.hpp): the workers, then one row per event.
+  void write_events(std::ostream& out) const;
+  void write_events(const std::string& path) const;
+  const RuntimeEvents* events() const { return events_.get(); } // null unless `events` is asked for
   // One line naming how many tasks never ran and the first `max_items` blocked tasks, each with
   // the replicas (tile, memory node) it waits for and why (the watchdog's message; stall_report.cpp).
   std::string stall_report(size_t max_items) const;
@@ -94,6 +98,7 @@ private:
   std::unique_ptr<SchedPolicy> sched_;
   std::unique_ptr<MpiRuntime> mpi_;
   std::unique_ptr<NumaEffects> numa_;
+  std::unique_ptr<RuntimeEvents> events_; // run description `events`; null otherwise
   std::mt19937_64 rng_;
   std::normal_distribution<double> normal_{0.0, 1.0};
   double last_task_end_ = 0;
@@ -110,6 +115,7 @@ private:
   static double first_call(Worker& w, TaskKind kind);
   double sample_duration(const Worker& w, TaskKind k);
   void release(uint32_t node_id, int releasing_worker);
+  void push(uint32_t task, int releasing_worker); // sched_->push, recorded in events_
   void finish_all();
   void fill_summary();
   std::string tile_name(uint32_t tile) const;

@@ -43,6 +43,7 @@ def enabled() -> bool:
 
 def cacheable(args) -> bool:
     return (enabled() and args.engine == "numasim" and not args.trace and not args.transfers
+            and not getattr(args, "events", None)
             and not args.check and args.distribution == "block-cyclic")
 
 

@@ -52,6 +52,9 @@ def check_spec(spec: RunSpec) -> None:
                                         "or starpu-simgrid engine")
     if spec.mechanisms_off and spec.engine != "numasim":
         raise InputError(None, "--mechanism-off", "the numasim engine (the mechanisms are numasim's models)")
+    if spec.events is not None and spec.engine == "starpu-simgrid":
+        raise InputError(None, "--events", "the numasim or real engine (StarPU-SimGrid is built without FxT "
+                                           "for MPI runs, as --trace says)")
     problem = size_problem(spec.n, spec.b) or limits_problem(spec.n, spec.b)
     if problem:
         raise InputError(None, "--n/--b", problem)
@@ -116,6 +119,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="per-task trace CSV (real, starpu-simgrid: from StarPU's FxT trace, testbed/traces/fxt_trace.py)")
     p.add_argument("--transfers", default=None,
                    help="per-transfer CSV (numasim: every copy and message; real, starpu-simgrid: MPI messages)")
+    p.add_argument("--events", default=None,
+                   help="runtime events CSV (every worker, scheduler pushes and pops; numasim: also thread "
+                        "states, allocations, GPU memory used; testbed trace-starvz --events)")
     p.add_argument("--paje", default=None,
                    help="also write the run's trace as a Paje file (pj_dump, ViTE; testbed trace-paje)")
     p.add_argument("--check", action="store_true", help="real engine: also compute the residual ||A-LU||/||A||")
@@ -202,6 +208,7 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
         simgrid_cfg=check_cfg(args.cfg, args.engine),
         trace=Path(args.trace) if args.trace else None,
         transfers=Path(args.transfers) if args.transfers else None,
+        events=Path(args.events) if getattr(args, "events", None) else None,
         platform_dir=platform_dir,
         perfmodel_dirs=perfmodel_dirs(args),
     )
@@ -268,8 +275,8 @@ def check_outputs(args: argparse.Namespace) -> list[tuple[str, Path]]:
     from testbed.common.atomic import check_output_file
     from testbed.common.outputs import Out, check_distinct
 
-    outputs = [(opt, getattr(args, dest)) for opt, dest in (("--trace", "trace"), ("--transfers", "transfers"),
-                                                              ("--paje", "paje"))]
+    outputs = [(opt, getattr(args, dest, None)) for opt, dest in (("--trace", "trace"), ("--transfers", "transfers"),
+                                                                    ("--events", "events"), ("--paje", "paje"))]
     inputs = [("--cluster", args.cluster if args.cluster and Path(args.cluster).exists() else None),
               ("--distribution", args.distribution if Path(args.distribution).exists() else None),
               ("--platform-dir", args.platform_dir)]

@@ -14,6 +14,8 @@ module only reads those outputs (it does not decode FxT):
   name and the PU it is bound to (same file, `_starpu_fxt_worker_init` handling).
 * `comms.rec` (src/debug/traces/starpu_fxt_mpi.c): one record per MPI message, ranks, times
   in ms, size.
+* `sched_tasks.rec` (starpu_fxt.c handle_job_push / handle_job_pop): one record per push and pop
+  of a task in the scheduler, `Type`, `Time` (ms), `JobId` `<rank>_<id>`.
 * `data.rec` (src/debug/traces/starpu_fxt.c, data_dump): one record per handle, `Handle` (its
   address in its rank's process), `MPIRank`, `Coordinates`; tasks.rec's `Handles` and `Modes` name
   each task's handles and access modes.
@@ -29,7 +31,10 @@ Step (the task's `Iteration`, which apps/lu pushes per step k as Chameleon does)
 coordinates of the task's first written handle in `data.rec`, which apps/lu sets to the tile's
 (m, n) as Chameleon does: starpu_data_set_coordinates); OperandPages, RemoteBytes stay empty. Matrix generation tasks
 (dplrnt) are left out, as numasim does not simulate them. Transfers: the MPI messages, from and to
-main RAM (StarPU-MPI's buffers, `<node>.memnode0`).
+main RAM (StarPU-MPI's buffers, `<node>.memnode0`). Runtime events (`--events`, numasim's
+table: testbed/traces/traces.py `read_events`): a `Worker` row per worker container of paje.trace,
+the idle ones too (memory node: its thread's container `<r>_mn<k>`), and the LU tasks' submissions,
+pushes and pops; the threads' states, allocations and memory used stay numasim's.
 """
 
 from __future__ import annotations
@@ -83,10 +88,12 @@ def read_rec(path: Path) -> list[dict[str, str]]:
     return records
 
 
-def paje_workers(paje: Path) -> dict[tuple[int, int], tuple[str, int]]:
-    """(rank, StarPU worker id) -> (worker name without the rank prefix, bound PU), from the
-    container definitions of paje.trace (`7` lines of types T and W)."""
-    threads: dict[str, int] = {}
+def paje_containers(paje: Path) -> dict[tuple[int, int], tuple[str, int, int]]:
+    """(rank, StarPU worker id) -> (worker name without the rank prefix, bound PU, memory node),
+    from the container definitions of paje.trace (`7` lines of types T and W): a worker sits in
+    its thread's container `<r>_t<tid>` (named `<r>_T<bindid>`), which sits in its memory node's
+    `<r>_mn<k>` (starpu_fxt.c, _starpu_fxt_worker_init handling)."""
+    threads: dict[str, tuple[int, int]] = {}
     workers: list[tuple[str, str, str]] = []
     with paje.open(errors="replace") as fh:
         for line in fh:
@@ -97,15 +104,22 @@ def paje_workers(paje: Path) -> dict[tuple[int, int], tuple[str, int]]:
                 continue
             alias, kind, parent, name = fields[2], fields[3].strip(), fields[4], fields[5]
             if kind == "T" and "_T" in "_" + name:
-                threads[alias] = int(name.rsplit("T", 1)[1])
+                node = parent.rpartition("mn")[2]
+                threads[alias] = (int(name.rsplit("T", 1)[1]), int(node) if node.isdigit() else 0)
             elif kind == "W":
                 workers.append((alias, parent, name))
     out = {}
     for alias, parent, name in workers:
         prefix, _, wid = alias.rpartition("w")
         rank = int(prefix.rstrip("_")) if prefix.rstrip("_").isdigit() else 0
-        out[(rank, int(wid))] = (name[len(prefix):] if name.startswith(prefix) else name, threads.get(parent, -1))
+        pu, memnode = threads.get(parent, (-1, 0))
+        out[(rank, int(wid))] = (name[len(prefix):] if name.startswith(prefix) else name, pu, memnode)
     return out
+
+
+def paje_workers(paje: Path) -> dict[tuple[int, int], tuple[str, int]]:
+    """(rank, StarPU worker id) -> (worker name without the rank prefix, bound PU)."""
+    return {k: (name, pu) for k, (name, pu, _) in paje_containers(paje).items()}
 
 
 def convert(fxt_tool: Path, fxt_dir: Path, work: Path) -> Path:
@@ -185,9 +199,42 @@ def worker_numa(name: str, pu: int, layout: Any) -> int:
     return layout.core_numa[core] if 0 <= core < layout.ncores else -1
 
 
+def event_rows(tool_out: Path, nodes: list[str], layouts: list[Any], tasks: list[dict[str, Any]],
+               t0: float) -> list[dict[str, Any]]:
+    """numasim's runtime-event rows (testbed/traces/traces.py EVENT_COLUMNS) that StarPU's FxT tool
+    gives: a `Worker` row per worker container of paje.trace (every worker, idle ones too), and
+    the LU tasks' submissions (tasks.rec's SubmitTime) and their pushes and pops in the scheduler
+    from `sched_tasks.rec` (starpu_fxt.c handle_job_push / handle_job_pop; JobId `<rank>_<id>`),
+    times in s from t0 (ms)."""
+    def node(rank: int) -> str:
+        return nodes[rank] if rank < len(nodes) else f"rank{rank}"
+
+    rows: list[dict[str, Any]] = []
+    for (rank, _), (name, pu, memnode) in sorted(paje_containers(tool_out / "paje.trace").items()):
+        rows.append({"Type": "Worker", "Start": 0, "End": 0, "Rank": rank, "Thread": f"{node(rank)}.{name}",
+                     "MemNode": f"{node(rank)}.memnode{memnode}",
+                     "Value": worker_numa(name, pu, layouts[rank] if rank < len(layouts) else None)})
+    lu_jobs = {str(t["JobId"]) for t in tasks}  # tasks.rec's JobId, as sched_tasks.rec writes it
+    for r in read_rec(tool_out / "tasks.rec"):
+        if r.get("JobId") in lu_jobs and r.get("SubmitTime"):
+            at = f"{(float(r['SubmitTime']) - t0) / 1e3:.9f}"
+            rows.append({"Type": "Submit", "Start": at, "End": at, "Rank": max(0, int(r.get("MPIRank", "0") or 0)),
+                         "Thread": "", "MemNode": "", "Value": r["JobId"].rpartition("_")[2]})
+    sched = tool_out / "sched_tasks.rec"
+    for r in read_rec(sched) if sched.is_file() else []:
+        rank, _, job = r.get("JobId", "").rpartition("_")
+        rank_i = int(rank) if rank.isdigit() else 0
+        if r.get("Type") in ("push", "pop") and r.get("JobId") in lu_jobs:
+            at = f"{(float(r['Time']) - t0) / 1e3:.9f}"
+            rows.append({"Type": r["Type"].capitalize(), "Start": at, "End": at, "Rank": rank_i, "Thread": "",
+                         "MemNode": "", "Value": job})
+    return rows
+
+
 def write_tables(tool_out: Path, nodes: list[str], layouts: list[Any], trace: Path | None,
-                 transfers: Path | None) -> int:
-    """Writes the tidy task table and the MPI transfer table; returns the number of tasks."""
+                 transfers: Path | None, events: Path | None = None) -> int:
+    """Writes the tidy task table, the MPI transfer table and the runtime events; returns the
+    number of tasks."""
     data = read_rec(tool_out / "data.rec") if (tool_out / "data.rec").is_file() else []
     rows = tidy_tasks(read_rec(tool_out / "tasks.rec"), paje_workers(tool_out / "paje.trace"), nodes, layouts,
                       tile_coordinates(data))
@@ -212,4 +259,11 @@ def write_tables(tool_out: Path, nodes: list[str], layouts: list[Any], trace: Pa
                             "End": f"{(float(c['RecvTime']) - t0) / 1e3:.9f}", "Bytes": c.get("Size", "0"),
                             "Src": f"{nodes[src] if src < len(nodes) else src}.memnode0",
                             "Dst": f"{nodes[dst] if dst < len(nodes) else dst}.memnode0", "Links": "mpi"})
+    if events is not None:
+        from testbed.traces.traces import EVENT_COLUMNS
+
+        with atomic_file(events, option="--events") as fh:
+            w = csv.DictWriter(fh, fieldnames=EVENT_COLUMNS, lineterminator="\n")
+            w.writeheader()
+            w.writerows(event_rows(tool_out, nodes, layouts, rows, t0))
     return len(rows)

@@ -1,9 +1,9 @@
-"""`testbed trace-starvz TASKS --b B --out DIR`: a task trace as StarVZ phase-1 input.
+"""`testbed trace-starvz TASKS --b B [--transfers T] [--events E] --out DIR`: a run as StarVZ phase-1 input.
 
 StarVZ (github.com/schnorr/starvz) phase 1 (`starvz_phase1(directory)`, R/phase1.R) reads, in
 a directory, the files StarVZ's `phase1-workflow.sh` makes of a StarPU FxT trace (`pj_dump` of
 the Paje trace, `rec2csv` of tasks.rec, the edges of dag.dot). This module writes the ones the
-application panels read, with the columns of StarVZ's readers (read at commit 7426178):
+application and runtime panels read, with the columns of StarVZ's readers (read at commit 7426178):
 
 * `paje.worker_state.csv.gz` (R/phase1_parse_csv.R `read_worker_csv`): `Nature, ResourceId,
   Type, Start, End, Duration, Depth, Value, Size, Params, Footprint, Tag, JobId, SubmitOrder,
@@ -21,7 +21,9 @@ application panels read, with the columns of StarVZ's readers (read at commit 74
   coordinates to (m, n), StarPU reports those of the first written handle); Iteration = the
   step k (Chameleon's RUNTIME_iteration_push(k)); Subiteration -1 (never pushed).
 * `entities.csv` (R/phase1.R `hl_y_paje_tree`): `Parent, Name, Type, Nature`, the container
-  tree StarVZ computes its Y coordinates from; each worker has a `Worker State` state child.
+  tree StarVZ computes its Y coordinates from (testbed/traces/starvz_runtime.py): every worker of
+  the run, the idle ones too, when the run's events are given (`--events`); else the workers that
+  ran a task.
 * `rec.tasks.csv.gz` (R/phase1_parse_csv.R `tasks_csv_parser`): one row per task, StarPU's
   tasks.rec fields (starpu_fxt.c, task_dump): JobId, SubmitOrder, Handles / Modes / Sizes (one
   space-separated entry per buffer, the parser splits them together), MPIRank, DependsOn, Name,
@@ -33,10 +35,16 @@ application panels read, with the columns of StarVZ's readers (read at commit 74
   `Nature, ResourceId, Type, Start, End, Duration, Value`, each worker's `GFlops` variable as
   StarPU's FxT tool sets it (starpu_fxt.c, handle_end_codelet_body: the task's GFlop / its
   duration in s from its start, 0 from the end of the previous task if there is a gap; 0 from
-  the trace's start): pj_dump's intervals between successive values, the last to the makespan.
-* `paje.memory_state.csv.gz`, `paje.comm_state.csv.gz`, `paje.other_state.csv.gz`: the header
-  only (`Nature, ResourceId, Type, Start, End, Duration, Depth, Value`): `starvz_phase1` reads
-  them unconditionally; the task trace has no such states, which StarVZ reads as none.
+  the trace's start; 0 all along for a worker that ran no task): pj_dump's intervals between
+  successive values, the last to the end of the run.
+* With the run's transfer log (`--transfers`) and runtime events (`--events`, numasim's run
+  description key `events`): the communications (`paje.link.csv.gz`), the memory managers' states
+  and events (`paje.memory_state.csv.gz`, `paje.events.csv.gz`), the MPI threads' states
+  (`paje.comm_state.csv.gz`), the main thread's (`paje.other_state.csv.gz`), the workers' StarPU
+  states beside their tasks, and the variables StarVZ plots (ready and submitted tasks, GPU memory
+  used, bandwidths): testbed/traces/starvz_runtime.py says how each comes from numasim's outputs.
+  Without them these files hold the header only (`starvz_phase1` reads the state files
+  unconditionally and takes an empty one for none).
 
 The DAG is that of the trace's tasks: each task reads and writes the tiles its kernel accesses
 (Chameleon's LU: getrf RW A(k,k); trsm R A(k,k), RW its tile; gemm R A(m,k), R A(k,n), RW
@@ -47,6 +55,14 @@ StarPU-MPI's transfers between ranks are not tasks: a task reading another rank'
 on its writer directly. A trace without X, Y (the `real` engine's, from FxT: apps/lu sets no
 tile coordinates) gets empty X, Y, Iteration, DependsOn and a DAG file with the header only.
 WorkerId, SubmitTime and Tag stay empty (the tidy table lacks them); StarVZ reads NA.
+
+StarVZ's sample configuration (inst/extdata/config.yaml) turns on `st.tasks` (the dependencies of
+the tasks it lists, `1_308`), which reads the table `Gaps`; `starvz_phase1` never writes one (R/phase1.R:
+`data$Gaps <- NULL # gaps(data)`), for a StarPU FxT trace neither, and `panel_st_raw` then fails on
+`nrow(NULL) > 0`. The export writes `config.yaml` beside the tables (which `starvz_phase1` and
+`starvz_read` read when no configuration is given): StarVZ's defaults (R/phase2_config.R
+starvz_default_config) with `st.tasks` off, `st.cpb_mpi.tile_size` the tile size, and the panels
+the export feeds turned on (`PANELS`, the memory states).
 """
 
 from __future__ import annotations
@@ -63,7 +79,23 @@ from testbed.common.errors import InputError
 from testbed.common.outputs import Out, check_distinct
 from testbed.starpu.lu_codelets import BY_KIND, BY_SYMBOL, Codelet
 from testbed.starpu.perfmodel_files import square_tiles_footprint
-from testbed.traces.traces import read_tasks, worker_sort_key
+from testbed.traces.starvz_runtime import (
+    LINK_COLUMNS,
+    PAJE_EVENT_COLUMNS,
+    STATE_COLUMNS,
+    Layout,
+    build_layout,
+    comm_state_rows,
+    entity_rows,
+    link_rows,
+    memory_event_rows,
+    memory_state_rows,
+    other_state_rows,
+    runtime_variable_rows,
+    starpu_worker_name,
+    worker_runtime_rows,
+)
+from testbed.traces.traces import read_events, read_tasks, read_transfers, worker_sort_key
 
 log = logging.getLogger(__name__)
 
@@ -78,26 +110,12 @@ TASK_RECORD_COLUMNS = ["Control", "JobId", "SubmitOrder", "SubmitTime", "Handles
                        "EndTime", "Parameters", "Modes", "Sizes"]
 #: read_dag's columns, in phase1-workflow.sh's order
 DAG_COLUMNS = ["Dependent", "JobId"]
-#: phase1-workflow.sh's header of the state files the task trace has no rows for
-STATE_COLUMNS = ["Nature", "ResourceId", "Type", "Start", "End", "Duration", "Depth", "Value"]
-EMPTY_STATE_FILES = ["paje.memory_state.csv.gz", "paje.comm_state.csv.gz", "paje.other_state.csv.gz"]
 VARIABLE_COLUMNS = ["Nature", "ResourceId", "Type", "Start", "End", "Duration", "Value"]
 OUT_FILES = ["paje.worker_state.csv.gz", "entities.csv", "rec.tasks.csv.gz", "dag.csv.gz", "paje.variable.csv.gz",
-             *EMPTY_STATE_FILES]
+             "paje.memory_state.csv.gz", "paje.comm_state.csv.gz", "paje.other_state.csv.gz", "paje.link.csv.gz",
+             "paje.events.csv.gz", "config.yaml"]
 #: bytes of a double: Chameleon's dgetrf_nopiv works on doubles (apps/lu registers b x b doubles)
 ELEMSIZE = 8
-
-
-def starpu_worker_name(resource: str, rank: int) -> str:
-    """`chifflet-1.cpu3` -> `0_CPU3`, `chifflet-1.gpu1` -> `0_CUDA1_0`, `n0.CUDA0_0` -> `0_CUDA0_0`
-    (StarPU's names in a StarPU-MPI trace: rank, then the worker)."""
-    local = resource.split(".", 1)[-1]
-    if local.startswith("CUDA") or local.startswith("CPU"):
-        return f"{rank}_{local}"
-    digits = "".join(c for c in local if c.isdigit()) or "0"
-    if local.startswith("gpu"):
-        return f"{rank}_CUDA{int(digits)}_0"
-    return f"{rank}_CPU{int(digits)}"
 
 
 def _csv(rows: list[list], columns: list[str], sep: str = ", ") -> str:
@@ -159,24 +177,10 @@ def task_graph(tasks: list[dict]) -> dict[str, list[str]]:
     return preds
 
 
-def _memnodes(tasks) -> dict[tuple[int, str], int]:
-    """(rank, numasim memory node) -> StarPU's memory node number: RAM (NUMA) nodes first, then
-    the GPUs (src/core/topology.c registers the RAM nodes before the devices'). Only the memory
-    nodes of workers that ran a task are known."""
-    mem = tasks["WorkerMemNode"] if "WorkerMemNode" in tasks.columns else tasks["ResourceId"]
-    out = {}
-    for rank in sorted({int(n) for n in tasks["Node"]}):
-        mine = sorted(set(mem[tasks["Node"] == rank].astype(str)),
-                      key=lambda m: (".gpu" in m or "CUDA" in m, worker_sort_key(m)))
-        out.update({(rank, m): i for i, m in enumerate(mine)})
-    return out
-
-
-def task_records(tasks, b: int, path) -> list[dict]:
+def task_records(tasks, b: int, path, lay: Layout) -> list[dict]:
     """One dict per task with what every file needs, in trace order."""
     has_xy = all(c in tasks.columns for c in ("X", "Y", "Step"))
     mem = tasks["WorkerMemNode"].astype(str) if "WorkerMemNode" in tasks.columns else tasks["ResourceId"]
-    memnode = _memnodes(tasks)
     job = tasks["JobId"] if "JobId" in tasks.columns else tasks.index
     prio = tasks["Priority"] if "Priority" in tasks.columns else [None] * len(tasks)
     pages = tasks["OperandPages"] if "OperandPages" in tasks.columns else [None] * len(tasks)
@@ -194,7 +198,7 @@ def task_records(tasks, b: int, path) -> list[dict]:
             "job": f"{rank}_{j}", "order": order if order is not None else i, "rank": rank,
             "worker": starpu_worker_name(res, rank), "start_ms": s * 1e3, "end_ms": e * 1e3,
             "codelet": c, "x": x, "y": y, "k": k, "operands": ops, "priority": _int_or_none(p),
-            "memnode": memnode[(rank, m)], "pages": None if pg is None or pg != pg else str(pg),
+            "memnode": lay.memnode[(rank, m)], "pages": None if pg is None or pg != pg else str(pg),
             "b": b,
         })
     return recs
@@ -233,11 +237,11 @@ def task_record_rows(recs: list[dict], preds: dict[str, list[str]]) -> list[list
     return rows
 
 
-def variable_rows(recs: list[dict]) -> list[list]:
+def variable_rows(recs: list[dict], workers: list[str], end: float) -> list[list]:
     """Each worker's `GFlops` variable (StarPU's: task GFlop / duration while it runs, 0 in
-    gaps), as pj_dump's intervals, from the trace's start to the makespan."""
-    end = max(r["end_ms"] for r in recs)
-    by_worker: dict[str, list[dict]] = {}
+    gaps; 0 all along for a worker that ran no task), as pj_dump's intervals, from the trace's
+    start to `end` (ms)."""
+    by_worker: dict[str, list[dict]] = {w: [] for w in workers}
     for r in recs:
         by_worker.setdefault(r["worker"], []).append(r)
     rows = []
@@ -268,51 +272,66 @@ def dag_rows(preds: dict[str, list[str]]) -> list[list]:
     return sorted([p, j] for j, ps in preds.items() for p in ps)
 
 
-def entity_rows(tasks) -> list[list]:
-    """StarPU's container tree, reduced to what StarVZ's Y coordinates use: MPI Program >
-    per rank Program > Memory Node > Worker > its `Worker State`."""
-    rows = [["0", "0", "0", "Container"], ["0", "root", "MPI Program", "Container"]]
-    workers = tasks.groupby("ResourceId")[["Node", "WorkerMemNode"]].first() if "WorkerMemNode" in tasks.columns \
-        else tasks.groupby("ResourceId")[["Node"]].first().assign(WorkerMemNode=lambda d: d.index)
-    workers["WorkerMemNode"] = workers["WorkerMemNode"].astype(str)
-    memnode = _memnodes(tasks)
-    for rank in sorted({int(n) for n in workers["Node"]}):
-        program = f"{rank}_program"
-        rows.append(["root", program, "Program", "Container"])
-        mine = workers[workers["Node"] == rank]
-        for mem in sorted(set(mine["WorkerMemNode"]), key=lambda m: memnode[(rank, m)]):
-            name_mem = f"{rank}_MEMNODE{memnode[(rank, mem)]}"
-            rows.append([program, name_mem, "Memory Node", "Container"])
-            for res in sorted(mine.index[mine["WorkerMemNode"] == mem], key=worker_sort_key):
-                name = starpu_worker_name(res, rank)
-                rows += [[name_mem, name, "Worker", "Container"], [name, "Worker State", "Worker State", "State"]]
-    return rows
-
-
 def _gz(path: Path, text: str) -> None:
     with gzip.GzipFile(path, "wb", mtime=0) as fh:  # mtime=0: the same trace gives the same bytes
         fh.write(text.encode())
 
 
-def export_starvz(tasks_csv: str | Path, out: str | Path, b: int) -> Path:
-    """Writes StarVZ's phase-1 application inputs for a task trace of tile size b into `out`."""
+#: StarVZ's panels (R/phase2.R starvz_plot_list) that the export feeds, turned on in its config.yaml
+PANELS = ["kiteration", "starpu", "ready", "submitted", "lackready", "usedmemory", "mpibandwidth", "mpiconcurrent",
+          "mpiconcurrentout", "mpistate"]
+
+
+def starvz_config(b: int, end_ms: float) -> str:
+    """StarVZ's configuration for the export (module docstring): YAML, its `default` entry, read
+    over StarVZ's defaults (R/phase2_config.R starvz_read_config, modifyList). The variable panels
+    aggregate over 1/100 of the run (`global_agg_step`, ms; StarVZ's default step is 100 ms);
+    `gpubandwidth.total`, which panel_gpubandwidth tests and StarVZ's defaults leave unset, is on."""
+    step = float(f"{max(end_ms / 100, 1e-3):.3g}")
+    lines = ["# StarVZ (starvz_read_config): this export's settings over StarVZ's defaults", "default:",
+             f"  global_agg_step: {step}", "  st:", "    cpb: true", "    tasks:",
+             "      active: false  # reads the Gaps table, which starvz_phase1 does not write",
+             "    cpb_mpi:", f"      tile_size: {b}", "  memory:", "    state:", "      active: true"]
+    lines += [f"  {p}:\n    active: true" for p in PANELS]
+    lines += ["  gpubandwidth:\n    active: true\n    total: true"]
+    return "\n".join(lines) + "\n"
+
+
+def export_starvz(tasks_csv: str | Path, out: str | Path, b: int, transfers_csv: str | Path | None = None,
+                  events_csv: str | Path | None = None) -> Path:
+    """Writes StarVZ's phase-1 inputs for a task trace of tile size b (and, when given, the same
+    run's transfer log and runtime events) into `out`."""
     tasks = read_tasks(tasks_csv)
-    recs = task_records(tasks, b, tasks_csv)
+    transfers = read_transfers(transfers_csv) if transfers_csv else None
+    events = read_events(events_csv) if events_csv else None
+    lay = build_layout(tasks, transfers, events, events_csv)
+    recs = task_records(tasks, b, tasks_csv, lay)
     if any(r["operands"] is None for r in recs):
         log.warning("%s: no X, Y, Step columns (tile and step of each task): X, Y, Iteration and the DAG "
                     "stay empty", tasks_csv)
         preds = {}
     else:
         preds = task_graph(recs)
+    workers = [lay.worker(w) for w in lay.workers]
+    states = worker_state_rows(recs) + worker_runtime_rows(events, lay)
+    states.sort(key=lambda r: (float(r[3]), float(r[4])))
     with atomic_members(out, OUT_FILES) as tmp:
-        _gz(tmp / "paje.worker_state.csv.gz", _csv(worker_state_rows(recs), WORKER_STATE_COLUMNS))
-        (tmp / "entities.csv").write_text(_csv(entity_rows(tasks), ENTITY_COLUMNS))
+        _gz(tmp / "paje.worker_state.csv.gz", _csv(states, WORKER_STATE_COLUMNS))
+        (tmp / "entities.csv").write_text(_csv(entity_rows(lay, events is not None), ENTITY_COLUMNS))
         # rec2csv's layout: "," alone (phase1-workflow.sh strips its quotes)
         _gz(tmp / "rec.tasks.csv.gz", _csv(task_record_rows(recs, preds), TASK_RECORD_COLUMNS, sep=","))
         _gz(tmp / "dag.csv.gz", _csv(dag_rows(preds), DAG_COLUMNS, sep=","))
-        _gz(tmp / "paje.variable.csv.gz", _csv(variable_rows(recs), VARIABLE_COLUMNS))
-        for name in EMPTY_STATE_FILES:
-            _gz(tmp / name, _csv([], STATE_COLUMNS))
+        _gz(tmp / "paje.variable.csv.gz", _csv(variable_rows(recs, workers, lay.end_ms)
+                                               + runtime_variable_rows(transfers, events, lay), VARIABLE_COLUMNS))
+        _gz(tmp / "paje.memory_state.csv.gz", _csv(memory_state_rows(transfers, events, lay), STATE_COLUMNS))
+        _gz(tmp / "paje.comm_state.csv.gz", _csv(comm_state_rows(events, lay), STATE_COLUMNS))
+        _gz(tmp / "paje.other_state.csv.gz", _csv(other_state_rows(events, lay), STATE_COLUMNS))
+        _gz(tmp / "paje.link.csv.gz", _csv(link_rows(transfers, lay), LINK_COLUMNS))
+        _gz(tmp / "paje.events.csv.gz", _csv(memory_event_rows(events, lay), PAJE_EVENT_COLUMNS))
+        (tmp / "config.yaml").write_text(starvz_config(b, lay.end_ms))
+    if events is None:
+        log.warning("%s: no runtime events (--events): entities.csv lists the workers that ran a task; no "
+                    "scheduler, memory-manager or thread states", tasks_csv)
     return Path(out)
 
 
@@ -327,10 +346,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("tasks", help="task trace CSV (testbed simulate --engine numasim --trace)")
     p.add_argument("--b", type=_positive, required=True,
                    help="tile size b of the run (Size, Params, Footprint, GFlop of each task)")
+    p.add_argument("--transfers", default=None,
+                   help="transfer log of the same run (testbed simulate --transfers): links, copies, bandwidths")
+    p.add_argument("--events", default=None,
+                   help="runtime events of the same run (testbed simulate --events): every worker, ready and "
+                        "submitted tasks, allocations, memory used, thread states")
     p.add_argument("--out", required=True, help=f"directory for {', '.join(OUT_FILES)} (other files left alone)")
 
 
 def run(args: argparse.Namespace) -> int:
-    check_distinct([("", args.tasks)], [Out("--out", args.out, "members", tuple(OUT_FILES))])
-    log.info(f"wrote {export_starvz(args.tasks, args.out, args.b)}")
+    check_distinct([("", args.tasks), ("--transfers", args.transfers), ("--events", args.events)],
+                   [Out("--out", args.out, "members", tuple(OUT_FILES))])
+    log.info(f"wrote {export_starvz(args.tasks, args.out, args.b, args.transfers, args.events)}")
     return 0

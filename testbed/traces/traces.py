@@ -27,6 +27,9 @@ TASK_COLUMN_ALIASES: dict[str, str] = {}
 
 TRANSFER_COLUMNS = ["Start", "End", "Bytes", "Src", "Dst"]
 
+#: numasim's runtime events (run description `events`, simulator/src/runtime_events.hpp)
+EVENT_COLUMNS = ["Type", "Start", "End", "Rank", "Thread", "MemNode", "Value"]
+
 
 def worker_type(resource: str) -> str:
     """`cuda` or `cpu` from a worker name: numasim names CUDA workers after their GPU host
@@ -108,4 +111,20 @@ def read_transfers(path: str | Path):
     _check_numbers(df, path, "transfer trace", ["Start", "End", "Bytes"])
     df["Src"] = df["Src"].astype(str)
     df["Dst"] = df["Dst"].astype(str)
+    return df
+
+
+def read_events(path: str | Path):
+    """numasim's runtime-event table (`testbed simulate --events`): `Worker` rows (every worker
+    of the run), the tasks' submissions, the scheduler's pushes and pops, the threads' states, the memory managers'
+    allocations and frees and the GPU memories' bytes used (docs/interfaces.md §10)."""
+    path = Path(path)
+    df = _read_csv(path, "event trace")
+    _check_columns(df, path, "event trace", EVENT_COLUMNS)
+    _check_numbers(df, path, "event trace", ["Start", "End", "Rank", "Value"])
+    if not (df["Type"] == "Worker").any():
+        raise InputError(path, "event trace", "`Worker` rows (numasim's run description key `events`)")
+    df["Rank"] = df["Rank"].astype(int)
+    for col in ("Type", "Thread", "MemNode"):
+        df[col] = df[col].fillna("").astype(str)
     return df

@@ -123,6 +123,8 @@ void DataWizard::drop_replica(int rank, uint32_t h, int local) {
     }
     if (lru_erase(m, s)) {
       m.used -= tile_bytes_;
+      if (events_)
+        note_used(g);
       if (!m.waiting.empty() || !m.prefetch.empty())
         serve_waiting(g);
     }

@@ -183,9 +183,14 @@ void DataWizard::allocate_ram(int rank, uint32_t h, int gdst, const Worker* thre
   ram_alloc_[s] = 1;
   numa_->allocated(rank, h, gdst, thread);
   const double per_mib = pinned_s_per_mib_[rank];
-  if (per_mib <= 0 || !cfg_.mechanisms(Mechanism::pinned_alloc))
+  const bool pinned = per_mib > 0 && cfg_.mechanisms(Mechanism::pinned_alloc);
+  const double cost = pinned ? tile_bytes_ / 1048576.0 * per_mib : 0;
+  if (events_) {
+    const double t = sg4::Engine::get_clock();
+    events_->add(EventType::Allocating, t, t + cost, thread ? thread->id : -1, gdst, tile_bytes_);
+  }
+  if (!pinned)
     return;
-  const double cost = tile_bytes_ / 1048576.0 * per_mib;
   // A page-locked allocation serialises the devices' streams (CUDA C Programming Guide, "Implicit
   // Synchronization"); portable memory is pinned for every device of the node. The machine
   // description's pinned_alloc_gpu_stall says for which share of the call (1: all of it, 0: the
@@ -214,6 +219,8 @@ void DataWizard::run_ram_copy(uint32_t tid, Worker& w) {
   transfers_[tid].path = numa_->move(transfers_[tid], &w);
   counters_.thread_copies++;
   counters_.thread_copy_s += sg4::Engine::get_clock() - t0;
+  if (events_)
+    events_->add(EventType::Progressing, t0, sg4::Engine::get_clock(), w.id, transfers_[tid].gdst);
   transfer_done(tid);
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 #include "lu_dag.hpp"
 #include "perfmodel_bus.hpp"
+#include "runtime_events.hpp"
 #include "topology.hpp"
 
 #include <deque>
@@ -130,6 +131,8 @@ public:
              const Progress& progress, Hooks hooks);
   void set_mover(NumaEffects* numa) { numa_ = numa; } // moves copies along their threads' paths
   void finish();                                      // the run ended: copy actors return (resumed)
+  // Allocations, frees and the GPU bytes used are recorded there when not null (runtime_events.hpp).
+  void set_events(RuntimeEvents* events) { events_ = events; }
 
   uint32_t handle(int rank, uint32_t tile) const { return dag_.handle_of(rank, tile); } // Dag::handle_of
   size_t nhandles() const { return hstate_.size(); }
@@ -234,6 +237,8 @@ private:
   std::vector<Runner> runners_;
   std::vector<TransferRecord> transfer_log_;
   bool log_transfers_ = false;
+  RuntimeEvents* events_ = nullptr; // run description `events` (runtime_events.hpp), else null
+  void note_used(int gmem);         // the bytes allocated on GPU memory node gmem changed
 
   size_t slot(uint32_t h, int local) const { return static_cast<size_t>(h) * mem_stride_ + local; }
   // What make_room may do with slot s, as bits (0: nothing, not listed or in use: memalloc.c

@@ -131,11 +131,23 @@ void DataWizard::gpu_free_chunk(int gmem) {
   const MemNode& n = topo_.mem(gmem);
   MemState& m = ms_[gmem];
   m.chunks -= tile_bytes_;
+  const double now = sg4::Engine::get_clock();
+  double end = now;
   if (n.free_s > 0 && cfg_.mechanisms(Mechanism::cuda_malloc)) {
-    gpu_alloc_call(gmem, n.free_s);
+    end = gpu_alloc_call(gmem, n.free_s);
     counters_.gpu_frees++;
     counters_.gpu_free_s += n.free_s;
   }
+  if (events_) {
+    const Worker* driver = driver_of(gmem);
+    events_->add(EventType::Freeing, std::max(now, end - n.free_s), end, driver ? driver->id : -1, gmem,
+                 tile_bytes_);
+  }
+}
+
+void DataWizard::note_used(int gmem) {
+  const double now = sg4::Engine::get_clock();
+  events_->add(EventType::Used, now, now, -1, gmem, ms_[gmem].used);
 }
 
 // Takes a waiting copy off its queue, allocates its replica and starts it.
@@ -148,17 +160,29 @@ void DataWizard::start_waiting(int gmem, std::set<AllocKey>& q, std::set<AllocKe
     counters_.overcommits++;
   m.used += tile_bytes_;
   m.peak_used = std::max(m.peak_used, m.used);
+  const double now = sg4::Engine::get_clock();
   if (m.used > m.chunks + tile_bytes_ / 2) {
     // No chunk to reuse (memalloc.c _starpu_allocate_interface: try_to_find_reusable_mc, then the
     // driver's allocation, drivers/cuda/driver_cuda.c _starpu_cuda_malloc_on_node: cudaMemGetInfo
     // + cudaMalloc) by the GPU's driver thread, which handles the request; the copy waits for it.
     m.chunks += tile_bytes_;
+    double end = now;
     if (n.malloc_s > 0 && cfg_.mechanisms(Mechanism::cuda_malloc)) {
-      gpu_alloc_call(gmem, n.malloc_s);
+      end = gpu_alloc_call(gmem, n.malloc_s);
       counters_.gpu_mallocs++;
       counters_.gpu_malloc_s += n.malloc_s;
     }
+    if (events_) {
+      const Worker* driver = driver_of(gmem);
+      events_->add(EventType::Allocating, std::max(now, end - n.malloc_s), end, driver ? driver->id : -1,
+                   gmem, tile_bytes_);
+    }
+  } else if (events_) {
+    const Worker* driver = driver_of(gmem);
+    events_->add(EventType::AllocatingReuse, now, now, driver ? driver->id : -1, gmem, tile_bytes_);
   }
+  if (events_)
+    note_used(gmem);
   Transfer& t = transfers_[tid];
   t.queued = 0;
   size_t s = slot(t.handle, n.local);

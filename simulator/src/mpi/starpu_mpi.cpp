@@ -124,9 +124,12 @@ void MpiRuntime::progression_loop(int rank) {
   // (mpi/src/mpi/starpu_mpi_mpi.c progression loop).
   Thread& m = threads_[rank];
   while (!progress_.finished) {
+    const double t0 = sg4::Engine::get_clock();
     if (m.requests.empty()) {
       m.suspended = true;
       sg4::this_actor::suspend();
+      if (events_)
+        events_->add(EventType::Sleeping, t0, sg4::Engine::get_clock(), -1, rank);
       continue;
     }
     auto [send, r] = m.requests.front();
@@ -146,6 +149,10 @@ void MpiRuntime::progression_loop(int rank) {
         enqueue(rc.dst, true, forward_[r]);
       received_(r);
     }
+    if (events_) // StarPU-MPI's thread states (starpu_fxt.c handle_mpi_isend_submit_begin,
+                 // _irecv_complete_begin)
+      events_->add(send ? EventType::SendSubmitted : EventType::ReceiveCompleted, t0,
+                   sg4::Engine::get_clock(), -1, rank);
   }
 }
 

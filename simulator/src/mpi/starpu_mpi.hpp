@@ -34,6 +34,7 @@ public:
   void delivered(uint32_t r);  // reception r's message landed in the destination's RAM
   void start_actors();         // one progression thread per node
   void finish();               // the run ended: the threads return
+  void set_events(RuntimeEvents* events) { events_ = events; } // the threads' states (runtime_events.hpp)
   // Messages triggered and not received; the first of them (up to `max_items` items in all) described.
   uint64_t stall_items(std::vector<std::string>& items, size_t max_items,
                        const std::function<std::string(uint32_t tile)>& tile_name) const;
@@ -67,6 +68,7 @@ private:
   std::vector<uint32_t> group_first_; // per bag: the owner's first send along the tree (kNone: all at once)
   std::vector<uint16_t> sender_;
   std::vector<uint32_t> next_send_, forward_;
+  RuntimeEvents* events_ = nullptr;
 
   void build_trees();
   void send_group(uint32_t g);

@@ -58,6 +58,7 @@ class RunSpec:
     simgrid_cfg: list[str] = field(default_factory=list)  # SimGrid options KEY:VALUE (numasim)
     trace: Path | None = None
     transfers: Path | None = None
+    events: Path | None = None  # numasim: runtime events (docs/interfaces.md §10)
     platform_dir: Path | None = None  # output of `testbed platform`; generated if None
     # Machine type -> a real machine's raw StarPU sampling directory read instead of the generated
     # models (`--perfmodel-dir`, testbed/starpu/sampling_dir.py); machine YAML `perfmodels:` otherwise.

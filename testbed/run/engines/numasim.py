@@ -161,6 +161,8 @@ def run_description(spec: RunSpec, pdir: Path, workdir: Path | None = None) -> d
         desc["trace"] = str(Path(spec.trace).resolve())
     if spec.transfers:
         desc["transfers"] = str(Path(spec.transfers).resolve())
+    if spec.events:
+        desc["events"] = str(Path(spec.events).resolve())
     return desc
 
 

@@ -40,7 +40,7 @@ def cluster_ranks(cluster: str) -> tuple[list[str], list[float]]:
 
 
 def write_trace(spec: RunSpec, fxt_dir: Path, workdir: Path) -> None:
-    """--trace/--transfers: the ranks' FxT files as numasim's tidy tables (testbed/traces/fxt_trace.py)."""
+    """--trace/--transfers/--events: the ranks' FxT files as numasim's tidy tables (testbed/traces/fxt_trace.py)."""
     from testbed.common.paths import starpu_file
     from testbed.describe.machines import load_cluster
     from testbed.run.factors import layout_of
@@ -49,7 +49,7 @@ def write_trace(spec: RunSpec, fxt_dir: Path, workdir: Path) -> None:
     nodes = load_cluster(spec.cluster).nodes
     out = fxt_trace.convert(starpu_file("native", "bin/starpu_fxt_tool", "StarPU's FxT converter"), fxt_dir, workdir)
     fxt_trace.write_tables(out, [n.name for n in nodes], [layout_of(n.machine) for n in nodes], spec.trace,
-                           spec.transfers)
+                           spec.transfers, spec.events)
 
 
 def rank_groups(machines: list[str]) -> list[tuple[str, int]]:
@@ -101,7 +101,7 @@ def run(spec: RunSpec) -> dict:
     nt = check_run(spec)
     machines, speeds = cluster_ranks(spec.cluster)
     ranks = len(machines)
-    traced = spec.trace is not None or spec.transfers is not None
+    traced = spec.trace is not None or spec.transfers is not None or spec.events is not None
     if spec.app == "chameleon":
         if traced:
             raise InputError(None, "--trace/--transfers", "app lu (the FxT conversion reads apps/lu's codelets)")
