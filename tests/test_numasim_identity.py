@@ -7,8 +7,9 @@ task's worker, start and end to the nanosecond); and one run at the study's scal
 tiles, 338,350 tasks, heterogeneity-aware mapping), compared through its summary. Every value
 recorded must be the same; fields added to the summary since are not compared. The expected
 values (tests/data/numasim_identity.json) were written by numasim at commit 7c43ff8, before the
-work on its speed; a change of these values is a change of the model, not of its speed:
-regenerate them only for an intended change of behaviour, and say which in the commit:
+work on its speed, on the machine descriptions and models of their writing; a change of these
+values is a change of the model (numasim's or its inputs'), not of its speed: regenerate them
+only for an intended change of behaviour, and say which in the commit:
 
     .venv/bin/python tests/test_numasim_identity.py build/simulator/numasim
 """
