@@ -26,6 +26,14 @@ bench-speed: setup build
 	$(PY) bench/numasim_growth.py --out bench/results/numasim_growth.json
 	$(PY) bench/cli_overhead.py --out bench/results/cli_overhead.json
 
+# Where numasim's time goes at the study's scale, per subsystem (perf, bench/numasim_profile.py;
+# bench/RESULTS.md "Profile"), and numasim against 7c43ff8, results and speed (bench/numasim_vs_old.py).
+.PHONY: profile-simulator bench-vs-old
+profile-simulator: setup build-simulator
+	$(PY) bench/numasim_profile.py
+bench-vs-old: setup build-simulator
+	$(PY) bench/numasim_vs_old.py
+
 test: setup build
 	$(MAKE) --no-print-directory -k lint-python format-check test-cpp test-cpp-asan test-python
 

@@ -201,6 +201,18 @@ double MemorySystem::kernel_load(const sg4::Link* l) const {
   return load;
 }
 
+MemorySystem::KernelTerms MemorySystem::kernel_terms(const sg4::Link* l) const {
+  KernelTerms terms;
+  for (int p = 0; p < nnuma(); p++) {
+    if (controller_[p] == l)
+      terms.emplace_back(p, -1);
+    for (int t = 0; t < nnuma(); t++)
+      if (on_inter_socket_route(t, p, l))
+        terms.emplace_back(p, t);
+  }
+  return terms;
+}
+
 bool MemorySystem::carries_kernel_traffic(const sg4::Link* l) const {
   if (controller_of(l) >= 0)
     return true;

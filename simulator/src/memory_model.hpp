@@ -26,6 +26,7 @@
 #include "platform.hpp"
 
 #include <array>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -85,6 +86,17 @@ public:
   // kernels reading its pages; on an inter-socket link, the kernels reading remote pages across
   // it; 0 on any other link (copies are not counted here).
   double kernel_load(const sg4::Link* l) const;
+  // The same sum from the terms that apply to l, listed once (kernel_terms), in kernel_load's
+  // order (the same result to the bit): {p, -1} a controller's kernels, {p, t} node t's kernels
+  // reading node p across l.
+  using KernelTerms = std::vector<std::pair<int8_t, int8_t>>;
+  KernelTerms kernel_terms(const sg4::Link* l) const;
+  double kernel_load(const KernelTerms& terms) const {
+    double load = 0;
+    for (const auto& [p, t] : terms)
+      load += t < 0 ? kernel_demand_[p] : remote_demand_[t][p];
+    return load;
+  }
   bool carries_kernel_traffic(const sg4::Link* l) const; // a controller or an inter-socket link of this node
   int controller_of(const sg4::Link* l) const;           // the NUMA node whose controller l is, -1: none
   // Latency of a load from a core of `thread_numa` to pages on `data_numa`, now (s).

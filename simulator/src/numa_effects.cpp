@@ -75,6 +75,9 @@ void NumaEffects::init() {
     op_pages_.assign(dag_.tasks.size(), 0xFFFF);
   }
   last_end_.assign(topo_.workers().size(), 0.0);
+  driver_of_gpu_mem_.assign(topo_.mem().size(), nullptr);
+  copy_control_delay_.assign(topo_.mem().size(), std::numeric_limits<double>::quiet_NaN());
+  launch_control_delay_.assign(topo_.workers().size(), std::numeric_limits<double>::quiet_NaN());
   for (size_t r = 0; r < nranks; r++)
     init_rank(static_cast<int>(r));
   tcp_gamma_ = simgrid::config::get_value<double>("network/TCP-gamma");
@@ -182,8 +185,8 @@ int NumaEffects::operand_numa(const Worker& w, uint32_t h) const {
 sg4::Host* NumaEffects::thread_core(const Worker& w) const {
   if (!w.cuda)
     return w.host;
-  auto drv = driver_of_gpu_mem_.find(topo_.global_mem(w.rank, w.mem)); // the CUDA driver's core
-  return drv != driver_of_gpu_mem_.end() ? drv->second : w.host;
+  sg4::Host* drv = driver_of_gpu_mem_[topo_.global_mem(w.rank, w.mem)]; // the CUDA driver's core
+  return drv ? drv : w.host;
 }
 
 void NumaEffects::allocated(int rank, uint32_t h, int gdst, const Worker* pinner) {
@@ -281,6 +284,7 @@ int NumaEffects::link_id(const sg4::Link* l) {
   for (const auto& r : ranks_)
     if (r.mem && r.mem->carries_kernel_traffic(l)) {
       load.kernels = r.mem.get();
+      load.kernel_terms = r.mem->kernel_terms(l);
       load.controller = r.mem->controller_of(l);
     }
   link_loads_.push_back(load);
@@ -345,7 +349,7 @@ double NumaEffects::copies_load(const LinkLoad& l) const {
 bool NumaEffects::oversubscribed(const PathLeg& leg) const {
   for (int id : leg.links) {
     const LinkLoad& l = link_loads_[id];
-    const double kernels = l.kernels ? l.kernels->kernel_load(l.link) : 0.0;
+    const double kernels = l.kernels ? l.kernels->kernel_load(l.kernel_terms) : 0.0;
     if (kernels + copies_load(l) > l.bandwidth)
       return true;
   }
@@ -353,11 +357,11 @@ bool NumaEffects::oversubscribed(const PathLeg& leg) const {
 }
 
 std::vector<std::string> NumaEffects::control_links(int gpu_gmem) {
-  auto it = driver_of_gpu_mem_.find(gpu_gmem);
-  if (it == driver_of_gpu_mem_.end())
+  sg4::Host* drv = driver_of_gpu_mem_[gpu_gmem];
+  if (!drv)
     return {};
   Legs legs;
-  legs.add(it->second, topo_.mem(gpu_gmem).host);
+  legs.add(drv, topo_.mem(gpu_gmem).host);
   return paths_[intern(legs)].links;
 }
 
@@ -490,9 +494,11 @@ int NumaEffects::move(const Transfer& tr, const Worker* worker) {
     // copies are enqueued on the stream; the DMA engine runs them back to back), as a kernel
     // launched ahead pays no launch latency (run_on_gpu).
     int g = src.gpu ? t.gsrc : t.gdst;
-    auto drv = driver_of_gpu_mem_.find(g);
-    if (drv != driver_of_gpu_mem_.end() && cfg_.mechanisms(Mechanism::launch_costs)) {
-      const double d = control_delay(topo_.mem(g).rank, drv->second, topo_.mem(g).host);
+    sg4::Host* drv = driver_of_gpu_mem_[g];
+    if (drv && cfg_.mechanisms(Mechanism::launch_costs)) {
+      double& d = copy_control_delay_[g];
+      if (std::isnan(d))
+        d = control_delay(topo_.mem(g).rank, drv, topo_.mem(g).host);
       const double now = sg4::Engine::get_clock();
       const double wait = now == t.submitted ? d : t.submitted + d - now; // d exactly on an idle stream
       if (wait > 0)
@@ -616,9 +622,10 @@ void NumaEffects::run_on_gpu(const Worker& w, double duration) {
   // before the kernel starts (drivers/cuda/driver_cuda.c; hidden by STARPU_CUDA_PIPELINE).
   const double now = sg4::Engine::get_clock();
   if (now > last_end_[w.id] && cfg_.mechanisms(Mechanism::launch_costs)) {
-    auto drv = driver_of_gpu_mem_.find(topo_.global_mem(w.rank, w.mem));
-    if (drv != driver_of_gpu_mem_.end()) {
-      double d = control_delay(w.rank, drv->second, w.host);
+    if (sg4::Host* drv = driver_of_gpu_mem_[topo_.global_mem(w.rank, w.mem)]) {
+      double& d = launch_control_delay_[w.id];
+      if (std::isnan(d))
+        d = control_delay(w.rank, drv, w.host);
       if (d > 0) {
         launch_waits_++;
         numasim::sleep_for(d);

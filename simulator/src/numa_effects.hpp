@@ -134,7 +134,8 @@ private:
     double bandwidth = 0;
     std::vector<CopyGroup> groups;
     MemorySystem* kernels = nullptr;
-    int controller = -1; // the NUMA node of `kernels` whose memory controller this link is
+    MemorySystem::KernelTerms kernel_terms; // what of `kernels`' traffic crosses it (kernel_load)
+    int controller = -1;                    // the NUMA node of `kernels` whose memory controller this link is
   };
   static constexpr size_t kMaxLegs = 5; // an MPI message: RAM, MPI core, NIC, NIC, MPI core, RAM
   struct Leg {
@@ -175,7 +176,10 @@ private:
   std::vector<float> remote_bytes_; // per task, with a trace only
   std::vector<uint16_t> op_pages_;  // per task, with a trace only: 4 bits per operand (NUMA node, 15: GPU)
   std::vector<double> last_end_;    // per worker: end of its last task (GPU launch hiding)
-  std::map<int, sg4::Host*> driver_of_gpu_mem_; // global GPU memory node -> its driver's core host
+  std::vector<sg4::Host*> driver_of_gpu_mem_; // global GPU memory node -> its driver's core host (or null)
+  // control_delay of a GPU's copy submissions (per global GPU memory node) and of a CUDA worker's
+  // launches (per worker), on first use: both are a route's fixed latency and bandwidth (NaN: not yet).
+  std::vector<double> copy_control_delay_, launch_control_delay_;
   std::unordered_map<Legs, int, LegsHash> path_ids_;
   std::vector<Path> paths_;
   std::map<std::pair<const sg4::Host*, const sg4::Host*>, std::pair<double, double>> latbw_;

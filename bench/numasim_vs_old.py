@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""numasim against an older build of itself at the study's scale: same results, and how much faster.
+
+g5k-lille-21 (`testbed platform`), N = 96000, b = 960 (338,350 tasks), heterogeneity-aware mapping
+(the campaign's), dmdas, variability on. Two checks:
+
+* identity: every run description of a set of seeds and factor levels gives the same summary
+  with both binaries (every field the old binary prints but wall_s, as printed);
+* speed: the all-default run description, old and new binary alternately (old, new, old, new...),
+  `--pairs` times each after one warm-up of each; per run the user+sys CPU time of the child
+  (getrusage), its wall time and peak RSS. The ratio is taken pair by pair (old / new CPU time),
+  so that a drift of the machine's speed cancels; its median is the figure.
+
+The old binary: `--old PATH`, or built from `--old-commit` (default 7c43ff8, before the speed
+work) in a scratch git worktree outside the repository (`--scratch`, default under the system's
+temporary directory), reused when already built there.
+
+Usage: .venv/bin/python bench/numasim_vs_old.py [--pairs 5] [--old-commit 7c43ff8 | --old PATH]
+           [--out bench/results/numasim_vs_old.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+NEW = ROOT / "build" / "simulator" / "numasim"
+CLUSTER = "g5k-lille-21"
+# (factor levels at +1, seed): the identity set; the first is also the timed one.
+IDENTITY = [("", 1), ("", 2), ("A", 2), ("E", 3), ("ABCE", 1), ("D", 4), ("FG", 5), ("AE", 6)]
+
+
+def build_old(commit: str, scratch: Path) -> Path:
+    """numasim at `commit`, built in a git worktree at `scratch` (outside the repository)."""
+    binary = scratch / "build" / "simulator" / "numasim"
+    if binary.exists():
+        return binary
+    if not scratch.exists():
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(scratch), commit], check=True)
+    build = scratch / "build" / "simulator"
+    subprocess.run(["cmake", "-S", str(scratch / "simulator"), "-B", str(build), "-G", "Ninja",
+                    "-DCMAKE_BUILD_TYPE=Release"], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(["cmake", "--build", str(build), "--target", "numasim"], check=True)
+    return binary
+
+
+def timed(binary: Path, run_file: Path) -> dict:
+    """One child under os.wait4: its own CPU time and peak RSS."""
+    t0 = time.monotonic()
+    proc = subprocess.Popen([str(binary), str(run_file)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.monotonic() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{binary} failed ({proc.returncode}): {proc.stderr.read().decode()[-2000:]}")
+    proc.stderr.close()
+    return {"cpu_s": usage.ru_utime + usage.ru_stime, "wall_s": wall, "max_rss_mb": usage.ru_maxrss / 1024}
+
+
+def summary_of(binary: Path, run_file: Path) -> dict:
+    """The summary as flat dotted keys, without wall_s."""
+    proc = subprocess.run([str(binary), str(run_file)], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{binary} failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    flat: dict = {}
+
+    def walk(x: dict, prefix: str) -> None:
+        for k, v in x.items():
+            if isinstance(v, dict):
+                walk(v, f"{prefix}{k}.")
+            else:
+                flat[prefix + k] = v
+
+    walk(json.loads(proc.stdout), "")
+    flat.pop("wall_s", None)
+    return flat
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--pairs", type=int, default=5, help="timed runs of each binary, alternated (default 5)")
+    p.add_argument("--old", type=Path, default=None, help="the old numasim binary (else built from --old-commit)")
+    p.add_argument("--old-commit", default="7c43ff8")
+    p.add_argument("--scratch", type=Path, default=None,
+                   help="where the old commit is checked out and built (default: a folder of the temporary directory)")
+    p.add_argument("--nt", type=int, default=100)
+    p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "numasim_vs_old.json")
+    args = p.parse_args(argv)
+    if not NEW.exists():
+        print(f"error: {NEW} is missing (run `make build-simulator`)", file=sys.stderr)
+        return 2
+    old = args.old or build_old(args.old_commit,
+                                args.scratch or Path(tempfile.gettempdir()) / f"numasim-old-{args.old_commit}")
+    from testbed.common.atomic import atomic_file
+    from testbed.describe.machines import load_cluster
+    from testbed.platform.platform_cmd import generate
+    from testbed.run.engines import RunSpec
+    from testbed.run.engines.numasim import run_description
+    from testbed.run.resolve import resolve_run_env
+
+    identity = []
+    with tempfile.TemporaryDirectory(prefix="bench-vs-old-") as tmp:
+        pdir = Path(tmp) / "platform"
+        generate(load_cluster(CLUSTER), pdir, (960,))
+        runs = []
+        for levels, seed in IDENTITY:
+            factors = {x: (1 if x in levels else -1) for x in "ABCDEFG"}
+            spec = RunSpec(engine="numasim", cluster=CLUSTER, n=args.nt * 960, b=960, factors=factors,
+                           **resolve_run_env(CLUSTER, factors, {}, "dmdas").spec_fields(), seed=seed,
+                           distribution={"kind": "heterogeneous"}, platform_dir=pdir)
+            work = Path(tmp) / f"{levels or 'default'}-s{seed}"
+            work.mkdir()
+            run_file = work / "run.json"
+            run_file.write_text(json.dumps(run_description(spec, pdir, work), indent=1))
+            runs.append((levels or "(all default)", seed, run_file))
+        for levels, seed, run_file in runs:
+            # Every value the old binary prints (fields added to the summary since are not compared).
+            a, b = summary_of(old, run_file), summary_of(NEW, run_file)
+            differ = sorted(k for k in a if b.get(k) != a[k])
+            identity.append({"factors": levels, "seed": seed, "identical": not differ, "different": differ,
+                             "fields": len(a), "makespan_s": b["makespan_s"], "old_makespan_s": a["makespan_s"]})
+            print(f"identity {levels} seed {seed}: {len(a) - len(differ)} of {len(a)} fields the same "
+                  f"(makespan {a['makespan_s']} / {b['makespan_s']} s)", flush=True)
+        run_file = runs[0][2]
+        timed(old, run_file), timed(NEW, run_file)  # warm-up (page cache, the platform's files)
+        pairs = []
+        for i in range(args.pairs):
+            o, n = timed(old, run_file), timed(NEW, run_file)
+            pairs.append({"old": o, "new": n, "ratio_cpu": o["cpu_s"] / n["cpu_s"]})
+            print(f"pair {i + 1}: old {o['cpu_s']:.2f} s CPU ({o['wall_s']:.2f} s wall), new {n['cpu_s']:.2f} s CPU "
+                  f"({n['wall_s']:.2f} s wall): {o['cpu_s'] / n['cpu_s']:.2f}x", flush=True)
+
+    def med(who: str, key: str) -> float:
+        return statistics.median(x[who][key] for x in pairs)
+
+    record = {
+        "date": datetime.datetime.now().isoformat(timespec="seconds"), "machine": platform.node(),
+        "nproc": os.cpu_count(), "loadavg_after": os.getloadavg(), "cluster": CLUSTER, "n": args.nt * 960,
+        "b": 960, "distribution": "heterogeneous", "old": str(old), "old_commit": args.old_commit,
+        "identity": identity, "all_identical": all(x["identical"] for x in identity), "pairs": pairs,
+        "median_ratio_cpu": statistics.median(x["ratio_cpu"] for x in pairs),
+        "median_cpu_s": {"old": med("old", "cpu_s"), "new": med("new", "cpu_s")},
+        "median_wall_s": {"old": med("old", "wall_s"), "new": med("new", "wall_s")},
+        "max_rss_mb": {"old": max(x["old"]["max_rss_mb"] for x in pairs),
+                       "new": max(x["new"]["max_rss_mb"] for x in pairs)},
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_file(args.out) as fh:
+        json.dump(record, fh, indent=1)
+    print(f"identical results: {record['all_identical']} ({len(identity)} run descriptions); "
+          f"CPU time old / new, median of {args.pairs} pairs: {record['median_ratio_cpu']:.2f}x "
+          f"(medians {record['median_cpu_s']['old']:.2f} / {record['median_cpu_s']['new']:.2f} s); "
+          f"peak RSS {record['max_rss_mb']['old']:.0f} / {record['max_rss_mb']['new']:.0f} MB -> {args.out}")
+    return 0 if record["all_identical"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
