@@ -69,7 +69,7 @@ rule explain:
         testbed=TESTBED,
         top=config["report"]["explain"]["terms"],
         seeds=config["report"]["explain"]["seeds"],
-    threads: workflow.cores
+    threads: lambda wildcards: workflow.resource_settings.cores or 1
     conda:
         "envs/testbed.yaml"
     log:
