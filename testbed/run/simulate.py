@@ -41,6 +41,16 @@ def parse_assignments(items: list[str], what: str) -> dict[str, str]:
     return out
 
 
+def parse_levels(text: str, option: str) -> dict[str, int]:
+    """`A=1,E=-1` -> {"A": 1, "E": -1}: factor letters (upper-cased) and their levels -1 or 1."""
+    levels: dict[str, int] = {}
+    for k, v in parse_assignments([text], option).items():
+        if v not in ("1", "-1", "+1"):
+            raise InputError(None, f"{option} {k}", f"level -1 or 1, got {v!r}")
+        levels[k.upper()] = int(v)
+    return levels
+
+
 def check_spec(spec: RunSpec) -> None:
     if spec.engine not in ENGINES:
         raise InputError(None, "--engine", f"one of {', '.join(ENGINES)}, got {spec.engine!r}")
@@ -150,11 +160,7 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
     from pathlib import Path
 
     raw_factors = parse_assignments([args.factors], "--factors")
-    factors: dict[str, int] = {}
-    for k, v in raw_factors.items():
-        if v not in ("1", "-1", "+1"):
-            raise InputError(None, f"--factors {k}", f"level -1 or 1, got {v!r}")
-        factors[k.upper()] = int(v)
+    factors = parse_levels(args.factors, "--factors")
     env = parse_assignments(args.env, "--env")
     dist: dict
     if args.distribution in ("block-cyclic", "heterogeneous"):

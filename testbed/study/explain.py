@@ -344,15 +344,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _levels(text: str, option: str) -> dict[str, int]:
     from testbed.run.factors import check_factors
-    from testbed.run.simulate import parse_assignments
+    from testbed.run.simulate import parse_levels
 
-    levels: dict[str, int] = {}
-    for k, v in parse_assignments([text], option).items():
-        if v not in ("1", "-1", "+1"):
-            raise InputError(None, f"{option} {k}", f"level -1 or 1, got {v!r}")
-        levels[k] = int(v)
-    given = set(levels)
-    return {k: v for k, v in check_factors(levels, option).items() if k in given}
+    levels = parse_levels(text, option)
+    return {k: v for k, v in check_factors(levels, option).items() if k in levels}
 
 
 def _setup(args: argparse.Namespace) -> tuple[Setup, list[tuple[str, ...]]]:
