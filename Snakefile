@@ -38,9 +38,11 @@ include: "workflows/sensitivity.smk"
 
 # Under a batch executor (profiles/slurm, profiles/oar) only the heavy jobs go to the queue:
 # campaign and sensitivity batches (minutes of simulation) and a calibration (a whole node).
-# The rest takes seconds and runs where snakemake runs (trace_pair: two runs, seconds to half a minute).
+# The rest runs where snakemake runs (trace_pair: two runs, seconds to half a minute; explain: the
+# mechanism ledger's paired runs, seconds at ci scale and minutes at the study's, on --local-cores).
 localrules:
     all,
+    explain,
     platforms,
     design,
     runs,
