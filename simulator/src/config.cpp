@@ -238,7 +238,7 @@ bool set_runtime_variable(StarpuEnv& e, const std::string& k, const std::string&
     e.homogeneous_cpu = parse_bool01(v, file, key);
   else if (k == "STARPU_CUDA_ONLY_FAST_ALLOC_OTHER_MEMNODES") // starpu_getenv_number_default: nonzero = on
     e.cuda_only_fast_alloc_other_memnodes = parse_int(v, file, key, "an integer") != 0;
-  else if (k == "TESTBED_NUMA_BALANCING") // factor G (testbed/run/factors.py), numa_effects.cpp
+  else if (k == "TESTBED_NUMA_BALANCING") // factor G (testbed/run/factors.py), numa_balancing.cpp
     e.numa_balancing = parse_bool01(v, file, key);
   else
     return false;

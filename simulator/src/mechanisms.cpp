@@ -34,7 +34,7 @@ const std::array<MechanismInfo, kNumMechanisms> kMechanisms = {{
      "numa_effects.cpp NumaEffects::run_on_gpu, runtime.cpp Simulation::execute",
      "no launch latency from the driver's core to its GPU, no copy submission delay, no per-task host time "
      "or back-to-back gap of a CUDA worker, no first-call cost of a kernel"},
-    {Mechanism::numa_balancing, "numa_balancing", "numa_effects.cpp NumaEffects::hinting_faults",
+    {Mechanism::numa_balancing, "numa_balancing", "numa_balancing.cpp NumaEffects::hinting_faults",
      "Linux's automatic NUMA balancing scans nothing: no hinting faults, no page migrations"},
     {Mechanism::kernel_variability, "kernel_variability", "runtime.cpp Simulation::sample_duration",
      "every kernel takes its model's mean (the run description's \"variability\": false)"},
