@@ -29,6 +29,7 @@
 #                                 PostgreSQL as services; the local clusters run their own.
 #   STARPU_EXTRA_CONFIGURE_FLAGS  more configure flags for the native build (e.g. --without-hwloc)
 #   TESTBED_KEEP_BUILD_TREES=1    keep .deps/build-* after installing (about 650 MB)
+#   TESTBED_PROGRESS_S=60         seconds between the "still building" lines of a long build
 #   CHAMELEON_SOURCE_TARBALL=FILE a Chameleon source tarball (1.2 or later, with its submodules
 #                                 hqr/ and cmake_modules/morse_cmake/ filled, as release tarballs
 #                                 are), built against each StarPU flavour into
@@ -242,14 +243,16 @@ case "$TESTBED_CUDA" in
 esac
 
 # Waits for a build running in the background (pid) whose whole output goes to its log, saying
-# once a minute that it is still building, with the log's last line; returns the build's status.
+# once a minute (TESTBED_PROGRESS_S) that it is still building, with the log's last line; returns
+# the build's status.
 wait_building() { # what, log, pid
-  local what="$1" log="$2" pid="$3" t0=$SECONDS next=60
+  local what="$1" log="$2" pid="$3" t0=$SECONDS every="${TESTBED_PROGRESS_S:-60}"
+  local next="$every"
   while kill -0 "$pid" 2>/dev/null; do
     sleep 2
     if [ $((SECONDS - t0)) -ge "$next" ] && kill -0 "$pid" 2>/dev/null; then
       say "  still building $what, $((SECONDS - t0)) s, $(wc -l <"$log") log lines; last: $(tail -n 1 "$log" | cut -c1-100)"
-      next=$((next + 60))
+      next=$((next + every))
     fi
   done
   wait "$pid"
@@ -265,7 +268,7 @@ build_starpu() { # name, extra configure flags...
   say "building StarPU $STARPU_VERSION ($name build, $JOBS jobs) -> $prefix"
   rm -rf "$build" "$prefix"; mkdir -p "$build"
   local log="$DEPS/build-$name.log"
-  say "  log: $log (a line every minute while it builds)"
+  say "  log: $log (a line every ${TESTBED_PROGRESS_S:-60} s while it builds)"
   ( cd "$build" && "$STARPU_SRC/configure" --prefix="$prefix" "${COMMON_FLAGS[@]}" "$@" ) >"$log" 2>&1 \
     || die "configure of StarPU ($name) failed, see $log"
   ( cd "$build" && make -j"$JOBS" && make install ) >>"$log" 2>&1 &
@@ -305,7 +308,7 @@ build_chameleon() { # flavour, source dir, source id, extra cmake flags...
   say "building Chameleon ($flavour build, against $starpu, $JOBS jobs) -> $prefix"
   rm -rf "$build" "$prefix"; mkdir -p "$build"
   local log="$DEPS/build-chameleon-$flavour.log"
-  say "  log: $log (a line every minute while it builds)"
+  say "  log: $log (a line every ${TESTBED_PROGRESS_S:-60} s while it builds)"
   # SMPI_PRETEND_CC: smpicc (the SimGrid flavour's compiler) as a plain cc for CMake's checks
   ( cd "$build" && PKG_CONFIG_PATH="$starpu/lib/pkgconfig" SMPI_PRETEND_CC=1 cmake "$src" "${flags[@]}" ) >"$log" 2>&1 \
     || die "configure of Chameleon ($flavour) failed, see $log"
