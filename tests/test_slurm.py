@@ -4,7 +4,9 @@ A one-node cluster (slurmctld, slurmd, munged, slurmdbd + MariaDB for sacct) is 
 this machine by envs/slurm-local.sh for the module and stopped at its end. The campaign goes
 through `snakemake --profile profiles/slurm all`, one batch job is cancelled with scancel,
 another batch's process is killed, snakemake itself is interrupted, and a second snakemake
-submits only the missing batches; runs.csv then equals the local run's but for wall_s.
+submits only the missing batches; runs.csv then equals the local run's but for wall_s. The
+fault-injection campaign (tests/support/faults.py) takes a seeded series of such faults in a row,
+and its runs table and ANOVA are then the uninterrupted local run's.
 
 Select with `pytest -m slurm`. Skipped, with the reason, where the cluster cannot start
 (not root, SLURM not installed: `TESTBED_SLURM=1 bash envs/setup.sh`, or the ports or
