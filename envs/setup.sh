@@ -29,10 +29,12 @@
 #                                 PostgreSQL as services; the local clusters run their own.
 #   STARPU_EXTRA_CONFIGURE_FLAGS  more configure flags for the native build (e.g. --without-hwloc)
 #   TESTBED_KEEP_BUILD_TREES=1    keep .deps/build-* after installing (about 650 MB)
+#   TESTBED_PROGRESS_S=60         seconds between the "still building" lines of a long build
 #   CHAMELEON_SOURCE_TARBALL=FILE a Chameleon source tarball (1.2 or later, with its submodules
 #                                 hqr/ and cmake_modules/morse_cmake/ filled, as release tarballs
 #                                 are), built against each StarPU flavour into
 #                                 .deps/chameleon-{native,simgrid} (sha256 printed): `--app chameleon`
+#                                 (getting and packing the sources: apps/lu/README.md)
 #   CHAMELEON_PREFIX=DIR          an installed native Chameleon instead (checked when used, by
 #   CHAMELEON_SIMGRID_PREFIX=DIR  testbed/run/engines/chameleon_app.py); without any of these,
 #                                 nothing of Chameleon is built and its tests skip
@@ -240,6 +242,22 @@ case "$TESTBED_CUDA" in
   *) die "TESTBED_CUDA=$TESTBED_CUDA: expected auto, yes or no" ;;
 esac
 
+# Waits for a build running in the background (pid) whose whole output goes to its log, saying
+# once a minute (TESTBED_PROGRESS_S) that it is still building, with the log's last line; returns
+# the build's status.
+wait_building() { # what, log, pid
+  local what="$1" log="$2" pid="$3" t0=$SECONDS every="${TESTBED_PROGRESS_S:-60}"
+  local next="$every"
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 2
+    if [ $((SECONDS - t0)) -ge "$next" ] && kill -0 "$pid" 2>/dev/null; then
+      say "  still building $what, $((SECONDS - t0)) s, $(wc -l <"$log") log lines; last: $(tail -n 1 "$log" | cut -c1-100)"
+      next=$((next + every))
+    fi
+  done
+  wait "$pid"
+}
+
 build_starpu() { # name, extra configure flags...
   local name="$1"; shift
   local prefix="$DEPS/starpu-$name" build="$DEPS/build-$name"
@@ -250,19 +268,11 @@ build_starpu() { # name, extra configure flags...
   say "building StarPU $STARPU_VERSION ($name build, $JOBS jobs) -> $prefix"
   rm -rf "$build" "$prefix"; mkdir -p "$build"
   local log="$DEPS/build-$name.log"
-  say "  log: $log (a line every minute while it builds)"
+  say "  log: $log (a line every ${TESTBED_PROGRESS_S:-60} s while it builds)"
   ( cd "$build" && "$STARPU_SRC/configure" --prefix="$prefix" "${COMMON_FLAGS[@]}" "$@" ) >"$log" 2>&1 \
     || die "configure of StarPU ($name) failed, see $log"
   ( cd "$build" && make -j"$JOBS" && make install ) >>"$log" 2>&1 &
-  local pid=$! t0=$SECONDS next=60
-  while kill -0 "$pid" 2>/dev/null; do
-    sleep 2
-    if [ $((SECONDS - t0)) -ge "$next" ] && kill -0 "$pid" 2>/dev/null; then
-      say "  still building StarPU ($name), $((SECONDS - t0)) s, $(wc -l <"$log") log lines"
-      next=$((next + 60))
-    fi
-  done
-  wait "$pid" || die "build of StarPU ($name) failed, see $log"
+  wait_building "StarPU ($name)" "$log" $! || die "build of StarPU ($name) failed, see $log"
   touch "$stamp"
   if [ "${TESTBED_KEEP_BUILD_TREES:-0}" != 1 ]; then rm -rf "$build"; fi
   say "StarPU ($name build) installed"
@@ -298,13 +308,15 @@ build_chameleon() { # flavour, source dir, source id, extra cmake flags...
   say "building Chameleon ($flavour build, against $starpu, $JOBS jobs) -> $prefix"
   rm -rf "$build" "$prefix"; mkdir -p "$build"
   local log="$DEPS/build-chameleon-$flavour.log"
-  say "  log: $log"
+  say "  log: $log (a line every ${TESTBED_PROGRESS_S:-60} s while it builds)"
   # SMPI_PRETEND_CC: smpicc (the SimGrid flavour's compiler) as a plain cc for CMake's checks
   ( cd "$build" && PKG_CONFIG_PATH="$starpu/lib/pkgconfig" SMPI_PRETEND_CC=1 cmake "$src" "${flags[@]}" ) >"$log" 2>&1 \
     || die "configure of Chameleon ($flavour) failed, see $log"
   # Two passes: the generated precision headers race with their first users under -j
-  ( cd "$build" && { make -j"$JOBS" >/dev/null 2>&1 || true; } && make -j"$JOBS" install ) >>"$log" 2>&1 \
-    || die "build of Chameleon ($flavour) failed, see $log"
+  # (the first pass's output kept in the log too)
+  ( cd "$build" && { make -j"$JOBS" || echo "(first pass failed: a second one follows)"; } && make -j"$JOBS" install ) \
+    >>"$log" 2>&1 &
+  wait_building "Chameleon ($flavour)" "$log" $! || die "build of Chameleon ($flavour) failed, see $log"
   touch "$stamp"
   if [ "${TESTBED_KEEP_BUILD_TREES:-0}" != 1 ]; then rm -rf "$build"; fi
   say "Chameleon ($flavour build) installed"

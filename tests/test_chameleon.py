@@ -9,7 +9,9 @@ from __future__ import annotations
 import copy
 import json
 import os
+import shutil
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ import yaml
 
 from testbed import ROOT
 from testbed.cli import main
+from testbed.common import paths
 from testbed.common.errors import InputError
 from testbed.common.paths import NUMASIM, starpu_prefix
 from testbed.run.engines import RunSpec, chameleon_app
@@ -25,18 +28,12 @@ from testbed.starpu.perfmodel_files import read_model, square_tiles_footprint
 DATA = Path(__file__).parent / "data" / "chameleon"
 
 
-def have(flavour: str) -> bool:
-    try:
-        chameleon_app.installed_chameleon(flavour)
-    except (InputError, OSError):
-        return False
-    return True
-
-
-WHY = ("no Chameleon of the {} flavour: set {} or build one with CHAMELEON_SOURCE_TARBALL=<chameleon-1.2+ source "
-       "tarball> bash envs/setup.sh")
-needs_native = pytest.mark.skipif(not have("native"), reason=WHY.format("native", "CHAMELEON_PREFIX"))
-needs_simgrid = pytest.mark.skipif(not have("simgrid"), reason=WHY.format("simgrid", "CHAMELEON_SIMGRID_PREFIX"))
+# The reason is the CLI's check: not installed, or installed but wrong (e.g. linked to another
+# StarPU than the testbed's, which the line names)
+NATIVE_WHY = chameleon_app.unavailable("native")
+SIMGRID_WHY = chameleon_app.unavailable("simgrid")
+needs_native = pytest.mark.skipif(NATIVE_WHY is not None, reason=str(NATIVE_WHY))
+needs_simgrid = pytest.mark.skipif(SIMGRID_WHY is not None, reason=str(SIMGRID_WHY))
 
 
 # ------------------------------------------------------------------ installation checks
@@ -95,6 +92,62 @@ def test_the_cli_exits_2_on_a_wrong_prefix(tmp_path: Path, monkeypatch, capsys) 
     rc = main(["simulate", "--engine", "real", "--app", "chameleon", "--cluster", "local-1", "--n", "384", "--b", "192"])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and err[0].startswith("error: CHAMELEON_PREFIX=") and "MPI" in err[0]
+
+
+def checkout_build(deps: Path, monkeypatch, starpu_lib: str | None = None) -> Path:
+    """envs/setup.sh's Chameleon (.deps/chameleon-native with its stamp) in a .deps of its own
+    beside a native StarPU, linked to `starpu_lib`; STARPU_NATIVE_PREFIX and CHAMELEON_PREFIX unset."""
+    monkeypatch.setattr(paths, "DEPS", deps)
+    monkeypatch.delenv("STARPU_NATIVE_PREFIX", raising=False)
+    monkeypatch.delenv("CHAMELEON_PREFIX", raising=False)
+    (deps / "starpu-native" / "lib").mkdir(parents=True)
+    prefix = fake_install(deps / "chameleon-native", NATIVE_DEFINES, starpu_lib)
+    (prefix / ".built-0123456789ab-0123456789ab").touch()
+    return prefix
+
+
+def test_the_checkout_build_linked_to_another_starpu_is_named_not_missing(tmp_path: Path, monkeypatch,
+                                                                          capsys) -> None:
+    """.deps/chameleon-native built while STARPU_NATIVE_PREFIX named another StarPU, run with it
+    unset: the skip reason and the CLI's one line (exit 2) name both StarPUs and the variable."""
+    deps = tmp_path / "deps"
+    prefix = checkout_build(deps, monkeypatch, "/opt/other-starpu/lib")
+    why = chameleon_app.unavailable("native")
+    assert why is not None and why.startswith("STARPU_NATIVE_PREFIX: ")
+    for words in (f"Chameleon at {prefix} is linked to StarPU /opt/other-starpu/lib",
+                  f"not the testbed's {deps / 'starpu-native'}", "STARPU_NATIVE_PREFIX unset"):
+        assert words in why, why
+    rc = main(["simulate", "--engine", "real", "--app", "chameleon", "--cluster", "local-1", "--n", "384", "--b", "192"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and err == [f"error: {why}"]
+
+
+def test_the_checkout_build_on_the_testbeds_starpu_is_sound(tmp_path: Path, monkeypatch) -> None:
+    deps = tmp_path / "deps"
+    checkout_build(deps, monkeypatch, str(deps / "starpu-native" / "lib"))
+    assert chameleon_app.unavailable("native") is None
+
+
+def test_no_chameleon_is_said_so(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(paths, "DEPS", tmp_path)
+    monkeypatch.delenv("CHAMELEON_PREFIX", raising=False)
+    assert chameleon_app.unavailable("native").startswith("no Chameleon of the native flavour: set CHAMELEON_PREFIX")
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+def test_the_runpath_of_the_driver_names_its_starpu(tmp_path: Path, monkeypatch) -> None:
+    """A shared build records no CMake path here: the driver's RUNPATH (envs/setup.sh links with
+    CMAKE_INSTALL_RPATH_USE_LINK_PATH) says which StarPU it was built against, even where a
+    libstarpu of the same soname is found first on LD_LIBRARY_PATH."""
+    other = tmp_path / "other-starpu" / "lib"
+    other.mkdir(parents=True)
+    (other / "libstarpu-1.4.so.3").touch()
+    prefix = checkout_build(tmp_path / "deps", monkeypatch)
+    (prefix / "main.c").write_text("int main(void) { return 0; }\n")
+    subprocess.run(["cc", "-o", str(prefix / chameleon_app.TESTING), str(prefix / "main.c"), f"-Wl,-rpath,{other}"],
+                   check=True)
+    why = chameleon_app.unavailable("native")
+    assert why is not None and f"is linked to StarPU {other}, not the testbed's" in why, why
 
 
 # ------------------------------------------------------------------ the driver's command line and output

@@ -117,6 +117,33 @@ def test_wrong_chameleon_tarball_is_one_clear_error(built: Path, tmp_path: Path,
     assert not list((built / ".deps" / "src").glob("chameleon-*")) and not list((built / ".deps").glob("chameleon-*"))
 
 
+def test_the_chameleon_build_says_it_is_alive_and_keeps_its_whole_output(built: Path, tmp_path: Path) -> None:
+    """A Chameleon-shaped CMake project whose build takes a few seconds: setup.sh prints a
+    "still building" line with the log's last line every TESTBED_PROGRESS_S (60 by default),
+    keeps both make passes' output in .deps/build-chameleon-<flavour>.log, and installs it."""
+    src = chameleon_tree(tmp_path, 1, 2)
+    (src / "slow.sh").write_text("for i in 1 2 3; do echo compiling-step-$i; sleep 1; done\n")
+    (src / "CMakeLists.txt").write_text(
+        (src / "CMakeLists.txt").read_text().replace("C CXX Fortran", "C") + "cmake_minimum_required(VERSION 3.13)\n"
+        "add_custom_target(slow ALL COMMAND sh ${CMAKE_SOURCE_DIR}/slow.sh)\n"
+        "install(FILES CMakeLists.txt DESTINATION share/fake)\n")
+    tarball = tmp_path / "chameleon-1.2.0.tar.gz"
+    subprocess.run(["tar", "-czf", str(tarball), "-C", str(tmp_path), src.name], check=True)
+    setup = run(["bash", "envs/setup.sh"], built, CHAMELEON_SOURCE_TARBALL=str(tarball), TESTBED_PROGRESS_S="1")
+    try:
+        assert setup.returncode == 0, setup.stdout[-3000:] + setup.stderr[-3000:]
+        for flavour in ("native", "simgrid"):
+            assert f"still building Chameleon ({flavour})" in setup.stdout, setup.stdout
+            assert f"Chameleon ({flavour} build) installed" in setup.stdout
+            log = (built / ".deps" / f"build-chameleon-{flavour}.log").read_text()
+            assert log.count("compiling-step-3") == 2, log[-3000:]  # both passes
+            assert (built / ".deps" / f"chameleon-{flavour}" / "share" / "fake" / "CMakeLists.txt").exists()
+        assert "; last: " in setup.stdout
+    finally:
+        for d in [*(built / ".deps" / "src").glob("chameleon-*"), *(built / ".deps").glob("chameleon-*")]:
+            shutil.rmtree(d, ignore_errors=True)
+
+
 def test_wrong_prefix_is_one_clear_error(built: Path, tmp_path: Path) -> None:
     # the native build given as the SimGrid one: setup refuses it before doing anything
     setup = run(["bash", "envs/setup.sh"], built, STARPU_SIMGRID_PREFIX=str(STARPU_NATIVE))

@@ -4,7 +4,9 @@ A one-node cluster (slurmctld, slurmd, munged, slurmdbd + MariaDB for sacct) is 
 this machine by envs/slurm-local.sh for the module and stopped at its end. The campaign goes
 through `snakemake --profile profiles/slurm all`, one batch job is cancelled with scancel,
 another batch's process is killed, snakemake itself is interrupted, and a second snakemake
-submits only the missing batches; runs.csv then equals the local run's but for wall_s.
+submits only the missing batches; runs.csv then equals the local run's but for wall_s. The
+fault-injection campaign (tests/support/faults.py) takes a seeded series of such faults in a row,
+and its runs table and ANOVA are then the uninterrupted local run's.
 
 Select with `pytest -m slurm`. Skipped, with the reason, where the cluster cannot start
 (not root, SLURM not installed: `TESTBED_SLURM=1 bash envs/setup.sh`, or the ports or
@@ -17,18 +19,23 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
+from support import faults
 from support.schedulers import (
     BATCHES,
     CONFIG,
+    batch_of,
     campaign_processes,
     cancel_a_running_batch,
     check_resume,
     popen_interruptible,
     processes_in,
+    running_batches,
+    slurm_cannot_start,
+    slurm_cluster,
+    slurm_queue,
     wait_for,
     without_wall_time,
 )
@@ -36,43 +43,22 @@ from support.workflow import SNAKEMAKE, workflow_copy
 
 from testbed import ROOT
 from testbed.common.commands import mpi_singleton_env
-from testbed.common.paths import LU_REAL
+from testbed.common.paths import LU_REAL, NUMASIM
 
-SCRIPT = ROOT / "envs" / "slurm-local.sh"
 MACHINE_TYPES = ("typea", "typeb")  # node features: one calibration job per machine type
 #: the plugin's first status query 1 s after a submission instead of 40 s
 FAST = ("--slurm-init-seconds-before-status-checks", "1")
 SACCT_FIELDS = ["JobIDRaw", "State", "Comment", "ReqMem", "Timelimit", "AllocCPUS", "Constraints"]
 
 
-def cannot_start() -> str | None:
-    if shutil.which("bash") is None:
-        return "no bash"
-    check = subprocess.run(["bash", str(SCRIPT), "check"], capture_output=True, text=True)
-    return None if check.returncode == 0 else (check.stdout + check.stderr).strip()
-
-
 @pytest.fixture(scope="module")
 def cluster():
     """Environment of a running one-node SLURM cluster with accounting."""
-    why = cannot_start()
+    why = slurm_cannot_start()
     if why:
         pytest.skip(f"no SLURM cluster can start here: {why}")
-    # not under pytest's 0700 tmp: munged runs as the munge user and must reach its socket
-    state = Path(tempfile.mkdtemp(prefix="testbed-slurm-"))
-    state.chmod(0o755)
-    env = {**os.environ, "SLURM_LOCAL_ACCOUNTING": "yes", "SLURM_LOCAL_FEATURES": ",".join(MACHINE_TYPES)}
-    try:
-        start = subprocess.run(["bash", str(SCRIPT), "start", str(state)], env=env, capture_output=True,
-                               text=True, timeout=180)
-        assert start.returncode == 0, start.stderr
-        conf = start.stdout.strip().removeprefix("export SLURM_CONF=")
-        # the jobs run this checkout's testbed (PYTHONPATH) and the venv's commands (PATH)
-        yield {**os.environ, "SLURM_CONF": conf, "PYTHONPATH": str(ROOT),
-               "PATH": f"{SNAKEMAKE.parent}:{os.environ['PATH']}"}
-    finally:
-        subprocess.run(["bash", str(SCRIPT), "stop", str(state)], env=env, timeout=120)
-        shutil.rmtree(state, ignore_errors=True)
+    with slurm_cluster(MACHINE_TYPES) as env:
+        yield env
 
 
 def sacct(env: dict) -> list[dict]:
@@ -80,25 +66,6 @@ def sacct(env: dict) -> list[dict]:
                           f"--format={','.join(SACCT_FIELDS)}"],
                          env=env, capture_output=True, text=True, check=True).stdout
     return [dict(zip(SACCT_FIELDS, line.split("|"), strict=False)) for line in out.splitlines() if line]
-
-
-def batch_of(job: dict) -> str | None:
-    """Batch number from the plugin's comment rule_campaign_batch_wildcards_ci_003."""
-    prefix = "rule_campaign_batch_wildcards_ci_"
-    return job["Comment"][len(prefix):] if job["Comment"].startswith(prefix) else None
-
-
-def running_batches(env: dict) -> dict[str, str]:
-    """Running batch jobs: job id -> batch."""
-    out = subprocess.run(["squeue", "-h", "-t", "RUNNING", "-o", "%i|%k"], env=env, capture_output=True,
-                         text=True).stdout
-    jobs = {}
-    for line in out.splitlines():
-        job_id, _, comment = line.partition("|")
-        batch = batch_of({"Comment": comment})
-        if batch:
-            jobs[job_id] = batch
-    return jobs
 
 
 def test_mpi_singletons_do_not_take_a_slurm_step_for_their_launcher():
@@ -157,10 +124,8 @@ def test_campaign_on_slurm_survives_scancel_a_killed_batch_and_an_interrupt(clus
     log = first_log.read_text()
     assert first.returncode != 0, log[-3000:]
     # nothing of the interrupted campaign is left in the queue, nor on the node
-    queue = lambda: subprocess.run(["squeue", "-h", "-o", "%i %T %k %r"], env=env, capture_output=True,  # noqa: E731
-                                   text=True).stdout.strip()
-    if not wait_for("an empty queue", lambda: not queue(), 120, fail=False):
-        pytest.fail(f"jobs left after the interrupt:\n{queue()}\n{log[-5000:]}")
+    if not wait_for("an empty queue", lambda: not slurm_queue(env), 120, fail=False):
+        pytest.fail(f"jobs left after the interrupt:\n{slurm_queue(env)}\n{log[-5000:]}")
     wait_for("no process left by the cancelled jobs", lambda: not processes_in(wf), 60)
     done = {p.name: p.stat().st_mtime_ns for p in out.glob("batch-*.csv")}
     jobs_first = sacct(env)
@@ -202,6 +167,36 @@ def test_campaign_on_slurm_survives_scancel_a_killed_batch_and_an_interrupt(clus
     # the campaign's result is the local run's, byte for byte but for the wall times
     assert (wf / "results/ci/design.csv").read_bytes() == (local / "results/ci/design.csv").read_bytes()
     assert without_wall_time(wf / "results/ci/runs.csv") == without_wall_time(local / "results/ci/runs.csv")
+
+
+@pytest.mark.slurm
+@pytest.mark.skipif(not NUMASIM.exists(), reason="numasim not built (make build)")
+def test_campaign_on_slurm_survives_a_seeded_sequence_of_faults(cluster, tmp_path: Path):
+    """tests/support/faults.py's campaign (4 batch jobs) under the SLURM profile, hit by a seeded
+    sequence of faults in a row: seed 2 draws a scancel of a running batch job, a SIGKILL of a
+    batch's `testbed campaign` process, SIGINT of snakemake, another scancel, SIGKILL of snakemake
+    (each after up to 8 s); then completed. Its runs table (without wall times) and ANOVA are the
+    uninterrupted local run's, and nothing is left in the queue or on the node. The long version:
+    bench/fault_injection.py --slurm."""
+    env = cluster
+    runs, anova = faults.completed(faults.workflow(tmp_path / "local"))
+
+    wf = faults.workflow(tmp_path / "slurm")
+    how = ("--profile", str(ROOT / "profiles" / "slurm"), *FAST)
+    log = tmp_path / "attempts.log"
+    report = faults.interrupted_on_scheduler(
+        wf, how, env, count=5, seed=2, max_delay_s=8.0, running=lambda: running_batches(env),
+        cancel=lambda job: subprocess.run(["scancel", job], env=env, check=True), queue=lambda: slurm_queue(env),
+        log=log)
+    print(*report.kills, sep="\n")
+    targets = {k.target for k in report.kills}
+    # the faults land on work under way (a later one may find the campaign done)
+    assert report.hits >= 3 and targets & {"scancel", "job"} and targets & {"sigint", "sigkill"}, report.kills
+    runs_s, anova_s = faults.completed(wf, how, env)
+    assert anova_s == anova, report.kills
+    assert runs_s.equals(runs), report.kills
+    assert not [p for p in (wf / "results").rglob("*") if ".tmp" in p.name], report.kills
+    assert not slurm_queue(env) and not processes_in(wf)
 
 
 @pytest.mark.slurm

@@ -3,15 +3,22 @@ tests/test_oar.py): the processes of a campaign, waiting, interrupting, and the 
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
 import re
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from support.workflow import SNAKEMAKE
+from testbed import ROOT
 
 #: 4 configurations x 4 repetitions = 16 runs in 8 batches of 2 (tiny N: the runs take
 #: 0.1 s; a batch job's time is snakemake's start inside the job)
@@ -143,3 +150,62 @@ def without_wall_time(path: Path) -> list[list[str]]:
     rows = list(csv.reader(path.open()))
     i = rows[0].index("wall_s")
     return [r[:i] + r[i + 1:] for r in rows]
+
+
+# ------------------------------------------------------------------ the one-node SLURM cluster
+SLURM_SCRIPT = ROOT / "envs" / "slurm-local.sh"
+
+
+def slurm_cannot_start() -> str | None:
+    """Why no SLURM cluster can start here (None when one can)."""
+    if shutil.which("bash") is None:
+        return "no bash"
+    check = subprocess.run(["bash", str(SLURM_SCRIPT), "check"], capture_output=True, text=True)
+    return None if check.returncode == 0 else (check.stdout + check.stderr).strip()
+
+
+@contextlib.contextmanager
+def slurm_cluster(features: tuple[str, ...] = ()) -> Iterator[dict[str, str]]:
+    """A one-node SLURM cluster with accounting (envs/slurm-local.sh), stopped at the end: the
+    environment to submit to it, the jobs running this checkout's testbed (PYTHONPATH) and the
+    venv's commands (PATH). `features`: the node's features (machine types)."""
+    # not under pytest's 0700 tmp: munged runs as the munge user and must reach its socket
+    state = Path(tempfile.mkdtemp(prefix="testbed-slurm-"))
+    state.chmod(0o755)
+    env = {**os.environ, "SLURM_LOCAL_ACCOUNTING": "yes", "SLURM_LOCAL_FEATURES": ",".join(features)}
+    try:
+        start = subprocess.run(["bash", str(SLURM_SCRIPT), "start", str(state)], env=env, capture_output=True,
+                               text=True, timeout=180)
+        if start.returncode != 0:
+            raise RuntimeError(f"envs/slurm-local.sh start failed: {start.stderr[-3000:]}")
+        conf = start.stdout.strip().removeprefix("export SLURM_CONF=")
+        yield {**os.environ, "SLURM_CONF": conf, "PYTHONPATH": str(ROOT),
+               "PATH": f"{SNAKEMAKE.parent}:{os.environ['PATH']}"}
+    finally:
+        subprocess.run(["bash", str(SLURM_SCRIPT), "stop", str(state)], env=env, timeout=120)
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def batch_of(job: dict) -> str | None:
+    """Batch number from the SLURM plugin's comment rule_campaign_batch_wildcards_<experiment>_003."""
+    m = re.fullmatch(r"rule_campaign_batch_wildcards_.+_(\d+)", job["Comment"])
+    return m[1] if m else None
+
+
+def running_batches(env: dict) -> dict[str, str]:
+    """Running batch jobs of the SLURM queue: job id -> batch."""
+    out = subprocess.run(["squeue", "-h", "-t", "RUNNING", "-o", "%i|%k"], env=env, capture_output=True,
+                         text=True).stdout
+    jobs = {}
+    for line in out.splitlines():
+        job_id, _, comment = line.partition("|")
+        batch = batch_of({"Comment": comment})
+        if batch:
+            jobs[job_id] = batch
+    return jobs
+
+
+def slurm_queue(env: dict) -> str:
+    """The SLURM queue's jobs, one line each (id, state, comment, reason); "" when empty."""
+    return subprocess.run(["squeue", "-h", "-o", "%i %T %k %r"], env=env, capture_output=True,
+                          text=True).stdout.strip()

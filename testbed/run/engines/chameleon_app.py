@@ -91,12 +91,41 @@ def installed_chameleon(flavour: str) -> Path:
                                 "set it as CHAMELEON_SIMGRID_PREFIX)")
     if flavour == "simgrid" and not simulated:
         raise _bad(var, prefix, "a Chameleon built in simulation mode (CHAMELEON_SIMULATION=ON, against StarPU-SimGrid)")
-    starpu = paths.starpu_prefix(flavour).resolve()
     linked = linked_starpu(prefix, testing, library_path(flavour))
+    starpu = paths.starpu_prefix(flavour).resolve()
     if linked is not None and starpu not in (linked, *linked.parents):
-        raise _bad(var, prefix, f"a Chameleon built against the testbed's StarPU ({starpu}, "
-                                f"{paths.prefix_variable(flavour)}); it is linked to {linked}")
+        raise another_starpu(flavour, prefix, var, linked, starpu)
     return testing
+
+
+def another_starpu(flavour: str, prefix: Path, var: str | None, linked: Path, starpu: Path) -> InputError:
+    """The one line for a Chameleon linked to another StarPU than the testbed's of its flavour.
+    Given as $CHAMELEON_*PREFIX, that variable is the input at fault; the checkout's own build
+    (.deps/chameleon-<flavour>) names the StarPU variable instead: it was built while that
+    variable named another StarPU (or was unset while it is now set)."""
+    svar = paths.prefix_variable(flavour)
+    what = (f"Chameleon at {prefix} is linked to StarPU {linked}, not the testbed's {starpu} "
+            f"({svar}{'=' + os.environ[svar] if os.environ.get(svar) else ' unset'})")
+    if var is not None:
+        return InputError(None, f"{var}={os.environ[var]}", f"a Chameleon built against the testbed's StarPU: {what}")
+    return InputError(None, svar, f"the StarPU Chameleon was built against: {what}; set {svar} to that StarPU's "
+                      "prefix, or rebuild Chameleon against this one (CHAMELEON_SOURCE_TARBALL=... bash envs/setup.sh)")
+
+
+def unavailable(flavour: str) -> str | None:
+    """Why the Chameleon of a flavour cannot run, on one line (None when it can): not installed,
+    a wrong prefix, or linked to another StarPU than the testbed's. The tests' skip reason; the
+    CLI prints the same check's error."""
+    try:
+        installed_chameleon(flavour)
+    except FileNotFoundError:
+        return (f"no Chameleon of the {flavour} flavour: set {prefix_variable(flavour)} or build one with "
+                "CHAMELEON_SOURCE_TARBALL=<chameleon-1.2+ source tarball> bash envs/setup.sh (apps/lu/README.md)")
+    except InputError as exc:
+        return exc.message()
+    except OSError as exc:
+        return f"Chameleon of the {flavour} flavour: {exc}"
+    return None
 
 
 def library_path(flavour: str) -> str:
@@ -116,11 +145,21 @@ def has_cuda_codelets(flavour: str) -> bool:
 
 
 def linked_starpu(prefix: Path, testing: Path, ld_path: str) -> Path | None:
-    """Where the StarPU Chameleon was built against lives: the libstarpu the dynamic loader
-    resolves for chameleon_dtesting with `ld_path` (a shared build: a StarPU of another version
-    has another soname, not found there), else the StarPU libraries its CMake package records
-    (lib/cmake/chameleon/starpuTargets.cmake: a static StarPU-SimGrid is linked in); None when
-    neither says."""
+    """The library directory of the StarPU Chameleon was built against, from what the install
+    records: its CMake package's StarPU libraries (lib/cmake/chameleon/starpu*.cmake: the full
+    paths CMake linked, a static StarPU-SimGrid included), else the RUNPATH/RPATH of the driver
+    and of libchameleon_starpu (envs/setup.sh builds with CMAKE_INSTALL_RPATH_USE_LINK_PATH);
+    else the libstarpu the dynamic loader resolves for chameleon_dtesting with `ld_path` (a
+    StarPU of another version has another soname, not found there); None when nothing says.
+    The loader alone cannot tell: with the testbed's StarPU first on the path, a library of the
+    same soname is found there whatever StarPU Chameleon was built against."""
+    for targets in sorted((prefix / "lib" / "cmake" / "chameleon").glob("starpu*.cmake")):
+        for lib in re.findall(r"(/[^;\"\s]*)/libstarpu-[0-9.]+\.(?:a|so)", targets.read_text(errors="replace")):
+            return Path(lib).resolve()
+    for elf in (testing, *sorted((prefix / "lib").glob("libchameleon_starpu*.so*"))):
+        for d in _runpath(elf):
+            if any(Path(d).glob("libstarpu-[0-9]*.so*")) or any(Path(d).glob("libstarpu-[0-9]*.a")):
+                return Path(d).resolve()
     try:
         ldd = subprocess.run(["ldd", str(testing)], capture_output=True, text=True, timeout=30,
                              env={**os.environ, "LD_LIBRARY_PATH": ld_path}).stdout
@@ -131,10 +170,18 @@ def linked_starpu(prefix: Path, testing: Path, ld_path: str) -> Path | None:
         return Path(m.group(2)).resolve().parent
     if m:  # "not found": built against a StarPU whose library is not the testbed's
         return Path(f"{m.group(1)}, which the testbed's StarPU does not provide")
-    for targets in sorted((prefix / "lib" / "cmake" / "chameleon").glob("starpu*.cmake")):
-        for lib in re.findall(r"(/[^;\"\s]*)/libstarpu-[0-9.]+\.(?:a|so)", targets.read_text(errors="replace")):
-            return Path(lib).resolve()
     return None
+
+
+def _runpath(elf: Path) -> list[str]:
+    """The RUNPATH and RPATH directories of an ELF file ($ORIGIN expanded), [] when it has none."""
+    try:
+        out = subprocess.run(["readelf", "-d", str(elf)], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    dirs = [d for m in re.findall(r"\((?:RUNPATH|RPATH)\)\s+Library (?:runpath|rpath): \[([^\]]*)\]", out)
+            for d in m.split(":") if d]
+    return [d.replace("$ORIGIN", str(elf.parent)).replace("${ORIGIN}", str(elf.parent)) for d in dirs]
 
 
 def grid_args(spec: RunSpec, ranks: int) -> list[str]:
