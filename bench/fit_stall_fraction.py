@@ -99,7 +99,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nt", type=int, default=100)
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
-    sigmas = sorted(float(s) for s in args.sigmas.split(","))
+    try:
+        sigmas = sorted(float(s) for s in args.sigmas.split(","))
+    except ValueError:
+        ap.error(f"--sigmas: expected comma-separated numbers, got {args.sigmas!r}")
+    if not all(s > 0 for s in sigmas):
+        ap.error(f"--sigmas: expected stall fractions above 0, got {args.sigmas!r}")
     rows = []
     for sigma in sigmas:
         with tempfile.TemporaryDirectory(prefix="fit-stall-") as tmp:
