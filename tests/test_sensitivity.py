@@ -259,6 +259,37 @@ def tiny_config(tmp_path: Path) -> Path:
     return path
 
 
+def test_samples_keep_the_nominal_tile_mapping_unless_asked_otherwise(tmp_path: Path, monkeypatch):
+    """The speed-balanced mapping switches pattern at thresholds of the node speeds (g5k-lille-21:
+    chifflet 3 slots of 35 at the nominal kernel rates, 2 of 28 with its kernels at their slow
+    end); by default every sample runs the nominal one, `mapping: per-sample` recomputes it."""
+    import testbed.run.simulate as simulate_module
+    from testbed.run.distribution import read_distribution, tile_shares
+
+    exp = load_config(ROOT / "config" / "config.yaml")["experiments"][0]
+    exp["workload"]["n"] = 96000
+    plan = sa.make_plan(exp, SENS)
+    assert plan["mapping"] == "nominal" and exp["workload"]["distribution"]["kind"] == "heterogeneous"
+    design = sa.sample_design(plan).head(1)
+    envs = sa.config_envs(plan, design)
+    used = []  # (mapping, chifflet's tile share) of each run, read while the sample's files exist
+
+    def chifflet_share(distribution: dict) -> float:
+        return max(tile_shares(read_distribution(distribution["path"], 100), 21))
+
+    monkeypatch.setattr(simulate_module, "simulate", lambda spec: used.append(
+        (dict(spec.distribution), chifflet_share(spec.distribution))) or {"makespan_s": 1.0, "wall_s": 0.0})
+    slow = {p["name"]: math.nan for p in plan["parameters"]} | {"chifflet.cpu_kernels": 1.0, "chifflet.gpu_kernels": 1.0}
+    sample = {"sample": 1, "kind": "morris", "seed_set": 0, **slow}
+
+    fixed = sa.fixed_mapping(plan, design, tmp_path, envs)
+    sa.run_sample(plan, sample, design, tmp_path, envs, fixed)
+    assert used[-1] == (fixed, pytest.approx(3 / 35, abs=4e-3))
+    assert sa.fixed_mapping(plan | {"mapping": "per-sample"}, design, tmp_path, envs) is None
+    sa.run_sample(plan, sample, design, tmp_path, envs, None)
+    assert used[-1][0] != fixed and used[-1][1] == pytest.approx(2 / 28, abs=4e-3)
+
+
 @needs_numasim
 def test_the_analysis_runs_resumes_and_reports(tmp_path: Path, capsys):
     config = tiny_config(tmp_path)

@@ -271,6 +271,7 @@ def make_plan(exp: dict, sens: dict, where: str = "config") -> dict:
         "sobol": dict(sobol),
         "band": [float(lo), float(hi)],
         "seed": int(sens["seed"]),
+        "mapping": str(sens.get("mapping", "nominal")),
     }
 
 
@@ -410,33 +411,70 @@ def sample_design(plan: dict) -> pd.DataFrame:
     return design_table(plan["sample_experiment"], "plan").sort_values("run").reset_index(drop=True)
 
 
-def run_sample(plan: dict, sample: dict, design: pd.DataFrame, scratch: Path,
-               envs: dict[str, tuple[dict, dict]]) -> list[dict]:
-    """Every run of the design on the sample's perturbed descriptions."""
+def _run_spec(plan: dict, row: dict, cluster_file: Path, platform: Path, work: Path, seed_set: int,
+              distribution: dict, envs: dict[str, tuple[dict, dict]]):
+    """The RunSpec of one configuration of the design on the descriptions of `cluster_file`."""
+    from testbed.run.engines import RunSpec
+    from testbed.study.design import run_seed
+
+    exp = plan["sample_experiment"]
+    env, per_machine = envs[row["config"]]
+    return RunSpec(engine=exp["engine"], cluster=str(cluster_file), n=int(row["n"]), b=int(row["b"]), env=env,
+                   env_per_machine=per_machine, factors={f: int(row[f]) for f in sorted(exp["factors"])},
+                   seed=run_seed(int(exp.get("seed", 1)), int(row["run"]), 1 + seed_set),
+                   distribution=distribution, variability=bool(exp.get("variability", True)),
+                   mpi_backend=str(exp.get("mpi_backend", "nmad")), platform_dir=platform, workdir=work)
+
+
+def _descriptions_and_platform(plan: dict, u: dict[str, float], work: Path) -> tuple[Path, Path]:
     from testbed.describe.machines import load_cluster
     from testbed.platform.platform_cmd import generate
-    from testbed.run.engines import RunSpec
-    from testbed.run.simulate import simulate
     from testbed.starpu.sampling import DEFAULT_TILE_SIZES
-    from testbed.study.design import run_seed
+
+    cluster_file = write_descriptions(plan, u, work / "descriptions")
+    platform = work / "platform"
+    b = int(plan["sample_experiment"]["workload"]["b"])
+    generate(load_cluster(cluster_file), platform, tuple(sorted({*DEFAULT_TILE_SIZES, b})))
+    return cluster_file, platform
+
+
+def fixed_mapping(plan: dict, design: pd.DataFrame, scratch: Path, envs: dict[str, tuple[dict, dict]]) -> dict | None:
+    """The tile mapping every sample runs with when `sensitivity.mapping` is `nominal` and the
+    experiment's mapping is numasim's speed-balanced one: that mapping computed once from the
+    nominal descriptions and written under `scratch`. None: each sample uses its own.
+
+    Why: the heterogeneous mapping is a discrete function of the node speeds (its pattern of
+    slots changes at thresholds), so recomputing it per sample adds a change of the experiment's
+    design to the parameters' effects; the study ran one mapping, whatever the machines' true
+    parameters were."""
+    exp = plan["sample_experiment"]
+    distribution = dict(exp["workload"].get("distribution", {"kind": "block-cyclic"}))
+    if plan.get("mapping", "nominal") != "nominal" or exp["engine"] != "numasim" \
+            or distribution.get("kind") != "heterogeneous":
+        return None
+    from testbed.run.engines.numasim import heterogeneous_distribution
+
+    work = scratch / "nominal-mapping"
+    cluster_file, platform = _descriptions_and_platform(plan, {}, work)
+    spec = _run_spec(plan, design.iloc[0].to_dict(), cluster_file, platform, work, 0, distribution, envs)
+    return heterogeneous_distribution(spec, platform, work)
+
+
+def run_sample(plan: dict, sample: dict, design: pd.DataFrame, scratch: Path,
+               envs: dict[str, tuple[dict, dict]], mapping: dict | None = None) -> list[dict]:
+    """Every run of the design on the sample's perturbed descriptions; `mapping`: a fixed tile
+    mapping (fixed_mapping), else the experiment's, computed on the sample's descriptions."""
+    from testbed.run.simulate import simulate
 
     names = [p["name"] for p in plan["parameters"]]
     exp = plan["sample_experiment"]
     work = Path(tempfile.mkdtemp(prefix=f"sample-{int(sample['sample'])}-", dir=scratch))
-    cluster_file = write_descriptions(plan, {n: float(sample[n]) for n in names}, work / "descriptions")
-    platform = work / "platform"
-    generate(load_cluster(cluster_file), platform, tuple(sorted({*DEFAULT_TILE_SIZES, int(exp["workload"]["b"])})))
+    cluster_file, platform = _descriptions_and_platform(plan, {n: float(sample[n]) for n in names}, work)
     factors = plan["factors"]
-    all_factors = sorted(exp["factors"])
-    distribution = dict(exp["workload"].get("distribution", {"kind": "block-cyclic"}))
+    distribution = dict(mapping or exp["workload"].get("distribution", {"kind": "block-cyclic"}))
     rows = []
     for row in design.to_dict("records"):
-        env, per_machine = envs[row["config"]]
-        spec = RunSpec(engine=exp["engine"], cluster=str(cluster_file), n=int(row["n"]), b=int(row["b"]), env=env,
-                       env_per_machine=per_machine, factors={f: int(row[f]) for f in all_factors},
-                       seed=run_seed(int(exp.get("seed", 1)), int(row["run"]), 1 + int(sample["seed_set"])),
-                       distribution=distribution, variability=bool(exp.get("variability", True)),
-                       mpi_backend=str(exp.get("mpi_backend", "nmad")), platform_dir=platform, workdir=work)
+        spec = _run_spec(plan, row, cluster_file, platform, work, int(sample["seed_set"]), distribution, envs)
         if spec.engine == "numasim" and distribution.get("kind") == "heterogeneous":
             # the sample's speed-balanced distribution, written once (it depends on the platform, n, b)
             from testbed.run.engines.numasim import heterogeneous_distribution
@@ -475,8 +513,9 @@ def run_batch(plan: dict, stage: str, samples: pd.DataFrame, batch: int) -> pd.D
     rows: list[dict] = []
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="testbed-sensitivity-") as scratch:
+        mapping = fixed_mapping(plan, design, Path(scratch), envs) if chosen else None
         for i, sample in enumerate(chosen, 1):
-            for r in run_sample(plan, sample, design, Path(scratch), envs):
+            for r in run_sample(plan, sample, design, Path(scratch), envs, mapping):
                 rows.append({"stage": stage, "batch": batch, **r})
             elapsed = time.perf_counter() - t0
             log.info(f"[{plan['experiment']['name']} {stage} batch {batch}] {i}/{len(chosen)} samples, "
