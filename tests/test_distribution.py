@@ -9,9 +9,11 @@ import pytest
 from testbed.common.errors import InputError
 from testbed.run.distribution import (
     block_cyclic,
+    chosen_pattern,
     heterogeneous,
     near_square_grid,
     node_gemm_speed,
+    pattern_candidates,
     read_distribution,
     tile_shares,
     write_distribution,
@@ -77,6 +79,22 @@ def test_heterogeneous_is_deterministic_and_validates() -> None:
     assert heterogeneous(20, [1, 2, 3]) == heterogeneous(20, [1, 2, 3])
     with pytest.raises(InputError):
         heterogeneous(20, [1, 0])
+
+
+def test_the_pattern_switches_at_a_threshold_of_the_speeds() -> None:
+    """g5k-lille-21's speeds (14 chetemi, then 7 chifflet; flop/s as numasim's models give them):
+    35 slots (3 per chifflet, 1 per chetemi) at the nominal kernel rates; a 2.4 % slower chifflet
+    falls to 28 slots (2 and 1), whose absolute error passes the 0.01 test while each chetemi gets
+    16 % more than its speed share (docs/tile-mapping.md)."""
+    nominal, slower = [4.8e11] * 14 + [1.301e12] * 7, [4.8e11] * 14 + [1.27e12] * 7
+    chosen = chosen_pattern(pattern_candidates(100, nominal))
+    assert (chosen["slots"], chosen["r"], chosen["c"]) == (35, 5, 7) and sorted(set(chosen["counts"])) == [1, 3]
+    assert chosen["overload"] == pytest.approx(3 / 35 / (1.301 / (14 * 0.48 + 7 * 1.301)), rel=1e-9)
+    switched = chosen_pattern(pattern_candidates(100, slower))
+    assert switched["slots"] == 28 and switched["error"] <= 0.01 and switched["overload"] == pytest.approx(1.16, abs=0.01)
+    assert heterogeneous(100, slower, slots=35) == heterogeneous(100, nominal)  # forced: the same counts
+    with pytest.raises(InputError, match="pattern size"):
+        heterogeneous(100, nominal, slots=29)  # 29 = 1 x 29: C > 3 R
 
 
 def _model(size: int) -> str:

@@ -89,30 +89,53 @@ def _deal_slots(counts: Sequence[int]) -> list[int]:
     return order
 
 
-def heterogeneous(nt: int, speeds: Sequence[float], tolerance: float = 0.01) -> Owners:
-    """Owner map whose per-node tile shares follow `speeds` (see module doc)."""
-    nodes = len(speeds)
-    if nodes < 1 or any(not (s > 0) or math.isinf(s) for s in speeds):
-        raise InputError(None, "speeds", f"one positive finite speed per node, got {list(speeds)}")
-    if len(set(speeds)) == 1:
-        return block_cyclic(nt, *near_square_grid(nodes))
+def pattern_candidates(nt: int, speeds: Sequence[float]) -> list[dict]:
+    """Every pattern `heterogeneous` may choose: slots S, its R x C grid, each node's slot count,
+    `error` (the largest |slot share − speed share|, what the choice tests) and `overload` (the
+    largest slot share / speed share: how much more than its speed the busiest node gets)."""
     total = sum(speeds)
     shares = [s / total for s in speeds]
-    best: tuple[float, int, int, int, list[int]] | None = None
-    for slots in range(nodes, 8 * nodes + 1):
+    out = []
+    for slots in range(len(speeds), 8 * len(speeds) + 1):
         r, c = near_square_grid(slots)
         if c > 3 * r or r > nt or c > nt:
             continue
         counts = _apportion(speeds, slots)
-        error = max(abs(k / slots - share) for k, share in zip(counts, shares, strict=False))
-        if best is None or error < best[0] - 1e-12:
-            best = (error, slots, r, c, counts)
-        if error <= tolerance:
+        out.append({"slots": slots, "r": r, "c": c, "counts": counts,
+                    "error": max(abs(k / slots - share) for k, share in zip(counts, shares, strict=False)),
+                    "overload": max(k / slots / share for k, share in zip(counts, shares, strict=False))})
+    return out
+
+
+def chosen_pattern(candidates: list[dict], tolerance: float = 0.01) -> dict | None:
+    """The smallest pattern whose error is within `tolerance`, else the one of least error."""
+    best: dict | None = None
+    for p in candidates:
+        if best is None or p["error"] < best["error"] - 1e-12:
+            best = p
+        if p["error"] <= tolerance:
             break
+    return best
+
+
+def heterogeneous(nt: int, speeds: Sequence[float], tolerance: float = 0.01, slots: int | None = None) -> Owners:
+    """Owner map whose per-node tile shares follow `speeds` (see module doc); `slots` forces the
+    pattern's size (one of pattern_candidates')."""
+    nodes = len(speeds)
+    if nodes < 1 or any(not (s > 0) or math.isinf(s) for s in speeds):
+        raise InputError(None, "speeds", f"one positive finite speed per node, got {list(speeds)}")
+    if len(set(speeds)) == 1 and slots is None:
+        return block_cyclic(nt, *near_square_grid(nodes))
+    candidates = pattern_candidates(nt, speeds)
+    if slots is None:
+        best = chosen_pattern(candidates, tolerance)
+    else:
+        best = next((p for p in candidates if p["slots"] == slots), None)
+        if best is None:
+            raise InputError(None, "slots", f"a pattern size among {[p['slots'] for p in candidates]}, got {slots}")
     if best is None:  # NT too small for any pattern: one slot per tile
-        r = c = nt
-        best = (0.0, nt * nt, r, c, _apportion(speeds, nt * nt))
-    _, _, r, c, counts = best
+        best = {"r": nt, "c": nt, "counts": _apportion(speeds, nt * nt)}
+    r, c, counts = best["r"], best["c"], best["counts"]
     dealt = _deal_slots(counts)
     # row i of the pattern is the i-th run of C dealt slots rotated by i, so that
     # a node's slots do not stack in the same pattern columns (1D-like pattern)

@@ -66,11 +66,27 @@ def heterogeneous_distribution(spec: RunSpec, pdir: Path, workdir: Path,
     from testbed.run import distribution as dist
 
     xml = pdir / "numasim.xml"
-    dirs = dirs or model_dirs(spec, pdir, machine_types(xml))
-    where = tuple(sorted((m, str(d.dir), d.host) for m, d in dirs.items()))
-    owners, comment = _heterogeneous(_stamp(xml), where, spec.n // spec.b, spec.b)
+    owners, comment = _heterogeneous(_stamp(xml), _where(spec, pdir, dirs), spec.n // spec.b, spec.b)
     path = dist.write_distribution(workdir / "distribution.txt", owners, comment)
     return {"kind": "file", "path": str(path)}
+
+
+def node_speeds(spec: RunSpec, pdir: Path, dirs: dict[str, ModelDir] | None = None) -> list[float]:
+    """Each rank's gemm speed (flop/s) as the speed-balanced distribution weighs it."""
+    return list(_speeds(_stamp(pdir / "numasim.xml"), _where(spec, pdir, dirs), spec.b))
+
+
+def _where(spec: RunSpec, pdir: Path, dirs: dict[str, ModelDir] | None) -> tuple:
+    dirs = dirs or model_dirs(spec, pdir, machine_types(pdir / "numasim.xml"))
+    return tuple(sorted((m, str(d.dir), d.host) for m, d in dirs.items()))
+
+
+@functools.lru_cache(maxsize=16)
+def _speeds(xml_stamp: tuple, where: tuple, b: int) -> tuple[float, ...]:
+    from testbed.run import distribution as dist
+
+    dirs = {m: (d, host) for m, d, host in where}
+    return tuple(dist.node_gemm_speed(*dirs[m], b) for m in _machines_by_rank(xml_stamp))
 
 
 @functools.lru_cache(maxsize=16)
@@ -80,10 +96,9 @@ def _heterogeneous(xml_stamp: tuple, where: tuple, nt: int, b: int):
     same size 30 times; computing it took ~0.3 s per run)."""
     from testbed.run import distribution as dist
 
-    dirs = {m: (d, host) for m, d, host in where}
-    speeds = [dist.node_gemm_speed(*dirs[m], b) for m in _machines_by_rank(xml_stamp)]
+    speeds = _speeds(xml_stamp, where, b)
     comment = f"heterogeneous, NT={nt}, node speeds (flop/s): {' '.join(f'{s:.4g}' for s in speeds)}"
-    return dist.heterogeneous(nt, speeds), comment
+    return dist.heterogeneous(nt, list(speeds)), comment
 
 
 def checked_platform(pdir: Path) -> Path:
