@@ -131,6 +131,7 @@ def test_a_contribution_is_the_effect_without_the_mechanism(ledger_a: Path) -> N
     (["--factor", "A", "--seeds", "0"], "--seeds"),
     (["--factor", "A", "--at", "B=2"], "--at B"),
     (["--anova", "x.csv"], "--anova"),
+    (["--factor", "A", "--distribution", "nowhere.txt"], "--distribution"),
 ])
 def test_bad_arguments_are_one_line_and_exit_2(tmp_path: Path, args: list[str], key: str) -> None:
     p = subprocess.run([sys.executable, "-m", "testbed", "explain", "--cluster", CLUSTER, "--n", str(N), "--b", str(B),
@@ -138,3 +139,26 @@ def test_bad_arguments_are_one_line_and_exit_2(tmp_path: Path, args: list[str], 
     assert p.returncode == 2, p.stderr
     assert len(p.stderr.strip().splitlines()) == 1 and key in p.stderr, p.stderr
     assert not (tmp_path / "out").exists()
+
+
+@needs_numasim
+def test_a_ledger_runs_a_given_tile_mapping(tmp_path: Path) -> None:
+    """--distribution FILE as in `testbed simulate`: the ledger's effect is the plain effect of
+    runs with that file (hetero-3 with every tile on rank 1, a chetemi)."""
+    nt = N // B
+    mapping = tmp_path / "mapping.txt"
+    mapping.write_text("\n".join(" ".join(["1"] * nt) for _ in range(nt)) + "\n")
+    out = tmp_path / "ledger"
+    common = ["--cluster", "hetero-3", "--n", str(N), "--b", str(B), "--distribution", str(mapping)]
+    subprocess.run([sys.executable, "-m", "testbed", "explain", "--factor", "A", *common, "--seeds", "1",
+                    "--mechanism", "pinned_alloc", "--jobs", "2", "--out", str(out)],
+                   cwd=ROOT, check=True, capture_output=True, text=True)
+    effect = pd.read_csv(out / "ledger.csv").query("row == 'effect'").iloc[0]["estimate_s"]
+
+    def plain(a: int) -> float:
+        cmd = [sys.executable, "-m", "testbed", "simulate", "--engine", "numasim", *common, "--factors", f"A={a}"]
+        return json.loads(subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True).stdout)["makespan_s"]
+
+    assert effect == pytest.approx((plain(1) - plain(-1)) / 2, rel=1e-9, abs=1e-10)  # as ledger.csv prints it
+    assert "file mapping" in (out / "ledger.md").read_text()
+

@@ -41,6 +41,17 @@ def parse_assignments(items: list[str], what: str) -> dict[str, str]:
     return out
 
 
+def distribution_option(value: str, n: int, b: int) -> dict:
+    """`--distribution` (block-cyclic | heterogeneous | FILE) as a run's distribution; a file is
+    read before anything is generated or cached, and its errors name it as typed."""
+    if value in ("block-cyclic", "heterogeneous"):
+        return {"kind": value}
+    from testbed.run.distribution import read_distribution
+
+    read_distribution(value, n // b if b > 0 and n % b == 0 else None, key="--distribution")
+    return {"kind": "file", "path": value}
+
+
 def parse_levels(text: str, option: str) -> dict[str, int]:
     """`A=1,E=-1` -> {"A": 1, "E": -1}: factor letters (upper-cased) and their levels -1 or 1."""
     levels: dict[str, int] = {}
@@ -162,15 +173,7 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
     raw_factors = parse_assignments([args.factors], "--factors")
     factors = parse_levels(args.factors, "--factors")
     env = parse_assignments(args.env, "--env")
-    dist: dict
-    if args.distribution in ("block-cyclic", "heterogeneous"):
-        dist = {"kind": args.distribution}
-    else:  # read before anything is generated or cached; errors name it as typed
-        from testbed.run.distribution import read_distribution
-
-        read_distribution(args.distribution, args.n // args.b if args.b > 0 and args.n % args.b == 0 else None,
-                          key="--distribution")
-        dist = {"kind": "file", "path": args.distribution}
+    dist = distribution_option(args.distribution, args.n, args.b)
     from testbed.platform.platform_from_starpu import is_starpu_sampling, summary_of
     from testbed.run.factors import check_factors
     from testbed.run.resolve import RunEnv, resolve_run_env

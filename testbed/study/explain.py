@@ -59,13 +59,13 @@ class Setup:
         return f"{r['cluster']}, N = {r['n']}, b = {r['b']}, {json.loads(r['distribution'])['kind']} mapping"
 
 
-def setup_from_options(cluster: str, n: int, b: int, distribution: str, at: dict[str, int], env: dict[str, str]
+def setup_from_options(cluster: str, n: int, b: int, distribution: dict, at: dict[str, int], env: dict[str, str]
                        ) -> Setup:
     from testbed.run.factors import LETTERS
 
     row = {"engine": "numasim", "app": "lu", "cluster": cluster, "n": n, "b": b, "seed": 1,
            "env": json.dumps(env, sort_keys=True), "factor_env": "", "variability": "true",
-           "distribution": json.dumps({"kind": distribution}), **{f: at.get(f, -1) for f in LETTERS}}
+           "distribution": json.dumps(distribution), **{f: at.get(f, -1) for f in LETTERS}}
     return Setup(row, tuple(LETTERS))
 
 
@@ -329,8 +329,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cluster", default=None, help="cluster name (platforms/clusters/NAME.yaml) or path")
     p.add_argument("--n", type=int, default=None, help="matrix order N")
     p.add_argument("--b", type=int, default=None, help="tile size b (N must be a multiple)")
-    p.add_argument("--distribution", choices=["block-cyclic", "heterogeneous"], default="block-cyclic",
-                   help="tile mapping (heterogeneous: the study's speed-balanced one)")
+    p.add_argument("--distribution", default="block-cyclic",
+                   help="tile mapping: block-cyclic | heterogeneous (the study's speed-balanced one) | FILE "
+                        "(owner rank per tile)")
     p.add_argument("--at", default="", metavar="X=1,...",
                    help="levels of the factors outside the term (default: all at -1, the study's baseline)")
     p.add_argument("--seeds", type=int, default=3, help="seeds 1..SEEDS, each a paired replicate")
@@ -351,7 +352,7 @@ def _levels(text: str, option: str) -> dict[str, int]:
 
 
 def _setup(args: argparse.Namespace) -> tuple[Setup, list[tuple[str, ...]]]:
-    from testbed.run.simulate import parse_assignments
+    from testbed.run.simulate import distribution_option, parse_assignments
     from testbed.run.workload import limits_problem, size_problem
     from testbed.starpu.variables import check_env
 
@@ -379,7 +380,10 @@ def _setup(args: argparse.Namespace) -> tuple[Setup, list[tuple[str, ...]]]:
         if args.sched:
             env["STARPU_SCHED"] = args.sched
         check_env(env)
-        setup = setup_from_options(args.cluster, args.n, args.b, args.distribution, _levels(args.at, "--at"), env)
+        distribution = distribution_option(args.distribution, args.n, args.b)
+        if distribution["kind"] == "file":  # the runs happen in scratch directories
+            distribution["path"] = str(Path(distribution["path"]).absolute())
+        setup = setup_from_options(args.cluster, args.n, args.b, distribution, _levels(args.at, "--at"), env)
     if not terms:
         raise InputError(None, "--factor", "a term to explain (or --design with --anova)")
     for t in terms:
