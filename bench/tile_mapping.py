@@ -8,7 +8,8 @@ whose slot shares are within 0.01 (absolute) of the speed shares. On g5k-lille-2
 chifflet kernels give S = 28 (2 and 1), which puts the chetemi nodes 16 % above their speed
 share. This bench runs A = −1 and +1 (the other factors at −1) on each pattern given, with the
 repository's descriptions, and reports per pattern: the grid, each machine type's slots and
-its slot share over its speed share (load), the makespans and A's coded effect per seed with
+its slot share over its speed share (load), the MPI messages and bytes through the cluster's switch
+(A = −1, mean over the seeds), the makespans and A's coded effect per seed with
 their mean and a 95 % t interval. Nothing is fitted; it shows what the model's A rests on.
 
 Usage: .venv/bin/python bench/tile_mapping.py [--slots 28,35,63,98] [--seeds 3] [--jobs 2]
@@ -51,7 +52,9 @@ def one_run(job: tuple[int, int, int, str, str]) -> dict:
 
     slots, a, seed, pdir, path = job
     result = simulate(spec(a, seed, Path(pdir), {"kind": "file", "path": path}))
-    return {"slots": slots, "A": a, "seed": seed, "makespan_s": float(result["makespan_s"])}
+    return {"slots": slots, "A": a, "seed": seed, "makespan_s": float(result["makespan_s"]),
+            "mpi_messages": int(result["mpi_messages"]),
+            "switch_bytes": float(result["bytes_by_link_class"].get("switch", 0.0))}
 
 
 def interval(values: list[float]) -> tuple[float, float, float]:
@@ -120,22 +123,27 @@ def main(argv: list[str] | None = None) -> int:
         ms = {(r["A"], r["seed"]): r["makespan_s"] for r in runs if r["slots"] == p["slots"]}
         effects = [(ms[(1, s)] - ms[(-1, s)]) / 2 for s in range(1, args.seeds + 1)]
         a_mean, a_lo, a_hi = interval(effects)
+        base = [r for r in runs if r["slots"] == p["slots"] and r["A"] == -1]
         rows.append({**p, "default_s": statistics.fmean(ms[(-1, s)] for s in range(1, args.seeds + 1)),
+                     "mpi_messages": statistics.fmean(r["mpi_messages"] for r in base),
+                     "switch_gb": statistics.fmean(r["switch_bytes"] for r in base) / 1e9,
                      "a_plus_s": statistics.fmean(ms[(1, s)] for s in range(1, args.seeds + 1)),
                      "A": a_mean, "A_lo": a_lo, "A_hi": a_hi, "A_per_seed": effects})
     args.out.mkdir(parents=True, exist_ok=True)
     with (args.out / "runs.csv").open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=["slots", "A", "seed", "makespan_s"])
+        w = csv.DictWriter(fh, fieldnames=["slots", "A", "seed", "makespan_s", "mpi_messages", "switch_bytes"])
         w.writeheader()
         w.writerows(runs)
     (args.out / "patterns.json").write_text(json.dumps({"cluster": CLUSTER, "nt": NT, "b": B, "speeds": speeds,
                                                          "chosen": chosen, "patterns": rows}, indent=1) + "\n")
-    header = "| S | grid | slots chifflet / chetemi | load chifflet / chetemi | A = −1 (s) | A = +1 (s) | A coded (s), 95 % CI | per seed |"
-    lines = [header, "|" + "---|" * 8]
+    header = ("| S | grid | slots chifflet / chetemi | load chifflet / chetemi | MPI messages, GB through the switch "
+              "(A = −1) | A = −1 (s) | A = +1 (s) | A coded (s), 95 % CI | per seed |")
+    lines = [header, "|" + "---|" * 9]
     for r in rows:
         lc, le = r["load"].get("chifflet", {}), r["load"].get("chetemi", {})
         lines.append(f"| {r['slots']}{' (chosen)' if r['chosen'] else ''} | {r['grid']} | {lc.get('slots')} / {le.get('slots')} "
-                     f"| {lc.get('load', float('nan')):.3f} / {le.get('load', float('nan')):.3f} | {r['default_s']:.2f} "
+                     f"| {lc.get('load', float('nan')):.3f} / {le.get('load', float('nan')):.3f} "
+                     f"| {r['mpi_messages']:.0f}, {r['switch_gb']:.0f} | {r['default_s']:.2f} "
                      f"| {r['a_plus_s']:.2f} | {r['A']:+.3f} [{r['A_lo']:+.3f}, {r['A_hi']:+.3f}] "
                      f"| {', '.join(f'{e:+.3f}' for e in r['A_per_seed'])} |")
     (args.out / "table.md").write_text("\n".join(lines) + "\n")
