@@ -165,12 +165,29 @@ def write_distribution(path: str | Path, owners: Owners, comment: str | None = N
     return path
 
 
+def heterogeneous_comment(nt: int, speeds: Sequence[float], tolerance: float = 0.01) -> str:
+    """What `heterogeneous` was given and what it chose: the speeds, the pattern, and each rank's
+    tile share over its speed share at both ends (the busiest rank bounds the run when the speeds
+    are right; docs/tile-mapping.md)."""
+    head = f"heterogeneous, NT={nt}, node speeds (flop/s): {' '.join(f'{s:.4g}' for s in speeds)}"
+    if len(set(speeds)) == 1:
+        return head
+    total = sum(speeds)
+    shares = tile_shares(heterogeneous(nt, speeds, tolerance), len(speeds))
+    load = [share / (s / total) for share, s in zip(shares, speeds, strict=False)]
+    p = chosen_pattern(pattern_candidates(nt, speeds), tolerance)
+    lo, hi = min(range(len(load)), key=load.__getitem__), max(range(len(load)), key=load.__getitem__)
+    grid = f"{p['slots']} slots ({p['r']} x {p['c']})" if p else f"one slot per tile ({nt} x {nt})"
+    return (f"{head}\npattern: {grid}; tile share / speed share from {load[lo]:.3f} (rank {lo}) "
+            f"to {load[hi]:.3f} (rank {hi})")
+
+
 def write_heterogeneous(path: str | Path, nt: int, speeds: Sequence[float]) -> Path:
     """The speed-balanced distribution of NT x NT tiles over len(speeds) ranks, written with its inputs."""
     return write_distribution(
         path,
         heterogeneous(nt, speeds),
-        comment=f"heterogeneous, NT={nt}, node speeds (flop/s): {' '.join(f'{s:.4g}' for s in speeds)}",
+        comment=heterogeneous_comment(nt, speeds),
     )
 
 

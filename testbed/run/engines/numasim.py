@@ -96,9 +96,8 @@ def _heterogeneous(xml_stamp: tuple, where: tuple, nt: int, b: int):
     same size 30 times; computing it took ~0.3 s per run)."""
     from testbed.run import distribution as dist
 
-    speeds = _speeds(xml_stamp, where, b)
-    comment = f"heterogeneous, NT={nt}, node speeds (flop/s): {' '.join(f'{s:.4g}' for s in speeds)}"
-    return dist.heterogeneous(nt, list(speeds)), comment
+    speeds = list(_speeds(xml_stamp, where, b))
+    return dist.heterogeneous(nt, speeds), dist.heterogeneous_comment(nt, speeds)
 
 
 def checked_platform(pdir: Path) -> Path:
