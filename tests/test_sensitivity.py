@@ -299,6 +299,8 @@ def test_the_analysis_runs_resumes_and_reports(tmp_path: Path, capsys):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["runs"] == 4 * (1 + 2 * 4 + 2 * 3)  # 4 runs per sample; nominal + Morris; Sobol (d = 1)
     assert set(summary["outputs"]) == {"makespan", "A", "E", "A:E"}
+    assert summary["design"]["mapping"] == "nominal"
+    assert "tile mapping computed once from the unperturbed descriptions" in (out / "summary.md").read_text()
     assert len(summary["sobol"]["selected"]) == 1
     batches = sorted((out / "morris" / "batches").glob("batch-*.csv"))
     assert [b.name for b in batches] == ["batch-000.csv", "batch-001.csv"]

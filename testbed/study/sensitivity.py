@@ -714,7 +714,10 @@ def summarize(plan: dict, morris_out: pd.DataFrame, morris_idx: pd.DataFrame, no
         "workload": exp["workload"], "factors": plan["factors"],
         "design": {"generators": plan["sample_experiment"]["design"].get("generators", []),
                    "runs_per_sample": plan["runs_per_sample"], "seed": exp.get("seed", 1),
-                   "variability": exp.get("variability", True)},
+                   "variability": exp.get("variability", True),
+                   # which speed-balanced mapping the samples ran (None: the experiment's map is fixed anyway)
+                   "mapping": plan.get("mapping", "nominal") if exp["engine"] == "numasim" and dict(
+                       exp["workload"].get("distribution", {})).get("kind") == "heterogeneous" else None},
         "parameters": [{"name": p["name"], "label": p["label"], "machine": parameter_machine(p), "keys": p["keys"],
                         "targets": p["targets"]} for p in plan["parameters"]],
         "morris": {**plan["morris"], "samples": int((morris_out["kind"] == "morris").sum())},
@@ -848,6 +851,13 @@ def advice(summary: dict, rows: list[dict]) -> list[str]:
     return lines
 
 
+MAPPING_TEXT = {
+    "nominal": "; the speed-balanced tile mapping computed once from the unperturbed descriptions",
+    "per-sample": "; the speed-balanced tile mapping recomputed from each sample's kernel rates "
+                  "(docs/tile-mapping.md: it changes pattern at thresholds of the node speeds)",
+}
+
+
 def summary_blocks(summary: dict, anova: pd.DataFrame | None = None) -> list[str | list[str] | pd.DataFrame]:
     """The sensitivity part of the report: paragraphs (str), bullet lists and tables."""
     w, d = summary["workload"], summary["design"]
@@ -858,7 +868,8 @@ def summary_blocks(summary: dict, anova: pd.DataFrame | None = None) -> list[str
             f"N = {w['n']}, b = {w['b']}) depend on the machine parameters nobody measured. Each parameter sample "
             f"perturbs the descriptions within their `range` and runs a {d['runs_per_sample']}-run design "
             f"({'fractional ' + ', '.join(d['generators']) if d['generators'] else 'the experiment design'}; one run "
-            f"per configuration, fixed seeds, variability {'on' if d['variability'] else 'off'}). Morris screening of "
+            f"per configuration, fixed seeds, variability {'on' if d['variability'] else 'off'}"
+            f"{MAPPING_TEXT.get(d.get('mapping'), '')}). Morris screening of "
             f"{len(summary['parameters'])} parameters with the run seeds as a noise reference "
             f"({summary['morris']['samples']} samples), then Sobol indices of "
             f"{', '.join(f'`{s}`' for s in summary['sobol']['selected']) or 'none (nothing above the noise)'} "
