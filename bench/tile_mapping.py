@@ -9,7 +9,8 @@ chifflet kernels give S = 28 (2 and 1), which puts the chetemi nodes 16 % above 
 share. This bench runs A = −1 and +1 (the other factors at −1) on each pattern given, with the
 repository's descriptions, and reports per pattern: the grid, each machine type's slots and
 its slot share over its speed share (load), the MPI messages and bytes through the cluster's switch
-(A = −1, mean over the seeds), the makespans and A's coded effect per seed with
+(A = −1, mean over the seeds), the share of the run each machine type's CPU workers and GPUs spend
+in tasks (seed 1, from its trace), the makespans and A's coded effect per seed with
 their mean and a 95 % t interval. Nothing is fitted; it shows what the model's A rests on.
 
 Usage: .venv/bin/python bench/tile_mapping.py [--slots 28,35,63,98] [--seeds 3] [--jobs 2]
@@ -40,21 +41,51 @@ NT, B = 100, 960
 T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
 
 
-def spec(a: int, seed: int, pdir: Path, mapping: dict) -> RunSpec:
+def spec(a: int, seed: int, pdir: Path, mapping: dict, trace: Path | None = None) -> RunSpec:
     factors = dict.fromkeys("ABCDEFG", -1) | {"A": a}
     return RunSpec(engine="numasim", cluster=CLUSTER, n=NT * B, b=B, factors=factors,
                    **resolve_run_env(CLUSTER, factors, {}, None).spec_fields(), seed=seed,
-                   distribution=mapping, platform_dir=pdir)
+                   distribution=mapping, platform_dir=pdir, trace=trace)
+
+
+def busy_shares(trace: Path, makespan: float, cpu_workers: list[int], types: list[str]) -> dict[str, float]:
+    """Per machine type, the share of the run its CPU workers (`cpu_<type>`) and GPUs (`gpu_<type>`)
+    spend in tasks: task time on the type's nodes / (workers × makespan)."""
+    node_type = {f"{t}-{sum(1 for u in types[:r + 1] if u == t)}": t for r, t in enumerate(types)}
+    busy: dict[str, float] = {}
+    gpus: dict[str, set[str]] = {}
+    with trace.open() as fh:
+        for r in csv.DictReader(fh):
+            node, worker = r["ResourceId"].split(".", 1)
+            kind = "gpu" if worker.startswith("gpu") else "cpu"
+            key = f"{kind}_{node_type[node]}"
+            busy[key] = busy.get(key, 0.0) + float(r["Duration"])
+            if kind == "gpu":
+                gpus.setdefault(key, set()).add(r["ResourceId"])
+    out = {}
+    for key, total in sorted(busy.items()):
+        kind, t = key.split("_", 1)
+        workers = (sum(w for w, u in zip(cpu_workers, types, strict=True) if u == t) if kind == "cpu"
+                   else len(gpus[key]))
+        out[key] = total / (workers * makespan)
+    return out
 
 
 def one_run(job: tuple[int, int, int, str, str]) -> dict:
+    """One run; the first seed's also traced, for each machine type's busy shares."""
+    from testbed.run.engines.numasim import machines_by_rank
     from testbed.run.simulate import simulate
 
     slots, a, seed, pdir, path = job
-    result = simulate(spec(a, seed, Path(pdir), {"kind": "file", "path": path}))
-    return {"slots": slots, "A": a, "seed": seed, "makespan_s": float(result["makespan_s"]),
+    with tempfile.TemporaryDirectory(prefix="tile-mapping-run-") as tmp:
+        trace = Path(tmp) / "tasks.csv" if seed == 1 else None
+        result = simulate(spec(a, seed, Path(pdir), {"kind": "file", "path": path}, trace))
+        makespan = float(result["makespan_s"])
+        busy = (busy_shares(trace, makespan, result["cpu_workers_by_rank"], machines_by_rank(Path(pdir) / "numasim.xml"))
+                if trace else {})
+    return {"slots": slots, "A": a, "seed": seed, "makespan_s": makespan,
             "mpi_messages": int(result["mpi_messages"]),
-            "switch_bytes": float(result["bytes_by_link_class"].get("switch", 0.0))}
+            "switch_bytes": float(result["bytes_by_link_class"].get("switch", 0.0)), "busy": busy}
 
 
 def interval(values: list[float]) -> tuple[float, float, float]:
@@ -126,24 +157,33 @@ def main(argv: list[str] | None = None) -> int:
         base = [r for r in runs if r["slots"] == p["slots"] and r["A"] == -1]
         rows.append({**p, "default_s": statistics.fmean(ms[(-1, s)] for s in range(1, args.seeds + 1)),
                      "mpi_messages": statistics.fmean(r["mpi_messages"] for r in base),
+                     "busy_seed1": {a: next(r["busy"] for r in runs if r["slots"] == p["slots"] and r["A"] == a
+                                            and r["seed"] == 1) for a in (-1, 1)},
                      "switch_gb": statistics.fmean(r["switch_bytes"] for r in base) / 1e9,
                      "a_plus_s": statistics.fmean(ms[(1, s)] for s in range(1, args.seeds + 1)),
                      "A": a_mean, "A_lo": a_lo, "A_hi": a_hi, "A_per_seed": effects})
     args.out.mkdir(parents=True, exist_ok=True)
     with (args.out / "runs.csv").open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=["slots", "A", "seed", "makespan_s", "mpi_messages", "switch_bytes"])
+        w = csv.DictWriter(fh, fieldnames=["slots", "A", "seed", "makespan_s", "mpi_messages", "switch_bytes"],
+                           extrasaction="ignore")
         w.writeheader()
         w.writerows(runs)
     (args.out / "patterns.json").write_text(json.dumps({"cluster": CLUSTER, "nt": NT, "b": B, "speeds": speeds,
                                                          "chosen": chosen, "patterns": rows}, indent=1) + "\n")
     header = ("| S | grid | slots chifflet / chetemi | load chifflet / chetemi | MPI messages, GB through the switch "
-              "(A = −1) | A = −1 (s) | A = +1 (s) | A coded (s), 95 % CI | per seed |")
-    lines = [header, "|" + "---|" * 9]
+              "(A = −1) | busy CPU chifflet / chetemi, GPU chifflet (seed 1, A = −1 → +1) | A = −1 (s) | A = +1 (s) "
+              "| A coded (s), 95 % CI | per seed |")
+    lines = [header, "|" + "---|" * 10]
+
+    def busy(b: dict) -> str:
+        return " / ".join(f"{b.get(k, float('nan')):.3f}" for k in ("cpu_chifflet", "cpu_chetemi", "gpu_chifflet"))
+
     for r in rows:
         lc, le = r["load"].get("chifflet", {}), r["load"].get("chetemi", {})
         lines.append(f"| {r['slots']}{' (chosen)' if r['chosen'] else ''} | {r['grid']} | {lc.get('slots')} / {le.get('slots')} "
                      f"| {lc.get('load', float('nan')):.3f} / {le.get('load', float('nan')):.3f} "
-                     f"| {r['mpi_messages']:.0f}, {r['switch_gb']:.0f} | {r['default_s']:.2f} "
+                     f"| {r['mpi_messages']:.0f}, {r['switch_gb']:.0f} "
+                     f"| {busy(r['busy_seed1'][-1])} → {busy(r['busy_seed1'][1])} | {r['default_s']:.2f} "
                      f"| {r['a_plus_s']:.2f} | {r['A']:+.3f} [{r['A_lo']:+.3f}, {r['A_hi']:+.3f}] "
                      f"| {', '.join(f'{e:+.3f}' for e in r['A_per_seed'])} |")
     (args.out / "table.md").write_text("\n".join(lines) + "\n")
