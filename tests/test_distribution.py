@@ -11,7 +11,7 @@ from testbed.run.distribution import (
     block_cyclic,
     chosen_pattern,
     heterogeneous,
-    heterogeneous_comment,
+    heterogeneous_with_comment,
     near_square_grid,
     node_gemm_speed,
     pattern_candidates,
@@ -97,7 +97,7 @@ def test_the_pattern_switches_at_a_threshold_of_the_speeds() -> None:
     with pytest.raises(InputError, match="pattern size"):
         heterogeneous(100, nominal, slots=29)  # 29 = 1 x 29: C > 3 R
     # the distribution file says which pattern was taken and how far the busiest rank is over
-    assert heterogeneous_comment(100, slower).splitlines()[1] == \
+    assert heterogeneous_with_comment(100, slower)[1].splitlines()[1] == \
         "pattern: 28 slots (4 x 7); tile share / speed share from 0.860 (rank 16) to 1.220 (rank 0)"
 
 

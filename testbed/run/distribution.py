@@ -121,11 +121,17 @@ def chosen_pattern(candidates: list[dict], tolerance: float = 0.01) -> dict | No
 def heterogeneous(nt: int, speeds: Sequence[float], tolerance: float = 0.01, slots: int | None = None) -> Owners:
     """Owner map whose per-node tile shares follow `speeds` (see module doc); `slots` forces the
     pattern's size (one of pattern_candidates')."""
+    return _heterogeneous_map(nt, speeds, tolerance, slots)[0]
+
+
+def _heterogeneous_map(nt: int, speeds: Sequence[float], tolerance: float = 0.01,
+                       slots: int | None = None) -> tuple[Owners, dict | None]:
+    """(owners, the pattern taken: None for equal speeds, block-cyclic)."""
     nodes = len(speeds)
     if nodes < 1 or any(not (s > 0) or math.isinf(s) for s in speeds):
         raise InputError(None, "speeds", f"one positive finite speed per node, got {list(speeds)}")
     if len(set(speeds)) == 1 and slots is None:
-        return block_cyclic(nt, *near_square_grid(nodes))
+        return block_cyclic(nt, *near_square_grid(nodes)), None
     candidates = pattern_candidates(nt, speeds)
     if slots is None:
         best = chosen_pattern(candidates, tolerance)
@@ -134,13 +140,13 @@ def heterogeneous(nt: int, speeds: Sequence[float], tolerance: float = 0.01, slo
         if best is None:
             raise InputError(None, "slots", f"a pattern size among {[p['slots'] for p in candidates]}, got {slots}")
     if best is None:  # NT too small for any pattern: one slot per tile
-        best = {"r": nt, "c": nt, "counts": _apportion(speeds, nt * nt)}
+        best = {"slots": nt * nt, "r": nt, "c": nt, "counts": _apportion(speeds, nt * nt)}
     r, c, counts = best["r"], best["c"], best["counts"]
     dealt = _deal_slots(counts)
     # row i of the pattern is the i-th run of C dealt slots rotated by i, so that
     # a node's slots do not stack in the same pattern columns (1D-like pattern)
     pattern = [[dealt[i * c + (j - i) % c] for j in range(c)] for i in range(r)]
-    return [[pattern[m % r][n % c] for n in range(nt)] for m in range(nt)]
+    return [[pattern[m % r][n % c] for n in range(nt)] for m in range(nt)], best
 
 
 def tile_shares(owners: Owners, nodes: int) -> list[float]:
@@ -165,30 +171,25 @@ def write_distribution(path: str | Path, owners: Owners, comment: str | None = N
     return path
 
 
-def heterogeneous_comment(nt: int, speeds: Sequence[float], tolerance: float = 0.01) -> str:
-    """What `heterogeneous` was given and what it chose: the speeds, the pattern, and each rank's
-    tile share over its speed share at both ends (the busiest rank bounds the run when the speeds
-    are right; docs/tile-mapping.md)."""
+def heterogeneous_with_comment(nt: int, speeds: Sequence[float], tolerance: float = 0.01) -> tuple[Owners, str]:
+    """The speed-balanced owner map and the comment that says what it was given and what it chose:
+    the speeds, the pattern, and each rank's tile share over its speed share at both ends (the
+    busiest rank bounds the run when the speeds are right; docs/tile-mapping.md)."""
+    owners, p = _heterogeneous_map(nt, speeds, tolerance)
     head = f"heterogeneous, NT={nt}, node speeds (flop/s): {' '.join(f'{s:.4g}' for s in speeds)}"
-    if len(set(speeds)) == 1:
-        return head
+    if p is None:
+        return owners, head
     total = sum(speeds)
-    shares = tile_shares(heterogeneous(nt, speeds, tolerance), len(speeds))
-    load = [share / (s / total) for share, s in zip(shares, speeds, strict=False)]
-    p = chosen_pattern(pattern_candidates(nt, speeds), tolerance)
+    load = [share / (s / total) for share, s in zip(tile_shares(owners, len(speeds)), speeds, strict=False)]
     lo, hi = min(range(len(load)), key=load.__getitem__), max(range(len(load)), key=load.__getitem__)
-    grid = f"{p['slots']} slots ({p['r']} x {p['c']})" if p else f"one slot per tile ({nt} x {nt})"
-    return (f"{head}\npattern: {grid}; tile share / speed share from {load[lo]:.3f} (rank {lo}) "
-            f"to {load[hi]:.3f} (rank {hi})")
+    return owners, (f"{head}\npattern: {p['slots']} slots ({p['r']} x {p['c']}); tile share / speed share from "
+                    f"{load[lo]:.3f} (rank {lo}) to {load[hi]:.3f} (rank {hi})")
 
 
 def write_heterogeneous(path: str | Path, nt: int, speeds: Sequence[float]) -> Path:
     """The speed-balanced distribution of NT x NT tiles over len(speeds) ranks, written with its inputs."""
-    return write_distribution(
-        path,
-        heterogeneous(nt, speeds),
-        comment=heterogeneous_comment(nt, speeds),
-    )
+    owners, comment = heterogeneous_with_comment(nt, speeds)
+    return write_distribution(path, owners, comment)
 
 
 def read_distribution(path: str | Path, nt: int | None = None, nodes: int | None = None, key: str = "file") -> Owners:

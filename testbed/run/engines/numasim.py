@@ -96,8 +96,7 @@ def _heterogeneous(xml_stamp: tuple, where: tuple, nt: int, b: int):
     same size 30 times; computing it took ~0.3 s per run)."""
     from testbed.run import distribution as dist
 
-    speeds = list(_speeds(xml_stamp, where, b))
-    return dist.heterogeneous(nt, speeds), dist.heterogeneous_comment(nt, speeds)
+    return dist.heterogeneous_with_comment(nt, list(_speeds(xml_stamp, where, b)))
 
 
 def checked_platform(pdir: Path) -> Path:
