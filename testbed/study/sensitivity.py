@@ -438,6 +438,11 @@ def _descriptions_and_platform(plan: dict, u: dict[str, float], work: Path) -> t
     return cluster_file, platform
 
 
+def speed_balanced(exp: dict) -> bool:
+    """Whether the experiment runs numasim's speed-balanced mapping, computed from the descriptions."""
+    return exp["engine"] == "numasim" and dict(exp["workload"].get("distribution", {})).get("kind") == "heterogeneous"
+
+
 def fixed_mapping(plan: dict, design: pd.DataFrame, scratch: Path, envs: dict[str, tuple[dict, dict]]) -> dict | None:
     """The tile mapping every sample runs with when `sensitivity.mapping` is `nominal` and the
     experiment's mapping is numasim's speed-balanced one: that mapping computed once from the
@@ -448,10 +453,9 @@ def fixed_mapping(plan: dict, design: pd.DataFrame, scratch: Path, envs: dict[st
     design to the parameters' effects; the study ran one mapping, whatever the machines' true
     parameters were."""
     exp = plan["sample_experiment"]
-    distribution = dict(exp["workload"].get("distribution", {"kind": "block-cyclic"}))
-    if plan.get("mapping", "nominal") != "nominal" or exp["engine"] != "numasim" \
-            or distribution.get("kind") != "heterogeneous":
+    if plan.get("mapping", "nominal") != "nominal" or not speed_balanced(exp):
         return None
+    distribution = dict(exp["workload"]["distribution"])
     from testbed.run.engines.numasim import heterogeneous_distribution
 
     work = scratch / "nominal-mapping"
@@ -716,8 +720,7 @@ def summarize(plan: dict, morris_out: pd.DataFrame, morris_idx: pd.DataFrame, no
                    "runs_per_sample": plan["runs_per_sample"], "seed": exp.get("seed", 1),
                    "variability": exp.get("variability", True),
                    # which speed-balanced mapping the samples ran (None: the experiment's map is fixed anyway)
-                   "mapping": plan.get("mapping", "nominal") if exp["engine"] == "numasim" and dict(
-                       exp["workload"].get("distribution", {})).get("kind") == "heterogeneous" else None},
+                   "mapping": plan.get("mapping", "nominal") if speed_balanced(exp) else None},
         "parameters": [{"name": p["name"], "label": p["label"], "machine": parameter_machine(p), "keys": p["keys"],
                         "targets": p["targets"]} for p in plan["parameters"]],
         "morris": {**plan["morris"], "samples": int((morris_out["kind"] == "morris").sum())},
