@@ -35,10 +35,10 @@ from testbed.common.errors import InputError  # noqa: E402
 from testbed.run import distribution as dist  # noqa: E402
 from testbed.run.engines import RunSpec  # noqa: E402
 from testbed.run.resolve import resolve_run_env  # noqa: E402
+from testbed.study.explain import ci95  # noqa: E402
 
 CLUSTER = "g5k-lille-21"
 NT, B = 100, 960
-T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
 
 
 def spec(a: int, seed: int, pdir: Path, mapping: dict, trace: Path | None = None) -> RunSpec:
@@ -86,14 +86,6 @@ def one_run(job: tuple[int, int, int, str, str]) -> dict:
     return {"slots": slots, "A": a, "seed": seed, "makespan_s": makespan,
             "mpi_messages": int(result["mpi_messages"]),
             "switch_bytes": float(result["bytes_by_link_class"].get("switch", 0.0)), "busy": busy}
-
-
-def interval(values: list[float]) -> tuple[float, float, float]:
-    m = statistics.fmean(values)
-    if len(values) < 2:
-        return m, float("nan"), float("nan")
-    h = T975.get(len(values) - 1, 1.96) * statistics.stdev(values) / len(values) ** 0.5
-    return m, m - h, m + h
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -153,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     for p in patterns:
         ms = {(r["A"], r["seed"]): r["makespan_s"] for r in runs if r["slots"] == p["slots"]}
         effects = [(ms[(1, s)] - ms[(-1, s)]) / 2 for s in range(1, args.seeds + 1)]
-        a_mean, a_lo, a_hi = interval(effects)
+        a_mean, a_lo, a_hi = ci95(effects)
         base = [r for r in runs if r["slots"] == p["slots"] and r["A"] == -1]
         rows.append({**p, "default_s": statistics.fmean(ms[(-1, s)] for s in range(1, args.seeds + 1)),
                      "mpi_messages": statistics.fmean(r["mpi_messages"] for r in base),
