@@ -19,11 +19,13 @@
 #              configure finds FxT through pkg-config (configure.ac, AC_ARG_WITH(fxt))
 #   starpu     the native StarPU (envs/setup.sh: TESTBED_APT=0, the orig tarball of DEVICE_DIR,
 #              CUDA, --with-fxt), checked: STARPU_USE_FXT and, with CUDA, STARPU_USE_CUDA
-#   apps       apps/lu and the microbenchmarks (numa_bench, hostalloc_stall, starpu_task_overhead,
-#              cuda_bench)
+#   microbench the microbenchmarks that need no StarPU (numa_bench, hostalloc_stall, cuda_bench)
+#   apps       apps/lu and starpu_task_overhead (the native StarPU)
 #   hostallocstall  hostalloc_stall: pinned allocations (cudaHostAlloc, cudaFreeHost) in one thread
-#              while another keeps the GPU busy; the GPU time lost, the calls' own time (without
-#              CUDA: checks that it says so and exits 3)
+#              while another keeps the GPU busy, per setting of HOSTALLOC_RUNS; the GPU time lost,
+#              the calls' own time (without CUDA: checks that it says so and exits 3)
+#   variability  numa_bench: the b = B dgemm's spread on one core with the others idle (the
+#              intrinsic spread, docs/kernel-variability.md) and with every core running it
 #   bus        starpu_machine_display: StarPU's bus calibration on its first start
 #   check      residual of apps/lu --check, getrf on the CPU and on the GPU (--getrf-gpu)
 #   calibrate  STARPU_CALIBRATE=1 runs: StarPU's codelet models of the node
@@ -49,8 +51,13 @@
 #   WORK=DIR           scratch folder (default build/gpu-device)
 #   BUDGET_S=S         wall-clock budget of all steps (default 450 s; packing OUT comes after)
 #   LIMIT_<step>=S     another time box for a step (e.g. LIMIT_starpu=2400 on 2 cores)
+#   STEPS="a b ..."   run only these steps (the others are recorded as skipped), e.g.
+#                      STEPS="node microbench hostallocstall variability cudabench summary"
+#                      for a short call that needs no StarPU
+#   HOSTALLOC_RUNS     hostalloc_stall's settings, "b:depth:op_ms ..." (default: the tiles b = 960
+#                      and 1920 beside 0.5 ms operations kept 2 ahead, then b = 960 beside 5 ms ones)
 #   SIZES, B, CHECK_N, REPS, CAL_REPS, TRACE_SIZES, NUMA_BENCH=auto|force|no, NUMA_B, NUMA_REPS,
-#   NUMA_KERNELS, PYTHON (sizes and repetitions; defaults below, smaller in a rehearsal)
+#   NUMA_KERNELS, VAR_REPS, PYTHON (sizes and repetitions; defaults below, smaller in a rehearsal)
 set -uo pipefail
 SELF="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")"
 ROOT="$(cd "$(dirname "$SELF")/.." && pwd)"
@@ -63,13 +70,19 @@ export BUDGET_S="${BUDGET_S:-450}"
 export STARPU_REUSE="${STARPU_REUSE:-}"
 export NUMA_BENCH="${NUMA_BENCH:-auto}"
 export PYTHON="${PYTHON:-python3}"
+export STEPS="${STEPS:-all}"
+export HOSTALLOC_RUNS="${HOSTALLOC_RUNS:-960:2:0.5 1920:2:0.5 960:2:5}"
+ALL_STEPS="node fxt starpu check_starpu_reused microbench apps hostallocstall variability bus check calibrate
+  trace convert cudabench overhead runs numa summary"
 if [ "$REHEARSAL" = 1 ]; then
   export SIZES="${SIZES:-960 1920}" B="${B:-480}" CHECK_N="${CHECK_N:-1920}" REPS="${REPS:-1}"
   export CAL_REPS="${CAL_REPS:-1}" NUMA_B="${NUMA_B:-96}" NUMA_REPS="${NUMA_REPS:-3}" CUDA=no
+  export VAR_REPS="${VAR_REPS:-5}"
   export NUMA_KERNELS="${NUMA_KERNELS:-dgemm}"
 else
   export SIZES="${SIZES:-4800 9600 19200}" B="${B:-960}" CHECK_N="${CHECK_N:-3840}" REPS="${REPS:-3}"
   export CAL_REPS="${CAL_REPS:-2}" NUMA_B="${NUMA_B:-960}" NUMA_REPS="${NUMA_REPS:-20}" CUDA=yes
+  export VAR_REPS="${VAR_REPS:-40}"
 fi
 export TRACE_SIZES="${TRACE_SIZES:-$SIZES}" NUMA_KERNELS="${NUMA_KERNELS:-dgemm dtrsm dgetrf_nopiv}"
 export FXT_PREFIX="$WORK/fxt"
@@ -180,11 +193,17 @@ check_starpu() { # the prefix has FxT (and CUDA on the device) and finds libfxt
   fi
 }
 
+step_microbench() { # the microbenchmarks that need no StarPU
+  local rc=0
+  make -C "$ROOT/calibration/microbench" BUILD="$BUILD_DIR" all || rc=1
+  if have_cuda; then make -C "$ROOT/calibration/microbench" BUILD="$BUILD_DIR" cuda_bench || rc=1; fi
+  return "$rc"
+}
+
 step_apps() {
   local rc=0
   make -C "$ROOT/apps/lu" BUILD="$BUILD_DIR" STARPU_NATIVE_PREFIX="$PREFIX" real || rc=1
-  make -C "$ROOT/calibration/microbench" BUILD="$BUILD_DIR" STARPU_NATIVE="$PREFIX" all starpu_task_overhead || rc=1
-  if have_cuda; then make -C "$ROOT/calibration/microbench" BUILD="$BUILD_DIR" cuda_bench || rc=1; fi
+  make -C "$ROOT/calibration/microbench" BUILD="$BUILD_DIR" STARPU_NATIVE="$PREFIX" starpu_task_overhead || rc=1
   [ -x "$LU" ] || rc=1
   return "$rc"
 }
@@ -253,16 +272,30 @@ step_cudabench() {
 step_hostallocstall() { # a pinned allocation in one thread beside a GPU another thread keeps busy
   # (calibration/microbench/hostalloc_stall.c, docs/pinned-allocations.md): tiles of b = 960 and
   # 1920, StarPU's pipeline depth 2; without CUDA it must say why it measures nothing (status 3)
-  local b rc=0
+  # (b = 960, 5 ms: about a GTX 1080 Ti's b = 960 dgemm, the study's GPU task, so that two queued
+  # operations outlast the call: a device that keeps running what is queued loses nothing then,
+  # one held during the call loses about the call).
+  local run b depth op rc=0
   if ! have_cuda; then
     "$MB/hostalloc_stall" --bytes $((B * B * 8)) --reps 3
     rc=$?; echo "hostalloc_stall without CUDA: status $rc (3 expected)"; [ "$rc" = 3 ]; return $?
   fi
-  for b in 960 1920; do
-    "$MB/hostalloc_stall" --bytes $((b * b * 8)) --reps 20 --depth 2 >"$WORK/hs.csv" || rc=1
+  for run in $HOSTALLOC_RUNS; do
+    IFS=: read -r b depth op <<<"$run"
+    "$MB/hostalloc_stall" --bytes $((b * b * 8)) --reps 30 --depth "$depth" --op-ms "$op" >"$WORK/hs.csv" || rc=1
     if [ -f "$RES/hostalloc_stall.csv" ]; then tail -n +2 "$WORK/hs.csv" >>"$RES/hostalloc_stall.csv"; else cp "$WORK/hs.csv" "$RES/hostalloc_stall.csv"; fi
   done
   cat "$RES/hostalloc_stall.csv"
+  return "$rc"
+}
+
+step_variability() { # one core alone (the intrinsic spread), then every core running the kernel
+  local load rc=0
+  for load in alone all; do
+    "$MB/numa_bench" kernel --kernel dgemm --b "$B" --reps "$VAR_REPS" --load "$load" >"$WORK/var.csv" || rc=1
+    if [ -f "$RES/variability.csv" ]; then tail -n +2 "$WORK/var.csv" >>"$RES/variability.csv"; else cp "$WORK/var.csv" "$RES/variability.csv"; fi
+  done
+  cat "$RES/variability.csv"
   return "$rc"
 }
 
@@ -320,13 +353,25 @@ if (res / "cuda_bench.csv").is_file():  # median seconds per operation, per size
     for size, cells in by_size.items():
         print(f"cuda_bench {size} B (median us): " + ", ".join(cells))
 if (res / "hostalloc_stall.csv").is_file():  # pinned allocation beside a busy GPU, median us
-    by_size = {}
+    by_run = {}
     for row in csv.DictReader((res / "hostalloc_stall.csv").read_text().splitlines()):
         if row["what"] == "what":
             continue
-        by_size.setdefault(row["bytes"], []).append(f"{row['what']} {float(row['median_s']) * 1e6:.1f}")
-    for size, cells in by_size.items():
-        print(f"hostalloc_stall {size} B (median us): " + ", ".join(cells))
+        by_run.setdefault((row["bytes"], row["depth"], row["op_ms"]), {})[row["what"]] = float(row["median_s"])
+    for (size, depth, op), m in by_run.items():
+        print(f"hostalloc_stall {size} B, depth {depth}, {op} ms operations (median us): "
+              + ", ".join(f"{what} {v * 1e6:.1f}" for what, v in m.items()))
+        # the share of the call the device is held (docs/pinned-allocations.md), from the medians
+        for call in ("alloc", "free"):
+            if m.get(f"{call}_busy") and f"gpu_lost_{call}" in m and "gpu_lost_base" in m:
+                share = (m[f"gpu_lost_{call}"] - m["gpu_lost_base"]) / m[f"{call}_busy"]
+                print(f"  device held during {call}: {min(max(share, 0.0), 1.0):.2f} of the call")
+if (res / "variability.csv").is_file():  # the dgemm's spread, alone and with every core busy
+    for row in csv.DictReader((res / "variability.csv").read_text().splitlines()):
+        if row["kernel"] == "kernel":
+            continue
+        print(f"variability {row['kernel']} b={row['b']} load {row['load']}: median {float(row['median_s']) * 1e3:.2f} ms, "
+              f"rel_std {float(row['rel_std']):.4f} ({row['calls']} calls, {row['threads_measured']} threads)")
 if (res / "task_overhead.csv").is_file():
     for row in csv.DictReader((res / "task_overhead.csv").read_text().splitlines()):
         if row["pipeline"] == "pipeline":
@@ -344,7 +389,15 @@ case "$NUMA_BENCH" in auto|force|no) ;; *) echo "error: NUMA_BENCH=$NUMA_BENCH: 
 if [ -n "$STARPU_REUSE" ] && [ ! -f "$STARPU_REUSE/lib/pkgconfig/starpu-1.4.pc" ]; then
   echo "error: STARPU_REUSE=$STARPU_REUSE: expected an installed StarPU 1.4 (lib/pkgconfig/starpu-1.4.pc)" >&2; exit 2
 fi
-for v in BUDGET_S B CHECK_N REPS CAL_REPS NUMA_B NUMA_REPS $(compgen -v LIMIT_); do
+if [ "$STEPS" != all ]; then
+  for s in $STEPS; do
+    [[ " $(echo $ALL_STEPS) " == *" $s "* ]] || { echo "error: STEPS: $s: expected all or steps among: $(echo $ALL_STEPS)" >&2; exit 2; }
+  done
+fi
+for run in $HOSTALLOC_RUNS; do
+  [[ "$run" =~ ^[1-9][0-9]*:[1-9][0-9]*:[0-9]+(\.[0-9]+)?$ ]] || { echo "error: HOSTALLOC_RUNS: $run: expected b:depth:op_ms (e.g. 960:2:0.5)" >&2; exit 2; }
+done
+for v in BUDGET_S B CHECK_N REPS CAL_REPS NUMA_B NUMA_REPS VAR_REPS $(compgen -v LIMIT_); do
   [[ "${!v}" =~ ^[1-9][0-9]*$ ]] || { echo "error: $v=${!v}: expected a positive integer" >&2; exit 2; }
 done
 for n in $SIZES $TRACE_SIZES; do
@@ -361,6 +414,7 @@ step() { # name limit_s [args]: runs `SELF --step name args` under timeout withi
   local tag="$name${1:+-$*}" left=$((BUDGET_S - SECONDS)) t0=$SECONDS rc=0 status
   tag="${tag// /-}"
   local own="LIMIT_$name"; limit="${!own:-$limit}"  # LIMIT_<step>=S: another time box
+  if [ "$STEPS" != all ] && [[ " $STEPS " != *" $name "* ]]; then skip "$tag" "not in STEPS=$STEPS"; return 0; fi
   if [ "$left" -lt 5 ]; then
     log "SKIP $tag: budget of $BUDGET_S s spent"
     printf '{"step": "%s", "status": "budget", "reason": "budget of %d s spent"}\n' "$tag" "$BUDGET_S" >>"$RES/steps.jsonl"
@@ -428,8 +482,10 @@ else
   step fxt 30
   step starpu 300
 fi
+step microbench 60
 step apps 90
-step hostallocstall 30
+step hostallocstall 60
+step variability 60
 step bus 90
 step check 90
 step calibrate 150

@@ -74,7 +74,8 @@ def test_rehearsal_runs_every_cpu_step_and_skips_cuda_with_a_reason(tmp_path):
 
     res = members(out / "results.tar.gz")
     steps = {s["step"]: s for s in jsonl(res["results/steps.jsonl"])}
-    ok = {"node", "check_starpu_reused", "apps", "hostallocstall", "bus", "check", "calibrate", "trace-960",
+    ok = {"node", "check_starpu_reused", "microbench", "apps", "hostallocstall", "variability", "bus", "check",
+          "calibrate", "trace-960",
           "trace-1920", "runs",
           "convert-960", "convert-1920", "numa", "summary"}
     assert {k for k, s in steps.items() if s["status"] == "ok"} == ok
@@ -94,6 +95,10 @@ def test_rehearsal_runs_every_cpu_step_and_skips_cuda_with_a_reason(tmp_path):
     node = res["results/node.txt"].decode()
     assert "== lscpu" in node and "== numactl -H" in node and "== nvidia-smi" in node
     assert b"dgemm" in res["results/numa_bench.csv"]
+    # the dgemm's spread: one core alone, then every core (docs/kernel-variability.md)
+    spread = list(csv.DictReader(io.StringIO(res["results/variability.csv"].decode())))
+    assert [(r["kernel"], r["b"], r["load"]) for r in spread] == [("dgemm", "480", "alone"), ("dgemm", "480", "all")]
+    assert all(float(r["rel_std"]) >= 0 and int(r["calls"]) >= 5 for r in spread)
 
     # FxT trace of the 1920 run converted into numasim's task table (testbed/traces/fxt_trace.py)
     table = list(csv.DictReader(io.StringIO(res["results/traces/1920-getrf-cpu/trace.csv"].decode())))
@@ -169,16 +174,43 @@ def test_summary_reads_the_files_of_a_gpu_node(tmp_path):
 
 
 def test_summary_reads_hostalloc_stall(tmp_path):
-    """The hostallocstall step's CSV (calibration/microbench/hostalloc_stall.c) in the summary."""
+    """The hostallocstall step's CSV (calibration/microbench/hostalloc_stall.c), one block per
+    setting of the driver thread, with the share of the call the device is held."""
     res = tmp_path / "work" / "results"
     (res / "logs").mkdir(parents=True)
-    (res / "hostalloc_stall.csv").write_text("what,bytes,reps,median_s,min_s,max_s\n"
-                                             "alloc_busy,7372800,20,0.0042,0.004,0.005\n"
-                                             "gpu_lost_alloc,7372800,20,0.0001,0,0.0002\n")
+    (res / "hostalloc_stall.csv").write_text("what,bytes,depth,op_ms,reps,median_s,min_s,max_s\n"
+                                             "alloc_busy,7372800,2,0.5,20,0.0042,0.004,0.005\n"
+                                             "gpu_lost_alloc,7372800,2,0.5,20,0.0041,0,0.0002\n"
+                                             "gpu_lost_base,7372800,2,0.5,20,0.0001,0,0.0002\n"
+                                             "what,bytes,depth,op_ms,reps,median_s,min_s,max_s\n"
+                                             "alloc_busy,7372800,2,5,20,0.004,0.004,0.005\n"
+                                             "gpu_lost_alloc,7372800,2,5,20,0.0001,0,0.0002\n"
+                                             "gpu_lost_base,7372800,2,5,20,0.0002,0,0.0002\n")
     proc = subprocess.run(["bash", str(SCRIPT), "--step", "summary"], capture_output=True, text=True,
                           env={**os.environ, "WORK": str(tmp_path / "work")})
     assert proc.returncode == 0, proc.stderr
-    assert "hostalloc_stall 7372800 B (median us): alloc_busy 4200.0, gpu_lost_alloc 100.0" in proc.stdout.splitlines()
+    assert proc.stdout.splitlines() == [
+        "hostalloc_stall 7372800 B, depth 2, 0.5 ms operations (median us): alloc_busy 4200.0, gpu_lost_alloc 4100.0, "
+        "gpu_lost_base 100.0",
+        "  device held during alloc: 0.95 of the call",
+        "hostalloc_stall 7372800 B, depth 2, 5 ms operations (median us): alloc_busy 4000.0, gpu_lost_alloc 100.0, "
+        "gpu_lost_base 200.0",
+        "  device held during alloc: 0.00 of the call"]
+
+
+def test_steps_runs_only_the_steps_named(tmp_path):
+    """STEPS: a short call without StarPU (no STARPU_REUSE, no .device): the microbenchmarks alone;
+    every other step is recorded as skipped with the reason."""
+    proc, out, _ = rehearse(tmp_path, STEPS="node microbench hostallocstall variability summary")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert check_out_limits(out) == ["gpu_device.log", "results.tar.gz"]
+    steps = {s["step"]: s for s in jsonl(members(out / "results.tar.gz")["results/steps.jsonl"])}
+    assert {k for k, s in steps.items() if s["status"] == "ok"} == {"node", "microbench", "hostallocstall",
+                                                                     "variability", "summary"}
+    assert steps["starpu"] == {"step": "starpu", "status": "skipped",
+                               "reason": "not in STEPS=node microbench hostallocstall variability summary"}
+    assert steps["calibrate"]["status"] == "skipped" and "runs" in steps
+    assert "variability dgemm b=480 load alone: median " in proc.stderr
 
 
 def test_out_is_packed_when_the_budget_is_spent(tmp_path):
@@ -202,6 +234,9 @@ def test_out_is_packed_when_the_budget_is_spent(tmp_path):
     ({"BUDGET_S": "x"}, "error: BUDGET_S=x: expected a positive integer"),
     ({"LIMIT_check": "0"}, "error: LIMIT_check=0: expected a positive integer"),
     ({"WORK": "/"}, "error: WORK=/: expected a scratch folder (it is emptied first)"),
+    ({"STEPS": "node cudabnch"}, "error: STEPS: cudabnch: expected all or steps among: node fxt starpu"),
+    ({"HOSTALLOC_RUNS": "960:2"}, "error: HOSTALLOC_RUNS: 960:2: expected b:depth:op_ms (e.g. 960:2:0.5)"),
+    ({"VAR_REPS": "-1"}, "error: VAR_REPS=-1: expected a positive integer"),
 ])
 def test_bad_settings_stop_before_anything_is_written(tmp_path, env, message):
     proc, out, work = rehearse(tmp_path, **env)

@@ -62,6 +62,8 @@ def test_a_held_device_is_told_from_a_running_one(built, stall: bool) -> None:
                        capture_output=True, text=True, env=env, timeout=120)
     assert p.returncode == 0, p.stderr
     r = _rows(p.stdout)
+    # every row names the driver thread's settings (runs of several settings share one file)
+    assert {(row["depth"], row["op_ms"]) for row in csv.DictReader(io.StringIO(p.stdout))} == {("4", "3")}
     assert {"alloc_idle", "free_idle", "alloc_busy", "free_busy", "gpu_lost_alloc", "gpu_lost_free", "gpu_lost_base",
             "launch_alloc", "copy_submit_alloc", "copy_submit_base"} <= r.keys()
     assert r["alloc_busy"] >= 0.04 and r["free_busy"] >= 0.04

@@ -50,10 +50,7 @@ def test_uncertain_numbers_have_a_range_with_a_reason(file: Path):
         bounds = quantity_range(q)
         if bounds is not None:
             ranged += 1
-            # a share may reach 0 (gpus[].pinned_alloc_gpu_stall: no stall); the schemas keep the
-            # rates, sizes and times positive
-            assert bounds[0] <= q["value"] <= bounds[1], key
-            assert bounds[0] > 0 or key.endswith("pinned_alloc_gpu_stall"), key
+            assert 0 < bounds[0] <= q["value"] <= bounds[1], key
             assert len(q["range_reason"]) > 20, key
     assert ranged >= 4
     assert machine_paths(file.read_text()) == []  # sources cited by a repository-relative or public reference

@@ -25,7 +25,8 @@
  *   launch_{alloc,free,base}       host time of the longest memset launch submitted in the window
  *   copy_submit_{alloc,free,base}  host time of the longest cudaMemcpyAsync submitted in it
  *
- * as CSV rows `what,bytes,reps,median_s,min_s,max_s` (over the R windows), as cuda_bench. A device
+ * as CSV rows `what,bytes,depth,op_ms,reps,median_s,min_s,max_s` (over the R windows; depth and
+ * op_ms are the driver thread's settings, so that runs of several settings share one file). A device
  * held during the call shows gpu_lost_alloc near alloc_busy and well above gpu_lost_base, and
  * launches or copies submitted meanwhile that return only after it; a device that keeps running
  * shows gpu_lost_alloc near gpu_lost_base. docs/pinned-allocations.md says what the model takes.
@@ -128,12 +129,15 @@ static int cmp(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+static int row_depth; /* the driver thread's settings, printed in every row */
+static double row_op_ms;
+
 static void row(const char *what, size_t bytes, const double *v, int n)
 {
 	double *t = malloc((size_t)n * sizeof *t);
 	memcpy(t, v, (size_t)n * sizeof *t);
 	qsort(t, (size_t)n, sizeof *t, cmp);
-	printf("%s,%zu,%d,%.9g,%.9g,%.9g\n", what, bytes, n, t[n / 2], t[0], t[n - 1]);
+	printf("%s,%zu,%d,%g,%d,%.9g,%.9g,%.9g\n", what, bytes, row_depth, row_op_ms, n, t[n / 2], t[0], t[n - 1]);
 	free(t);
 }
 
@@ -375,7 +379,8 @@ int main(int argc, char **argv)
 		v[6][r] = wa.launch, v[7][r] = wf.launch, v[8][r] = wb.launch;
 		v[9][r] = wa.copy, v[10][r] = wf.copy;
 	}
-	printf("what,bytes,reps,median_s,min_s,max_s\n");
+	row_depth = depth, row_op_ms = op_ms;
+	printf("what,bytes,depth,op_ms,reps,median_s,min_s,max_s\n");
 	row("alloc_idle", bytes, alloc_idle, reps);
 	row("free_idle", bytes, free_idle, reps);
 	row("alloc_busy", bytes, alloc_busy, done);

@@ -112,8 +112,11 @@ void DataWizard::runner_loop(int rid) {
       if (!topo_.mem(gsrc).gpu && !topo_.mem(gdst).gpu && !cfg_.mechanisms(Mechanism::thread_copies))
         allocate_ram(transfers_[tid].rank, transfers_[tid].handle, gdst, nullptr);
     }
-    transfers_[tid].start = sg4::Engine::get_clock();
+    const double start = sg4::Engine::get_clock();
+    transfers_[tid].start = start;
     transfers_[tid].path = numa_->move(transfers_[tid]); // through pages, drivers, MPI thread
+    if (!transfers_[tid].mpi) // a pinned allocation during the copy pauses the devices' DMA
+      wait_out_holds(transfers_[tid].gsrc, transfers_[tid].gdst, start);
     transfer_done(tid);
   }
 }
@@ -191,20 +194,28 @@ void DataWizard::allocate_ram(int rank, uint32_t h, int gdst, const Worker* thre
   }
   if (!pinned)
     return;
-  // A page-locked allocation serialises the devices' streams (CUDA C Programming Guide, "Implicit
-  // Synchronization"); portable memory is pinned for every device of the node. The machine
-  // description's pinned_alloc_gpu_stall says for which share of the call (1: all of it, 0: the
-  // devices keep running; docs/pinned-allocations.md).
+  // A page-locked allocation holds the devices (CUDA C Programming Guide, "Implicit
+  // Synchronization"; measured: what they run is paused, datawizard/malloc.hpp); portable memory is
+  // pinned for every device of the node. The machine description's pinned_alloc_gpu_stall says
+  // for which share of the call (1: all of it, 0: the devices keep running;
+  // docs/pinned-allocations.md).
   const double now = sg4::Engine::get_clock();
   const double stall = cfg_.mechanisms(Mechanism::pinned_alloc_gpu_stall) ? cost * pinned_stall_[rank] : 0.0;
   if (stall > 0)
     for (size_t g = 0; g < ms_.size(); g++)
-      if (topo_.mem(static_cast<int>(g)).rank == rank && topo_.mem(static_cast<int>(g)).gpu)
+      if (topo_.mem(static_cast<int>(g)).rank == rank && topo_.mem(static_cast<int>(g)).gpu) {
         ms_[g].blocked_until = std::max(ms_[g].blocked_until, now + stall);
+        ms_[g].holds.add(now, now + stall);
+      }
   counters_.pinned_allocs++;
   counters_.pinned_alloc_s += cost;
   counters_.pinned_gpu_stall_s += stall;
   numasim::sleep_for(cost);
+}
+
+void DataWizard::wait_out_holds(int gmem_a, int gmem_b, double start) const {
+  auto holds = [this](int g) { return g >= 0 && topo_.mem(g).gpu ? &ms_[g].holds : nullptr; };
+  numasim::wait_out_holds(holds(gmem_a), holds(gmem_b), start);
 }
 
 void DataWizard::run_ram_copy(uint32_t tid, Worker& w) {

@@ -4,6 +4,7 @@
 // learns that an operand is valid on a memory node through Hooks::ready, and that an MPI message
 // landed through Hooks::delivered.
 #pragma once
+#include "datawizard/malloc.hpp"
 #include "lu_dag.hpp"
 #include "perfmodel_bus.hpp"
 #include "runtime_events.hpp"
@@ -48,6 +49,9 @@ struct MemState {
   // (CUDA C Programming Guide, "Implicit Synchronization": a device memory allocation between
   // two commands of different streams serialises them; cudaFree synchronises the device).
   double blocked_until = 0;
+  // Pinned host allocations of the node hold the device itself: what is in flight is paused
+  // (datawizard/malloc.hpp).
+  numasim::DeviceHolds holds;
   int dirty = 0; // replicas here that are the only valid copy, no write-back submitted
   // GPU replicas allocated here, least recently used first: an intrusive doubly-linked list
   // through DataWizard::lru_prev_/lru_next_ (per slot). Entries only ever enter at the most
@@ -142,6 +146,9 @@ public:
   bool valid_on(int rank, uint32_t h, int local) const { return hstate_[h].valid & (1u << local); }
   const DataCounters& counters() const { return counters_; }
   const MemState& mem_state(int gmem) const { return ms_[gmem]; }
+  // A kernel or copy on memory nodes a and b (GPU memories count; -1: none) that has run since
+  // `start` waits out the time a pinned allocation held its device (datawizard/malloc.hpp).
+  void wait_out_holds(int gmem_a, int gmem_b, double start) const;
   const std::vector<TransferRecord>& transfer_log() const { return transfer_log_; }
   // MemState::evictable and reusable equal a count over the LRU lists (tests).
   bool eviction_counts_match() const;

@@ -1,0 +1,35 @@
+// Pinned host allocations holding the node's devices (StarPU src/datawizard/malloc.c,
+// _starpu_malloc_flags_on_node: a replica of a RAM node on a node with CUDA is allocated with
+// cudaHostAlloc(cudaHostAllocPortable)). Measured (calibration/microbench/hostalloc_stall.c,
+// bench/data/gpu-device-h200-stall, docs/pinned-allocations.md): while one thread is in
+// cudaHostAlloc, a device another thread keeps busy stops, and the kernel or copy it is running
+// ends later by the held time (0.87-0.97 of the call; launches return at once). So a hold is not
+// only "start nothing until the call ends" (MemState::blocked_until, which it also sets), but a
+// pause of what is in flight: DeviceHolds keeps the windows, wait_out_holds lengthens an operation
+// by the held time it overlapped.
+#pragma once
+
+#include <utility>
+#include <vector>
+
+namespace numasim {
+
+class DeviceHolds {
+public:
+  // A hold [start, end); holds are added in order of start (the simulated clock).
+  void add(double start, double end);
+  // Time within [a, b] during which the device was held (overlapping holds counted once).
+  double held(double a, double b) const;
+  bool empty() const { return windows_.empty(); }
+
+private:
+  std::vector<std::pair<double, double>> windows_;
+  double longest_ = 0; // a lookup walks back only as far as a hold can reach
+};
+
+// An operation on devices `a` and `b` (nullptr: none) that has run since `start` is paused while
+// one of them is held: the calling actor waits the held time out, then the holds that began
+// meanwhile, until none is left.
+void wait_out_holds(const DeviceHolds* a, const DeviceHolds* b, double start);
+
+} // namespace numasim
