@@ -150,6 +150,12 @@ TEST(Mechanisms, PinnedAllocGpuStallOffKeepsTheThreadsCostOnly) {
   EXPECT_LE(on["costs.pinned_gpu_stall_s"], on["costs.pinned_alloc_s"] + 1e-12) << "one GPU on tiny1";
   EXPECT_EQ(o["costs.pinned_gpu_stall_s"], 0);
   EXPECT_GT(o["costs.pinned_alloc_s"], 0); // the allocating thread still pays
+  // Off is the run whose GPUs are held for none of the call (no hold: nothing delayed, nothing paused).
+  Env none = kGpu;
+  none["pinned_alloc_gpu_stall"] = "0";
+  Facts z = run(full_platform("tiny1.xml", kZone, none, "pin_stall0.xml"), 8, kNuma);
+  EXPECT_EQ(o["makespan"], z["makespan"]);
+  EXPECT_NE(on["makespan"], z["makespan"]);
 }
 
 TEST(Mechanisms, CudaMallocOffIsTheRunWithoutMallocAndFreeCosts) {
