@@ -17,7 +17,8 @@ const std::array<MechanismInfo, kNumMechanisms> kMechanisms = {{
     {Mechanism::pinned_alloc, "pinned_alloc", "datawizard/data_request.cpp DataWizard::allocate_ram",
      "a RAM replica's pinned allocation (cudaHostAlloc) costs no time, and blocks no GPU"},
     {Mechanism::pinned_alloc_gpu_stall, "pinned_alloc_gpu_stall",
-     "datawizard/malloc.cpp DeviceHolds, wait_out_holds; datawizard/data_request.cpp DataWizard::allocate_ram",
+     "datawizard/malloc.cpp DeviceHolds, wait_out_holds; datawizard/data_request.cpp "
+     "DataWizard::allocate_ram",
      "the node's GPUs keep running, launching and copying while a pinned allocation runs (the allocating "
      "thread still pays its cost)"},
     {Mechanism::cuda_malloc, "cuda_malloc", "datawizard/memalloc.cpp DataWizard::gpu_alloc_call",

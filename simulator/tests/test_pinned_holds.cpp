@@ -21,7 +21,7 @@ static const std::string kData = std::string(NUMASIM_SOURCE_ROOT) + "/simulator/
 TEST(PinnedHolds, HeldTimeCountsOverlappingHoldsOnce) {
   numasim::DeviceHolds h;
   h.add(0, 10);
-  h.add(2, 3);  // inside the first
+  h.add(2, 3); // inside the first
   h.add(12, 14);
   h.add(13, 15); // overlaps the previous one
   EXPECT_DOUBLE_EQ(h.held(0, 10), 10);
