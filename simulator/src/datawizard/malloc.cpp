@@ -31,17 +31,35 @@ double DeviceHolds::held(double a, double b) const {
   return total;
 }
 
+double DeviceHolds::resumes_at(double t) const {
+  double end = t;
+  for (size_t i = windows_.size(); i > 0 && windows_[i - 1].first + longest_ > t; i--)
+    if (windows_[i - 1].first <= t)
+      end = std::max(end, windows_[i - 1].second);
+  return end;
+}
+
 void wait_out_holds(const DeviceHolds* a, const DeviceHolds* b, double start) {
-  for (double from = start;;) {
+  // Each round: the time the holds took from [from, to] beyond what the previous round already
+  // slept through (`waited`) is owed; the operation resumes when the holds in progress at `to`
+  // end and runs the owed time. Sleeping in one step, not in steps of the held time, matters: an
+  // operation ending just inside a hold would otherwise wake every surf/precision until it ends.
+  double from = start, waited = 0;
+  for (;;) {
     const double to = simgrid::s4u::Engine::get_clock();
-    double extra = 0;
+    double owed = 0, resume = to;
     for (const DeviceHolds* h : {a, b})
-      if (h != nullptr && !h->empty())
-        extra = std::max(extra, h->held(from, to));
-    if (extra <= 0)
+      if (h != nullptr && !h->empty()) {
+        owed = std::max(owed, h->held(from, to) - waited);
+        resume = std::max(resume, h->resumes_at(to));
+      }
+    // Below the clock's resolution what is left is rounding: sleep_for would round it up to
+    // surf/precision.
+    if (owed <= 1e-12)
       return;
     from = to;
-    sleep_for(extra);
+    waited = resume - to;
+    sleep_for(resume + owed - to);
   }
 }
 

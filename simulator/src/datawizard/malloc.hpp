@@ -20,6 +20,8 @@ public:
   void add(double start, double end);
   // Time within [a, b] during which the device was held (overlapping holds counted once).
   double held(double a, double b) const;
+  // The end of the holds in progress at `t` (`t` if none): no hold begins after the clock.
+  double resumes_at(double t) const;
   bool empty() const { return windows_.empty(); }
 
 private:
@@ -28,8 +30,10 @@ private:
 };
 
 // An operation on devices `a` and `b` (nullptr: none) that has run since `start` is paused while
-// one of them is held: the calling actor waits the held time out, then the holds that began
-// meanwhile, until none is left.
+// one of them is held: it ends once it has had, after the clock, as much time without a hold as
+// the holds took from it. The calling actor sleeps to that date in one step (past the holds in
+// progress, then the time owed), then does the same for the holds that began while it slept,
+// until none did.
 void wait_out_holds(const DeviceHolds* a, const DeviceHolds* b, double start);
 
 } // namespace numasim
