@@ -32,12 +32,15 @@ TEST(PinnedHolds, HeldTimeCountsOverlappingHoldsOnce) {
   EXPECT_DOUBLE_EQ(h.held(11, 20), 3);
   EXPECT_DOUBLE_EQ(h.held(10, 12), 0);
   EXPECT_DOUBLE_EQ(h.held(12.5, 13.5), 1);
+  // Where the holds in progress end: the latest end among those begun by then.
+  EXPECT_DOUBLE_EQ(h.resumes_at(2.5), 10);
+  EXPECT_DOUBLE_EQ(h.resumes_at(11), 11);
+  EXPECT_DOUBLE_EQ(h.resumes_at(13.5), 15);
+  EXPECT_DOUBLE_EQ(h.resumes_at(15), 15);
 }
 
-// The share of each call the device loses, as hostalloc_stall measures it: (run time - the
-// operations' own time) / the calls' time. `paused`: numasim's model (what runs is paused);
-// else the device only starts nothing during a call (MemState::blocked_until alone).
-static std::string lost_share(double op_s, bool paused) {
+// A simulation on the two-host test platform: `actors` creates the actors, then it runs.
+template <class Actors> static void simulate(Actors actors) {
   int argc = 2;
   char arg0[] = "numasim_tests";
   char quiet[] = "--log=root.thresh:warning";
@@ -45,38 +48,47 @@ static std::string lost_share(double op_s, bool paused) {
   sg4::Engine e(&argc, argv);
   e.load_platform(kData + "tiny2.xml");
   numasim::reset_sleeps();
+  actors(e);
+  e.run();
+}
+
+// The share of each call the device loses, as hostalloc_stall measures it: (run time - the
+// operations' own time) / the calls' time. `paused`: numasim's model (what runs is paused);
+// else the device only starts nothing during a call (MemState::blocked_until alone).
+static std::string lost_share(double op_s, bool paused) {
   const double call = 960.0 * 960 * 8 / 1048576 * 0.65e-3; // StarPU-SimGrid's cost of one tile
   const int calls = 30;
   numasim::DeviceHolds holds;
   double blocked_until = 0, start = 0, end = 0;
   int ops = 0;
   bool stop = false;
-  sg4::Actor::create("driver", e.host_by_name("n1.cpu0"), [&] {
-    start = sg4::Engine::get_clock();
-    while (!stop) {
-      if (const double left = blocked_until - sg4::Engine::get_clock(); left > 0)
-        numasim::sleep_for(left);
-      const double t0 = sg4::Engine::get_clock();
-      numasim::sleep_for(op_s);
-      if (paused)
-        numasim::wait_out_holds(&holds, nullptr, t0);
-      ops++;
-    }
-    end = sg4::Engine::get_clock();
+  simulate([&](sg4::Engine& e) {
+    sg4::Actor::create("driver", e.host_by_name("n1.cpu0"), [&] {
+      start = sg4::Engine::get_clock();
+      while (!stop) {
+        if (const double left = blocked_until - sg4::Engine::get_clock(); left > 0)
+          numasim::sleep_for(left);
+        const double t0 = sg4::Engine::get_clock();
+        numasim::sleep_for(op_s);
+        if (paused)
+          numasim::wait_out_holds(&holds, nullptr, t0);
+        ops++;
+      }
+      end = sg4::Engine::get_clock();
+    });
+    sg4::Actor::create("allocator", e.host_by_name("n1.cpu1"), [&] {
+      numasim::sleep_for(20 * op_s); // the pipeline in its steady state
+      for (int i = 0; i < calls; i++) {
+        numasim::sleep_for(4 * call + 0.37 * op_s); // calls at varying phases of the operations
+        const double now = sg4::Engine::get_clock();
+        holds.add(now, now + call);
+        blocked_until = now + call;
+        numasim::sleep_for(call);
+      }
+      numasim::sleep_for(4 * op_s);
+      stop = true;
+    });
   });
-  sg4::Actor::create("allocator", e.host_by_name("n1.cpu1"), [&] {
-    numasim::sleep_for(20 * op_s); // the pipeline in its steady state
-    for (int i = 0; i < calls; i++) {
-      numasim::sleep_for(4 * call + 0.37 * op_s); // calls at varying phases of the operations
-      const double now = sg4::Engine::get_clock();
-      holds.add(now, now + call);
-      blocked_until = now + call;
-      numasim::sleep_for(call);
-    }
-    numasim::sleep_for(4 * op_s);
-    stop = true;
-  });
-  e.run();
   return std::to_string((end - start - ops * op_s) / (calls * call));
 }
 
@@ -100,29 +112,23 @@ TEST(PinnedHolds, SimulatedMicrobenchmarkLosesWhatTheDeviceLost) {
 // One operation of 1 s from date 0 on a device, holds added by another actor at the given dates
 // (start, length): the date the operation ends, and the number of times the clock advanced.
 static std::string operation_end(std::vector<std::pair<double, double>> holds_at) {
-  int argc = 2;
-  char arg0[] = "numasim_tests";
-  char quiet[] = "--log=root.thresh:warning";
-  char* argv[] = {arg0, quiet, nullptr};
-  sg4::Engine e(&argc, argv);
-  e.load_platform(kData + "tiny2.xml");
-  numasim::reset_sleeps();
   numasim::DeviceHolds holds;
   double end = -1;
   int advances = 0;
   sg4::Engine::on_time_advance_cb([&advances](double) { advances++; });
-  sg4::Actor::create("driver", e.host_by_name("n1.cpu0"), [&] {
-    numasim::sleep_for(1.0);
-    numasim::wait_out_holds(&holds, nullptr, 0.0);
-    end = sg4::Engine::get_clock();
+  simulate([&](sg4::Engine& e) {
+    sg4::Actor::create("driver", e.host_by_name("n1.cpu0"), [&] {
+      numasim::sleep_for(1.0);
+      numasim::wait_out_holds(&holds, nullptr, 0.0);
+      end = sg4::Engine::get_clock();
+    });
+    sg4::Actor::create("allocator", e.host_by_name("n1.cpu1"), [&] {
+      for (auto [at, length] : holds_at) {
+        numasim::sleep_for(at - sg4::Engine::get_clock());
+        holds.add(at, at + length);
+      }
+    });
   });
-  sg4::Actor::create("allocator", e.host_by_name("n1.cpu1"), [&] {
-    for (auto [at, length] : holds_at) {
-      numasim::sleep_for(at - sg4::Engine::get_clock());
-      holds.add(at, at + length);
-    }
-  });
-  e.run();
   char text[64];
   std::snprintf(text, sizeof text, "%.17g %d", end, advances);
   return text;
