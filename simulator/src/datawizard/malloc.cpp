@@ -42,8 +42,8 @@ double DeviceHolds::resumes_at(double t) const {
 void wait_out_holds(const DeviceHolds* a, const DeviceHolds* b, double start) {
   // Each round: the time the holds took from [from, to] beyond what the previous round already
   // slept through (`waited`) is owed; the operation resumes when the holds in progress at `to`
-  // end and runs the owed time. Sleeping in one step, not in steps of the held time, matters: an
-  // operation ending just inside a hold would otherwise wake every surf/precision until it ends.
+  // end and runs the owed time. Sleeping in one step, not in steps of the time held in the last
+  // step, matters: an operation ending just inside a chain of holds would wake once per step.
   double from = start, waited = 0;
   for (;;) {
     const double to = simgrid::s4u::Engine::get_clock();
