@@ -337,3 +337,41 @@ def test_numasim_out_errors(tmp_path: Path) -> None:
     p = numasim(str(run), "--out", str(missing))
     assert p.returncode == 1 and one_error_line(p.stderr) == f"error: {missing}: No such file or directory"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.json"]
+
+
+def _interrupted_after(real):
+    """`tempfile.mkdtemp`/`mkstemp` that makes its temporary, then gets a signal (Ctrl-C)
+    before the caller holds the name: the window between creation and assignment."""
+    def make(*args, **kwargs):
+        real(*args, **kwargs)
+        raise KeyboardInterrupt
+    return make
+
+
+@pytest.mark.parametrize("kind", ["dir", "file", "members-fresh", "members-existing"])
+def test_a_signal_between_a_temporary_and_its_name_leaves_nothing(kind: str, tmp_path: Path, monkeypatch) -> None:
+    """Outputs nested in new folders (analyze's OUT/figures): the temporary and the folders
+    made for it are removed, whenever the signal comes."""
+    import tempfile
+
+    from testbed.common import atomic
+
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "kept" / "note.txt").write_text("a user's file\n")
+    before = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*"))
+    monkeypatch.setattr(tempfile, "mkdtemp", _interrupted_after(tempfile.mkdtemp))
+    monkeypatch.setattr(tempfile, "mkstemp", _interrupted_after(tempfile.mkstemp))
+    with pytest.raises(KeyboardInterrupt):
+        if kind == "dir":
+            with atomic.atomic_dir(tmp_path / "o" / "figures", None):
+                pass
+        elif kind == "file":
+            with atomic.atomic_file(tmp_path / "o" / "deep" / "t.csv", option="--out") as fh:
+                fh.write("x\n")
+        elif kind == "members-fresh":
+            with atomic.atomic_members(tmp_path / "o" / "tables", ["t.csv"]):
+                pass
+        else:
+            with atomic.atomic_members(tmp_path / "kept", ["t.csv"]):
+                pass
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == before

@@ -80,9 +80,10 @@ def _sweep(parent: Path, prefix: str) -> None:
                     entry.unlink()
 
 
-def _make_dir(directory: Path, option: str | None) -> list[Path]:
-    """mkdir -p `directory`; returns the folders it created, deepest first."""
-    created, d = [], directory
+def _make_dir(directory: Path, option: str | None, created: list[Path]) -> None:
+    """mkdir -p `directory`, listing in `created` (deepest first) the folders it is about to
+    make: a signal arriving mid-way still leaves the caller the list to remove."""
+    d = directory
     while not (d.exists() or d.is_symlink()) and d != d.parent:
         created.append(d)
         d = d.parent
@@ -90,7 +91,19 @@ def _make_dir(directory: Path, option: str | None) -> list[Path]:
         directory.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
         raise InputError(directory, option, "a directory, found a file") from None
-    return created
+
+
+def _remove_own(parent: Path, prefix: str) -> None:
+    """Remove `parent/<prefix>PID-HOST-*` of this process: a temporary that a signal left
+    between its creation and the assignment of its name."""
+    with contextlib.suppress(OSError):
+        for entry in parent.iterdir():
+            if entry.name.startswith(f"{prefix}{_tag()}-"):
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry, ignore_errors=True)
+                else:
+                    with contextlib.suppress(OSError):
+                        entry.unlink()
 
 
 def _remove_made(created: list[Path]) -> None:
@@ -136,8 +149,9 @@ def register(directory: str | Path, files: dict[str, str]) -> None:
             return
         for name, st in files.items():
             known[name] = [x for x in known.get(name, []) if x != st][-(KEEP_STAMPS - 1):] + [st]
-        fd, tmpname = tempfile.mkstemp(prefix=f".{REGISTRY}.tmp-{_tag()}-", dir=directory)
+        tmpname = None
         try:
+            fd, tmpname = tempfile.mkstemp(prefix=f".{REGISTRY}.tmp-{_tag()}-", dir=directory)
             with os.fdopen(fd, "w") as fh:
                 fh.write("# files written here by testbed commands (name, size, mtime in ns): a rerun may "
                          "replace them while unchanged; no other file here is replaced\n")
@@ -145,8 +159,11 @@ def register(directory: str | Path, files: dict[str, str]) -> None:
             os.chmod(tmpname, 0o644)
             os.replace(tmpname, reg)
         except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmpname)
+            if tmpname is None:
+                _remove_own(Path(directory), f".{REGISTRY}.tmp-")
+            else:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmpname)
             raise
 
 
@@ -256,15 +273,11 @@ def atomic_dir(path: str | Path, command: str | None, option: str = "--out",
     final = Path(path)
     if command is not None:
         check_output_dir(final, command, option, legacy)
-    created = _make_dir(final.parent, option)
-    try:
+    created: list[Path] = []
+    tmp: Path | None = None
+    try:  # from the first folder made: a signal anywhere leaves nothing behind
+        _make_dir(final.parent, option, created)
         tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-{_tag()}-", dir=final.parent))
-    except BaseException as exc:
-        _remove_made(created)
-        if isinstance(exc, OSError):
-            _name_path(exc, final)
-        raise
-    try:
         tmp.chmod(0o755)  # mkdtemp makes it private; outputs are ordinary folders
         yield tmp
         if command is not None:
@@ -274,7 +287,10 @@ def atomic_dir(path: str | Path, command: str | None, option: str = "--out",
             check_output_dir(final, command, option, legacy)  # nothing appeared meanwhile
         _swap_in(tmp, final)
     except BaseException as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp is None:
+            _remove_own(final.parent, f".{final.name}.tmp-")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
         _remove_made(created)
         if isinstance(exc, OSError):
             _name_path(exc, final, tmp)
@@ -315,15 +331,11 @@ def atomic_file(path: str | Path, mode: str = "w", option: str | None = None,
     _refuse_directory(final, option)
     if option is not None:
         check_output_file(final, option, recognise)
-    created = _make_dir(final.parent, option)
-    try:
+    created: list[Path] = []
+    tmpname: str | None = None
+    try:  # from the first folder made: a signal anywhere leaves nothing behind
+        _make_dir(final.parent, option, created)
         fd, tmpname = tempfile.mkstemp(prefix=f".{final.name}.tmp-{_tag()}-", dir=final.parent)
-    except BaseException as exc:
-        _remove_made(created)
-        if isinstance(exc, OSError):
-            _name_path(exc, final)
-        raise
-    try:
         with os.fdopen(fd, mode) as fh:
             yield fh
         os.chmod(tmpname, 0o644)  # mkstemp makes it private; outputs are ordinary files
@@ -332,8 +344,11 @@ def atomic_file(path: str | Path, mode: str = "w", option: str | None = None,
             register(final.parent, {final.name: stamp(tmpname)})
         os.replace(tmpname, final)
     except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmpname)
+        if tmpname is None:
+            _remove_own(final.parent, f".{final.name}.tmp-")
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(tmpname)
         _remove_made(created)
         if isinstance(exc, OSError):
             if exc.filename == tmpname:
@@ -357,16 +372,12 @@ def atomic_members(directory: str | Path, names: Iterable[str], option: str = "-
     for name in names:
         check_output_file(out / name, option)
     fresh = not out.exists()
-    created = _make_dir(out.parent if fresh else out, option)
-    try:
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-{_tag()}-" if fresh else f".tmp-{_tag()}-",
-                                    dir=out.parent if fresh else out))
-    except BaseException as exc:
-        _remove_made(created)
-        if isinstance(exc, OSError):
-            _name_path(exc, out)
-        raise
-    try:
+    where, prefix = (out.parent, f".{out.name}.tmp-") if fresh else (out, ".tmp-")
+    created: list[Path] = []
+    tmp: Path | None = None
+    try:  # from the first folder made: a signal anywhere leaves nothing behind
+        _make_dir(where, option, created)
+        tmp = Path(tempfile.mkdtemp(prefix=f"{prefix}{_tag()}-", dir=where))
         yield tmp
         stamps = {name: stamp(tmp / name) for name in names}
         if fresh and not out.exists():
@@ -387,7 +398,10 @@ def atomic_members(directory: str | Path, names: Iterable[str], option: str = "-
             for name in names:  # renames within one file system: they do not fail for space
                 os.replace(tmp / name, out / name)
     except BaseException as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp is None:
+            _remove_own(where, prefix)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
         _remove_made(created)
         if isinstance(exc, OSError):
             _name_path(exc, out, tmp)
