@@ -375,3 +375,20 @@ def test_a_signal_between_a_temporary_and_its_name_leaves_nothing(kind: str, tmp
             with atomic.atomic_members(tmp_path / "kept", ["t.csv"]):
                 pass
     assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == before
+
+
+def test_a_signal_between_the_figures_and_the_tables_leaves_no_analysis(tmp_path: Path, monkeypatch,
+                                                                        capsys) -> None:
+    """`analyze` puts the figures in, then the tables: a signal in between (here at the
+    tables' registration) removes the new OUT/figures and OUT, so nothing half-written stays."""
+    from testbed.common import atomic
+
+    synthetic_runs("AB", reps=2).to_csv(tmp_path / "runs.csv", index=False)
+
+    def interrupted(*args, **kwargs):
+        assert (tmp_path / "o" / "figures" / "main_effects.png").is_file()  # the figures are in
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(atomic, "register", interrupted)
+    assert main(["analyze", str(tmp_path / "runs.csv"), "--out", str(tmp_path / "o")]) == 130
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["runs.csv"]

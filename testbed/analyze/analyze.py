@@ -16,10 +16,12 @@ from the model and listed as an alias of the term that carries its effect.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import logging
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -526,10 +528,22 @@ def run(args: argparse.Namespace) -> int:
         log.info(f"analyze: {len(figures)} figures -> {figures_dir}")
         return 0
     # all: the tables and the figures appear together or not at all (a failure leaves the
-    # previous analysis as it was, not new tables beside old figures)
-    with atomic_members(out, TABLE_FILES) as t:
-        facts = tables_into(t, args.runs, args.p_max, args.min_variance, args.pool)
-        figures = write_plots(t, args.runs, figures_dir, subsets or [facts["factors"][:1] or ["A"]], figures_option)
+    # previous analysis as it was, not new tables beside old figures). The figures go in
+    # first; a failure (a signal) before the tables are in removes a figure folder that did
+    # not exist before, and the folders made for it.
+    absent = [d for d in (figures_dir, *figures_dir.parents) if not (d.exists() or d.is_symlink())]
+    try:
+        with atomic_members(out, TABLE_FILES) as t:
+            facts = tables_into(t, args.runs, args.p_max, args.min_variance, args.pool)
+            figures = write_plots(t, args.runs, figures_dir, subsets or [facts["factors"][:1] or ["A"]],
+                                  figures_option)
+    except BaseException:
+        if absent:
+            shutil.rmtree(figures_dir, ignore_errors=True)
+            for d in absent[1:]:
+                with contextlib.suppress(OSError):
+                    d.rmdir()
+        raise
     log.info(f"analyze: {facts['n_runs']} runs, {len(facts['factors'])} factors, R² = {facts['r2']:.4f} -> {out}")
     log.info(f"analyze: {len(figures)} figures -> {figures_dir}")
     return 0
