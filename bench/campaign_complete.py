@@ -35,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from testbed.analyze.runs_table import read_runs  # noqa: E402
 from testbed.common.errors import InputError  # noqa: E402
+from testbed.run.campaign import read_design  # noqa: E402
 
 KEY = ["config", "repetition"]
 RENUMBERED = ["run", "order", "batch"]
@@ -68,9 +69,13 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=1, help="seed of the choice of the checked runs")
     args = p.parse_args()
 
-    full = pd.read_csv(args.design, keep_default_na=False, na_values=[""])
-    have = read_runs(args.have, "--have")
-    missing = split_design(full, have, args.design, args.have)
+    try:  # bad input: one line, exit 2, nothing written
+        full = read_design(args.design)
+        have = read_runs(args.have, "--have")
+        missing = split_design(full, have, args.design, args.have)
+    except InputError as exc:
+        print(f"bench/campaign_complete.py: {exc}", file=sys.stderr)
+        return 2
     work = Path(args.work)
     (work / "batches").mkdir(parents=True, exist_ok=True)
     (work / "logs").mkdir(exist_ok=True)

@@ -73,11 +73,16 @@ def _sweep(parent: Path, prefix: str) -> None:
             pid, _, rest = entry.name[len(prefix):].partition("-")
             if not pid.isdigit() or not rest.startswith(host + "-") or _alive(int(pid)):
                 continue
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry, ignore_errors=True)
-            else:
-                with contextlib.suppress(OSError):
-                    entry.unlink()
+            _remove_entry(entry)
+
+
+def _remove_entry(entry: Path) -> None:
+    """Remove a temporary file or folder (links are removed, not followed)."""
+    if entry.is_dir() and not entry.is_symlink():
+        shutil.rmtree(entry, ignore_errors=True)
+    else:
+        with contextlib.suppress(OSError):
+            entry.unlink()
 
 
 def _make_dir(directory: Path, option: str | None, created: list[Path]) -> None:
@@ -99,11 +104,7 @@ def _remove_own(parent: Path, prefix: str) -> None:
     with contextlib.suppress(OSError):
         for entry in parent.iterdir():
             if entry.name.startswith(f"{prefix}{_tag()}-"):
-                if entry.is_dir() and not entry.is_symlink():
-                    shutil.rmtree(entry, ignore_errors=True)
-                else:
-                    with contextlib.suppress(OSError):
-                        entry.unlink()
+                _remove_entry(entry)
 
 
 def _remove_made(created: list[Path]) -> None:
