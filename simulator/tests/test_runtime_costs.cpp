@@ -193,6 +193,24 @@ TEST(RuntimeCosts, PinnedAllocationsAreChargedOncePerReplicaAndPlacedByTheAlloca
   EXPECT_GT(off_node, 0u);
 }
 
+// Each pinned allocation is counted once, for the kind of thread that made it: the counts by kind
+// add up to the total, and those a CUDA driver made for RAM -> RAM copies are among the CUDA
+// driver's own. Allocations slow enough to overlap (several threads in cudaHostAlloc at once)
+// check that a thread is not credited with what others allocated while it slept.
+TEST(RuntimeCosts, PinnedAllocationsByThreadKindAddUpToTheTotal) {
+  RunResult r =
+      run(platform("tiny1_pinned_kinds.xml", "<prop id=\"pinned_alloc_s_per_mib\" value=\"0.05\"/>"), 8,
+          {{"STARPU_USE_NUMA", "1"}, {"STARPU_SCHED", "dmdas"}});
+  const double total = r.costs["pinned_allocs"], cpu = r.costs["pinned_allocs_cpu"],
+               cuda = r.costs["pinned_allocs_cuda"], unthreaded = r.costs["pinned_allocs_unthreaded"];
+  ASSERT_GE(total, 2);
+  EXPECT_GT(cpu, 0) << "no CPU worker allocated";
+  EXPECT_GT(cuda, 0) << "no CUDA driver allocated";
+  EXPECT_EQ(cpu + cuda + unthreaded, total);
+  EXPECT_EQ(unthreaded, 0); // thread copies on: every allocation has its thread
+  EXPECT_LE(r.costs["ram_copy_pinned_allocs_cuda"], cuda);
+}
+
 // Whether a pinned allocation holds the node's GPUs is uncertain (docs/pinned-allocations.md): the
 // machine description's pinned_alloc_gpu_stall gives the share of the call during which the GPUs
 // start no copy and no kernel (1 when absent, the CUDA C Programming Guide's implicit

@@ -172,7 +172,7 @@ int32_t DataWizard::take_ram_copy(const Worker& w) {
   return -1;
 }
 
-void DataWizard::allocate_ram(int rank, uint32_t h, int gdst, const Worker* thread) {
+bool DataWizard::allocate_ram(int rank, uint32_t h, int gdst, const Worker* thread) {
   // The destination has no buffer yet: the thread handling the request allocates it
   // (datawizard/copy_driver.c _starpu_driver_copy_data_1_to_1 -> memalloc.c
   // _starpu_allocate_memory_on_node). A replica stays allocated when invalidated (memalloc.c:
@@ -182,7 +182,7 @@ void DataWizard::allocate_ram(int rank, uint32_t h, int gdst, const Worker* thre
   // before the hwloc branch), so cudaHostAlloc populates the pages where the thread runs.
   const size_t s = slot(h, topo_.mem(gdst).local);
   if (ram_alloc_[s])
-    return;
+    return false;
   ram_alloc_[s] = 1;
   numa_->allocated(rank, h, gdst, thread);
   const double per_mib = pinned_s_per_mib_[rank];
@@ -193,7 +193,7 @@ void DataWizard::allocate_ram(int rank, uint32_t h, int gdst, const Worker* thre
     events_->add(EventType::Allocating, t, t + cost, thread ? thread->id : -1, gdst, tile_bytes_);
   }
   if (!pinned)
-    return;
+    return false;
   // A page-locked allocation holds the devices (CUDA C Programming Guide, "Implicit
   // Synchronization"; measured: what they run is paused, datawizard/malloc.hpp); portable memory is
   // pinned for every device of the node. The machine description's pinned_alloc_gpu_stall says
@@ -208,9 +208,13 @@ void DataWizard::allocate_ram(int rank, uint32_t h, int gdst, const Worker* thre
         ms_[g].holds.add(now, now + stall);
       }
   counters_.pinned_allocs++;
+  (!thread        ? counters_.pinned_allocs_unthreaded
+   : thread->cuda ? counters_.pinned_allocs_cuda
+                  : counters_.pinned_allocs_cpu)++;
   counters_.pinned_alloc_s += cost;
   counters_.pinned_gpu_stall_s += stall;
   numasim::sleep_for(cost);
+  return true;
 }
 
 void DataWizard::wait_out_holds(int gmem_a, int gmem_b, double start) const {
@@ -221,10 +225,9 @@ void DataWizard::wait_out_holds(int gmem_a, int gmem_b, double start) const {
 void DataWizard::run_ram_copy(uint32_t tid, Worker& w) {
   const double t0 = sg4::Engine::get_clock();
   transfers_[tid].thread = w.id;
-  const uint64_t allocs = counters_.pinned_allocs;
-  allocate_ram(transfers_[tid].rank, transfers_[tid].handle, transfers_[tid].gdst, &w);
-  if (w.cuda)
-    counters_.ram_copy_pinned_allocs_cuda += counters_.pinned_allocs - allocs;
+  // Counted from this thread's own call: other threads allocate while it sleeps in cudaHostAlloc.
+  if (allocate_ram(transfers_[tid].rank, transfers_[tid].handle, transfers_[tid].gdst, &w) && w.cuda)
+    counters_.ram_copy_pinned_allocs_cuda++;
   const double start = sg4::Engine::get_clock();
   transfers_[tid].start = start;
   transfers_[tid].path = numa_->move(transfers_[tid], &w);

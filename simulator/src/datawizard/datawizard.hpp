@@ -112,7 +112,10 @@ struct DataCounters {
   uint64_t eviction_writebacks = 0; // evictions of a sole (dirty) copy, written back to RAM first
   // StarPU's costs outside the kernels and the copies' transfer time (summary `runtime_costs`).
   uint64_t thread_copies = 0, pinned_allocs = 0, gpu_mallocs = 0, gpu_frees = 0;
-  uint64_t ram_copy_pinned_allocs_cuda = 0; // of pinned_allocs, made by a CUDA driver for a RAM->RAM copy
+  // pinned_allocs by the kind of the allocating thread (they add up to pinned_allocs): a CPU worker,
+  // a CUDA driver, or no modelled thread (the copy itself, when thread copies are switched off)
+  uint64_t pinned_allocs_cpu = 0, pinned_allocs_cuda = 0, pinned_allocs_unthreaded = 0;
+  uint64_t ram_copy_pinned_allocs_cuda = 0; // of pinned_allocs_cuda, those for a RAM->RAM copy
   double thread_copy_s = 0, pinned_alloc_s = 0, gpu_malloc_s = 0, gpu_free_s = 0;
   double pinned_gpu_stall_s = 0; // of pinned_alloc_s, the time the node's GPUs were held meanwhile
 };
@@ -313,7 +316,8 @@ private:
   double gpu_alloc_call(int gmem, double cost);
   void gpu_free_chunk(int gmem); // a replica freed by the generic reclaim: its chunk is cudaFree'd
   // The first buffer of handle h on RAM node gdst, allocated by `thread` (blocking: pinned cost).
-  void allocate_ram(int rank, uint32_t h, int gdst, const Worker* thread);
+  // true when this call made a pinned allocation (the thread's own, whatever others did while it slept)
+  bool allocate_ram(int rank, uint32_t h, int gdst, const Worker* thread);
   const Worker* driver_of(int gpu_gmem) const; // the CUDA worker driving a GPU memory node
 
   // data_request.cpp
