@@ -27,10 +27,12 @@ from testbed.traces.diagnostics import (
     kernel_table,
     model_means,
     overhead_table,
+    placement_table,
     plot_diagnostics,
     starvz_outliers,
     write_tables,
 )
+from testbed.common.errors import InputError
 from testbed.traces.traces import read_tasks, read_transfers
 
 needs_numasim = pytest.mark.skipif(not paths.NUMASIM.exists(), reason="numasim not built (make build)")
@@ -71,6 +73,30 @@ def test_starvz_outliers_pool_every_node_of_a_kind_and_worker_type():
     assert b["median_s"] == pytest.approx(2.01) and b["iqr_s"] == pytest.approx(0.01)
     a_gpu = k[(k["machine"] == "a") & (k["worker"] == "gpu0")].iloc[0]
     assert a_gpu["outlier_share"] == 0.0 and a_gpu["tasks"] == 2
+
+
+def test_placement_groups_operands_by_their_allocating_thread_and_pages():
+    t = tasks_frame([("a-1.cpu0", 0, 1, "gemm", 1), ("a-1.cpu1", 0, 1, "gemm", 1), ("a-1.gpu0", 0, 1, "gemm", 0),
+                     ("a-1.cpu2", 0, 1, "trsm", 0)])
+    t["OperandPages"] = ["0 1 0", "0 1 1", "gpu", "0 0"]
+    t["OperandAllocators"] = ["cuda:0:1.5 cpu:1:2 main:0:0", "cuda:0:2.5 cpu:1:3 mpi:-1:4", "gpu", "main:0:0 ?"]
+    p = placement_table(t, {"a-1": "a"}, run="r")
+    gemm = p[(p["numa"] == 1) & (p["kind"] == "gemm")].set_index(["allocator", "allocator_numa", "page_numa"])
+    assert gemm["operands"].sum() == 6 and gemm["share"].sum() == pytest.approx(1)  # the GPU task is left out
+    assert gemm.loc[("cuda", 0, 0), "operands"] == 2 and gemm.loc[("cuda", 0, 0), "allocated_median_s"] == 2.0
+    assert gemm.loc[("cpu", 1, 1), "share"] == pytest.approx(2 / 6)
+    assert gemm.loc[("mpi", -1, 1), "operands"] == 1 and gemm.loc[("main", 0, 0), "operands"] == 1
+    trsm = p[p["kind"] == "trsm"].set_index("allocator")
+    assert trsm.loc["unknown", "operands"] == 1 and math.isnan(trsm.loc["unknown", "allocated_median_s"])
+    assert (p["run"] == "r").all()
+    # a trace without the column (another engine's) gives an empty table; a malformed entry is refused
+    assert placement_table(t.drop(columns="OperandAllocators"), {"a-1": "a"}).empty
+    t.loc[0, "OperandAllocators"] = "cuda:0 cpu:1:2 main:0:0"
+    with pytest.raises(InputError, match="kind:numa:seconds"):
+        placement_table(t, {"a-1": "a"})
+    t.loc[0, "OperandAllocators"] = "cpu:1:2 main:0:0"
+    with pytest.raises(InputError, match="one entry per operand"):
+        placement_table(t, {"a-1": "a"})
 
 
 def test_area_bound_by_hand():
@@ -232,6 +258,33 @@ def test_diagnostics_of_a_real_run(chifflet):
 
 
 @needs_numasim
+def test_placement_of_a_real_run(chifflet):
+    """Who allocated what the CPU tasks read. One RAM node (A = -1): the application's matrix, which
+    the main thread allocated pinned, its pages on the main thread's NUMA node (0). One memory node per
+    NUMA node (A = +1): the NUMA nodes' replicas are allocated by the threads that took the copy
+    requests, CPU workers and CUDA drivers, and their pinned pages lie where that thread ran."""
+    _, runs = chifflet
+    machines = {"chifflet-1": "chifflet"}
+    tables = {}
+    for label in ("default", "A=1"):
+        tasks = read_tasks(runs[label][0])
+        p = diagnose(tasks, machines=machines, run=label)["placement.csv"]
+        cpu = tasks[tasks["WorkerType"] == "cpu"]
+        assert p["operands"].sum() == sum(len(str(x).split()) for x in cpu["OperandPages"])
+        assert np.allclose(p.groupby(["numa", "kind"])["share"].sum(), 1)
+        tables[label] = p
+    default = tables["default"]
+    assert set(default["allocator"]) == {"main"} and set(default["page_numa"]) == {0}
+    a1 = tables["A=1"]
+    numa1 = a1[a1["numa"] == 1]
+    threads = numa1[numa1["allocator"].isin(["cpu", "cuda"])]
+    assert set(threads["allocator"]) == {"cpu", "cuda"}  # both kinds took NUMA 1's copy requests
+    assert (threads["page_numa"] == threads["allocator_numa"]).all()  # cudaHostAlloc: where the thread ran
+    assert (threads["allocated_median_s"] > 0).all()
+    assert ((numa1["page_numa"] != 1) * numa1["share"]).sum() > 0  # some NUMA-1 operands on NUMA 0's pages
+
+
+@needs_numasim
 def test_diagnose_command_writes_the_tables_and_refuses_bad_input(chifflet, tmp_path):
     d, runs = chifflet
     tasks, transfers, _ = runs["A=1"]
@@ -281,8 +334,8 @@ def test_report_shows_the_diagnostics_digest(chifflet, tmp_path):
     plot_diagnostics(merged, traces / "diagnostics" / "diagnostics.png")
     section = trace_section("exp", traces, tmp_path)
     assert "| machine | default | A=1 |" in section.markdown and "area bound" in section.markdown
-    # compare.md's table and the digest's four, all as HTML tables
-    assert section.html.count("<table") == 5 and "chifflet: RAM-&gt;GPU, one socket" in section.html
+    # compare.md's table and the digest's five (the placement of the CPU dgemms' operands), all as HTML tables
+    assert section.html.count("<table") == 6 and "chifflet NUMA 1" in section.html and "chifflet: RAM-&gt;GPU, one socket" in section.html
     assert "|---|" not in section.html
     assert "chifflet gpu1" in section.html
     assert section.html.count("data:image/png;base64,") == 1 and "![diagnostics](" in section.markdown

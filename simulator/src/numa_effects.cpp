@@ -73,6 +73,8 @@ void NumaEffects::init() {
   if (!cfg_.trace.empty()) {
     remote_bytes_.assign(dag_.tasks.size(), 0.f);
     op_pages_.assign(dag_.tasks.size(), 0xFFFF);
+    slot_alloc_.assign(data_.nhandles() * static_cast<size_t>(topo_.mem_stride()), FirstAlloc{});
+    op_alloc_.assign(dag_.tasks.size(), {});
   }
   last_end_.assign(topo_.workers().size(), 0.0);
   driver_of_gpu_mem_.assign(topo_.mem().size(), nullptr);
@@ -137,6 +139,9 @@ void NumaEffects::first_touch(int r, const std::vector<int>& cpu_numas) {
     if (cfg_.owner[t] != r)
       continue;
     uint32_t h = data_.handle(r, t);
+    // the application's matrix: allocated by the main thread (starpu_malloc, Chameleon's
+    // RUNTIME_malloc) before the run; pageable pages are placed by their first writer below
+    record_alloc(h, topo_.home(r), AllocKind::main, ri.main_numa);
     if (ri.use_numa) { // one memory node per NUMA node: its allocations live on its node ...
       page_[h] = static_cast<int8_t>(topo_.mem(topo_.global_mem(r, topo_.home(r))).numa);
       // ... unless pinned: the main thread's cudaHostAlloc populated them, no hwloc binding
@@ -189,8 +194,21 @@ sg4::Host* NumaEffects::thread_core(const Worker& w) const {
   return drv ? drv : w.host;
 }
 
+void NumaEffects::record_alloc(uint32_t h, int local, AllocKind kind, int numa) {
+  if (slot_alloc_.empty())
+    return;
+  FirstAlloc& a = slot_alloc_[static_cast<size_t>(h) * topo_.mem_stride() + local];
+  if (a.kind == AllocKind::none)
+    a = {kind, static_cast<int8_t>(numa), static_cast<float>(sg4::Engine::get_clock())};
+}
+
 void NumaEffects::allocated(int rank, uint32_t h, int gdst, const Worker* pinner) {
   const MemNode& m = topo_.mem(gdst);
+  record_alloc(h, m.local,
+               !pinner        ? AllocKind::copy
+               : pinner->cuda ? AllocKind::cuda
+                              : AllocKind::cpu,
+               pinner ? pinner->numa : -1);
   if (!pinner || !ranks_[rank].use_numa || !ranks_[rank].pinned)
     return; // bound to the memory node's NUMA node (hwloc_alloc_membind), or the one RAM node
   const int numa = pinner->numa; // cudaHostAlloc populates the pages in the allocating thread
@@ -474,6 +492,7 @@ int NumaEffects::move(const Transfer& tr, const Worker* worker) {
     RankInfo& rd = ranks_[rc.dst];
     if (!rd.use_numa && page_[t.handle] < 0) // receive buffer first touched by the progression thread
       page_[t.handle] = static_cast<int8_t>(rd.mpi_numa);
+    record_alloc(t.handle, dst.local, AllocKind::mpi, rd.use_numa ? -1 : rd.mpi_numa);
     // The network part is its own leg (NIC to NIC): the legs are pipelined, each contending on its
     // own links, as for the other legs; this keeps each node's links out of the other nodes'
     // sharing systems (SimGrid re-solves a flow's whole connected component at each event).
@@ -601,6 +620,8 @@ double NumaEffects::kernel_traffic(const Worker& w, uint32_t task, double* by_no
   for (uint8_t i = 0; i < t.nbuf; i++) {
     uint32_t h = t.handles[i];
     int p = operand_numa(w, h);
+    if (!op_alloc_.empty())
+      op_alloc_[task][i] = slot_alloc_[static_cast<size_t>(h) * topo_.mem_stride() + w.mem];
     packed |= static_cast<uint16_t>((p >= 0 && p < kMaxNumaNodes ? p : 15) << (4 * i));
     if (p < 0 || p >= ri.mem->nnuma())
       continue;
@@ -685,6 +706,27 @@ std::string NumaEffects::operand_pages(uint32_t task) const {
   for (uint8_t i = 0; i < t.nbuf; i++) {
     int v = (op_pages_[task] >> (4 * i)) & 15;
     s += (i ? " " : "") + (v == 15 ? std::string("?") : std::to_string(v));
+  }
+  return s;
+}
+
+std::string NumaEffects::operand_allocators(uint32_t task) const {
+  if (op_alloc_.empty())
+    throw std::logic_error("NumaEffects::operand_allocators: recorded only when a trace is asked for");
+  const Task& t = dag_.tasks[task];
+  if (t.worker >= 0 && topo_.workers()[t.worker].cuda)
+    return "gpu";
+  static const char* const names[] = {"?", "main", "cpu", "cuda", "copy", "mpi"};
+  std::string s;
+  char buf[48];
+  for (uint8_t i = 0; i < t.nbuf; i++) {
+    const FirstAlloc& a = op_alloc_[task][i];
+    if (a.kind == AllocKind::none)
+      std::snprintf(buf, sizeof buf, "%s?", i ? " " : "");
+    else
+      std::snprintf(buf, sizeof buf, "%s%s:%d:%.6f", i ? " " : "", names[static_cast<int>(a.kind)], a.numa,
+                    static_cast<double>(a.at));
+    s += buf;
   }
   return s;
 }

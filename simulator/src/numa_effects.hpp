@@ -84,6 +84,10 @@ public:
   // The trace's per-task columns, recorded only when a trace is asked for (RunConfig::trace).
   double remote_bytes(uint32_t task) const;
   std::string operand_pages(uint32_t task) const; // e.g. "0 1 1", "gpu gpu gpu"
+  // Who first allocated the RAM replica each operand of a CPU task read, and when: per operand
+  // `kind:numa:seconds` (kind main, cpu, cuda, copy, mpi; numa: the allocating thread's NUMA node,
+  // -1 when no thread is modelled), `?` when unknown; "gpu ..." for a GPU task. With a trace only.
+  std::string operand_allocators(uint32_t task) const;
   std::map<std::string, double> summary() const;
 
 private:
@@ -172,10 +176,21 @@ private:
   std::vector<int8_t> slot_page_;
   std::map<const sg4::Host*, double> thread_rate_; // a thread's core -> its memcpy rate
   std::vector<uint8_t> marked_;                    // per handle: pages protected by the last balancing scan
-  std::vector<int8_t> last_fault_;  // per handle: NUMA node of the last hinting fault (two-pass filter)
-  std::vector<float> remote_bytes_; // per task, with a trace only
-  std::vector<uint16_t> op_pages_;  // per task, with a trace only: 4 bits per operand (NUMA node, 15: GPU)
-  std::vector<double> last_end_;    // per worker: end of its last task (GPU launch hiding)
+  std::vector<int8_t> last_fault_; // per handle: NUMA node of the last hinting fault (two-pass filter)
+  std::vector<float> remote_bytes_;                               // per task, with a trace only
+  std::vector<uint16_t> op_pages_; // per task, with a trace only: 4 bits per operand (NUMA node, 15: GPU)
+  // The first allocation of a RAM replica (with a trace only): the allocating thread's kind and
+  // NUMA node, and when. Per (handle, memory node) in slot_alloc_, per task operand in op_alloc_.
+  enum class AllocKind : int8_t { none, main, cpu, cuda, copy, mpi };
+  struct FirstAlloc {
+    AllocKind kind = AllocKind::none;
+    int8_t numa = -1;
+    float at = 0;
+  };
+  std::vector<FirstAlloc> slot_alloc_;
+  std::vector<std::array<FirstAlloc, 4>> op_alloc_;
+  void record_alloc(uint32_t h, int local, AllocKind kind, int numa);
+  std::vector<double> last_end_;              // per worker: end of its last task (GPU launch hiding)
   std::vector<sg4::Host*> driver_of_gpu_mem_; // global GPU memory node -> its driver's core host (or null)
   // control_delay of a GPU's copy submissions (per global GPU memory node) and of a CUDA worker's
   // launches (per worker), on first use: both are a route's fixed latency and bandwidth (NaN: not yet).

@@ -164,7 +164,7 @@ void Simulation::write_trace(std::ostream& out) const {
         "Simulation::write_trace: the run kept no per-task records (RunConfig::trace empty)");
   out << "ResourceId,Start,End,Duration,Value,JobId,Node,WorkerNuma,WorkerMemNode,OperandNuma,Priority,Step,"
          "X,Y,"
-         "OperandPages,RemoteBytes\n";
+         "OperandPages,RemoteBytes,OperandAllocators\n";
   char buf[256];
   for (size_t i = 0; i < dag_.tasks.size(); i++) {
     const Task& t = dag_.tasks[i];
@@ -180,7 +180,8 @@ void Simulation::write_trace(std::ostream& out) const {
                   static_cast<size_t>(tile % cfg_.nt));
     buf[std::strlen(buf) - 1] = ','; // NUMA node of each operand's pages as read, remote bytes
     out << buf << numa_->operand_pages(static_cast<uint32_t>(i)) << ','
-        << numa_->remote_bytes(static_cast<uint32_t>(i)) << '\n';
+        << numa_->remote_bytes(static_cast<uint32_t>(i)) << ','
+        << numa_->operand_allocators(static_cast<uint32_t>(i)) << '\n';
   }
 }
 

@@ -229,9 +229,17 @@ TEST(Factors, TraceShowsOperandPagesAndRemoteBytes) {
   std::string header, line;
   std::getline(in, header);
   EXPECT_NE(header.find("OperandPages,RemoteBytes"), std::string::npos);
+  // RemoteBytes: the cell after as many commas as precede it in the header
+  const auto commas = [](const std::string& s, size_t end) {
+    return std::count(s.begin(), s.begin() + end, ',');
+  };
+  const auto column = commas(header, header.find("RemoteBytes"));
   int remote_rows = 0;
   while (std::getline(in, line)) {
-    double remote = std::stod(line.substr(line.rfind(',') + 1));
+    size_t at = 0;
+    for (long c = 0; c < column; c++)
+      at = line.find(',', at) + 1;
+    double remote = std::stod(line.substr(at, line.find(',', at) - at));
     if (remote > 0) {
       remote_rows++;
       EXPECT_NE(line.find(",1,"), std::string::npos) << line; // a worker on NUMA 1 reading NUMA 0 pages

@@ -40,6 +40,15 @@ traced run spent its time on, as tidy tables (StarVZ's split: tables here, figur
   (the cluster's thread_copy_s, pinned_alloc_s, gpu_malloc_s, gpu_free_s) a row `cluster`, `all`. `copies_s` is what the transfer log does say: the summed duration of
   the copies into or out of the machine type's GPUs (on `cuda` rows: their drivers issue them) and
   of its RAM-to-RAM copies (on `cpu` rows: StarPU has a CPU worker or a CUDA driver memcpy them).
+* `placement.csv` (numasim traces, column `OperandAllocators`): where the operands of CPU tasks
+  lived and who put them there. Per machine type x NUMA node of the CPU worker x kind, the
+  operands read, grouped by the thread that first allocated the RAM replica read (`allocator`:
+  `main` the application's matrix before the run, `cpu` a CPU worker, `cuda` a CUDA driver, `copy`
+  a copy with no modelled thread, `mpi` a received tile's buffer; `allocator_numa` that thread's
+  NUMA node, -1 none modelled) and the NUMA node of the replica's pages (`page_numa`): count, share
+  of the group's operands, and when the replica was allocated (median, p10, p90 of the run's
+  clock). With pinned memory (CUDA workers) the pages are where the allocating thread ran
+  (docs/page-placement.md), so this table says which threads decide A's locality.
 """
 
 from __future__ import annotations
@@ -70,7 +79,7 @@ from testbed.traces.utilisation import link_class
 COPY_STATES = ("DriverCopy", "DriverCopyAsync")
 ALLOC_STATES = ("Allocating", "AllocatingReuse", "Freeing")
 STATE_COLUMNS = ["ResourceId", "Start", "End", "Value"]
-TABLES = ["kernels.csv", "bound.csv", "bound_summary.csv", "copies.csv", "overheads.csv"]
+TABLES = ["kernels.csv", "bound.csv", "bound_summary.csv", "copies.csv", "overheads.csv", "placement.csv"]
 KERNEL_COLUMNS = ["run", "machine", "worker_type", "worker", "numa", "device_numa", "kind", "tasks", "median_s",
                   "q1_s", "q3_s", "iqr_s", "mean_s", "starvz_threshold_s", "outliers", "outlier_share"]
 BOUND_COLUMNS = ["run", "node", "machine", "tasks", "cpu_workers", "workers_from", "gpus", "end_s", "busy_s", "bound_model_s",
@@ -81,6 +90,10 @@ COPY_COLUMNS = ["run", "machine", "copy_class", "link_classes", "copies", "bytes
                 "actual_over_estimate_median", "actual_over_estimate_p10", "actual_over_estimate_p90",
                 "actual_over_estimate_of_sums", "actual_over_calibrated_median", "actual_over_calibrated_p90",
                 "estimate_over_calibrated_median"]
+PLACEMENT_COLUMNS = ["run", "machine", "numa", "kind", "allocator", "allocator_numa", "page_numa", "operands",
+                     "share", "allocated_median_s", "allocated_p10_s", "allocated_p90_s"]
+#: numasim's allocating-thread kinds (trace column OperandAllocators)
+ALLOCATOR_KINDS = ("main", "cpu", "cuda", "copy", "mpi")
 OVERHEAD_COLUMNS = ["run", "machine", "worker_type", "workers", "task_s", "idle_s", "copies_s", "thread_copy_s",
                     "thread_alloc_s", "thread_states"]
 
@@ -425,6 +438,44 @@ def overhead_table(tasks: pd.DataFrame, machines: dict[str, str], transfers: pd.
     return pd.DataFrame(rows, columns=OVERHEAD_COLUMNS)
 
 
+def placement_table(tasks: pd.DataFrame, machines: dict[str, str], run: str = "") -> pd.DataFrame:
+    """Who first allocated the RAM replicas the CPU tasks read, and where their pages were (the
+    module docstring, `placement.csv`); empty for a trace without `OperandAllocators`."""
+    if "OperandAllocators" not in tasks.columns or "OperandPages" not in tasks.columns:
+        return pd.DataFrame(columns=PLACEMENT_COLUMNS)
+    cpu = tasks[tasks["WorkerType"] == "cpu"]
+    records = []
+    for node, numa, kind, pages, allocs in zip(cpu["NodeName"], cpu["WorkerNuma"], cpu["Value"], cpu["OperandPages"],
+                                               cpu["OperandAllocators"], strict=True):
+        page_list, alloc_list = str(pages).split(), str(allocs).split()
+        if len(page_list) != len(alloc_list):
+            raise InputError(None, "OperandAllocators", f"one entry per operand as OperandPages ({pages!r}), "
+                                                        f"got {allocs!r}")
+        for page, alloc in zip(page_list, alloc_list, strict=True):
+            if alloc == "?":
+                who, who_numa, at = "unknown", -1, math.nan
+            else:
+                parts = alloc.split(":")
+                if len(parts) != 3 or parts[0] not in ALLOCATOR_KINDS:
+                    raise InputError(None, "OperandAllocators", f"kind:numa:seconds with kind in "
+                                                                f"{', '.join(ALLOCATOR_KINDS)}, got {alloc!r}")
+                who, who_numa, at = parts[0], int(parts[1]), float(parts[2])
+            records.append((machines[node], int(numa), kind, who, who_numa, int(page) if page.isdigit() else -1, at))
+    if not records:
+        return pd.DataFrame(columns=PLACEMENT_COLUMNS)
+    ops = pd.DataFrame(records, columns=["machine", "numa", "kind", "allocator", "allocator_numa", "page_numa", "at"])
+    group = ["machine", "numa", "kind"]
+    total = ops.groupby(group).size().rename("total")
+    g = ops.groupby([*group, "allocator", "allocator_numa", "page_numa"])["at"]
+    out = pd.DataFrame({"operands": g.size(), "allocated_median_s": g.median(),
+                        "allocated_p10_s": g.quantile(0.1), "allocated_p90_s": g.quantile(0.9)}).reset_index()
+    out = out.join(total, on=group)
+    out["share"] = out["operands"] / out["total"]
+    out["run"] = run
+    return out[PLACEMENT_COLUMNS].sort_values(["machine", "numa", "kind", "operands"],
+                                              ascending=[True, True, True, False], ignore_index=True)
+
+
 def diagnose(tasks: pd.DataFrame, transfers: pd.DataFrame | None = None, machines: dict[str, str] | None = None,
              means: dict | None = None, states: pd.DataFrame | None = None, run: str = "",
              gpu_numa: dict[tuple[str, str], int] | None = None,
@@ -446,6 +497,7 @@ def diagnose(tasks: pd.DataFrame, transfers: pd.DataFrame | None = None, machine
         "bound_summary.csv": bound_summary(bounds, float(tasks["End"].max()), run),
         "copies.csv": copy_table(transfers, run, machines) if transfers is not None else pd.DataFrame(columns=COPY_COLUMNS),
         "overheads.csv": overhead_table(tasks, machines, transfers, states, run, cpu_workers, runtime_costs),
+        "placement.csv": placement_table(tasks, machines, run),
     }
 
 
@@ -517,6 +569,24 @@ def digest(tables: dict[str, pd.DataFrame]) -> str:
             rows.append([f"{machine}: {cls}", *cells])
         parts.append("Copies: actual / scheduler estimate, median [p10, p90] (the estimate STARPU_SCHED_BETA scales); "
                      "actual / bus calibration median; (copies)\n\n" + table(["copy class", *runs], rows))
+    pl = tables["placement.csv"]
+    pl = pl[pl["kind"] == "gemm"]
+    if len(pl):
+        rows = []
+        for machine, numa in sorted(set(zip(pl["machine"], pl["numa"], strict=True))):
+            cells = []
+            for r in runs:
+                x = pl[(pl["run"] == r) & (pl["machine"] == machine) & (pl["numa"] == numa)]
+                if x.empty:
+                    cells.append("–")
+                    continue
+                remote = x.loc[x["page_numa"] != numa, "share"].sum()
+                top = x.groupby(["allocator", "allocator_numa"])["share"].sum().sort_values(ascending=False).head(3)
+                who = ", ".join(f"{a}{'' if n < 0 else f' {n}'} {v:.0%}" for (a, n), v in top.items())
+                cells.append(f"{remote:.0%} remote; {who}")
+            rows.append([f"{machine} NUMA {numa}", *cells])
+        parts.append("Operands of CPU dgemms: share on another NUMA node's pages; who first allocated the replicas "
+                     "read (thread kind and its NUMA node, largest shares)\n\n" + table(["workers", *runs], rows))
     o = tables["overheads.csv"]
     rows = []
     for machine, wtype in sorted(set(zip(o["machine"], o["worker_type"], strict=True))):
