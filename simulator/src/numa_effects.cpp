@@ -602,10 +602,14 @@ void NumaEffects::run_on_gpu(const Worker& w, double duration) {
     }
   }
   const double start = sg4::Engine::get_clock();
-  if (duration > 0)
-    numasim::sleep_for(duration);
-  // A pinned allocation on the node during the kernel pauses it (DataWizard::wait_out_holds).
-  data_.wait_out_holds(topo_.global_mem(w.rank, w.mem), -1, start);
+  if (gpu_kernel_) {
+    gpu_kernel_(w, start, duration);
+  } else {
+    if (duration > 0)
+      numasim::sleep_for(duration);
+    // A pinned allocation on the node during the kernel pauses it (DataWizard::wait_out_holds).
+    data_.wait_out_holds(topo_.global_mem(w.rank, w.mem), -1, start);
+  }
   last_end_[w.id] = sg4::Engine::get_clock();
 }
 

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -62,6 +63,11 @@ public:
   // Runs one task on worker `w` for `duration` of computation, adding the GPU launch path or the
   // CPU kernel's remote memory traffic and NUMA hinting faults; returns the task's start.
   double run_task(const Worker& w, uint32_t task, double duration);
+  // How the driver of a CUDA worker waits for its kernel (begun at `start`, `duration` of work)
+  // to end: Simulation::gpu_kernel, which progresses requests meanwhile. Unset: it sleeps.
+  void set_gpu_kernel(std::function<void(const Worker&, double start, double duration)> wait) {
+    gpu_kernel_ = std::move(wait);
+  }
   // A duration drawn for local data, given the spread of remote pages: the log-deviation from
   // the model mean scaled by 1 + (ratio - 1) * remote share of the bytes, the mean kept.
   static double respread(double d, double mean, double sd, double ratio, double remote_share);
@@ -177,6 +183,7 @@ private:
   std::map<const sg4::Host*, double> thread_rate_; // a thread's core -> its memcpy rate
   std::vector<uint8_t> marked_;                    // per handle: pages protected by the last balancing scan
   std::vector<int8_t> last_fault_; // per handle: NUMA node of the last hinting fault (two-pass filter)
+  std::function<void(const Worker&, double, double)> gpu_kernel_; // set_gpu_kernel
   std::vector<float> remote_bytes_;                               // per task, with a trace only
   std::vector<uint16_t> op_pages_; // per task, with a trace only: 4 bits per operand (NUMA node, 15: GPU)
   // The first allocation of a RAM replica (with a trace only): the allocating thread's kind and

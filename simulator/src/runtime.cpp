@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <xbt/config.hpp>
+
 XBT_LOG_NEW_DEFAULT_SUBCATEGORY(numasim_runtime, numasim, "numasim StarPU runtime model");
 
 namespace numasim {
@@ -29,6 +31,9 @@ Simulation::Simulation(sg4::Engine& engine, RunConfig cfg)
   // pages, kernel traffic, thread paths (numa_effects.cpp)
   numa_ = std::make_unique<NumaEffects>(*topo_, *data_, dag_, cfg_, progress_, classes_);
   numa_->init();
+  numa_->set_gpu_kernel([this](const Worker& w, double start, double duration) {
+    gpu_kernel(topo_->workers()[w.id], start, duration);
+  });
   data_->set_mover(numa_.get());
   if (!cfg_.events.empty()) {
     events_ = std::make_unique<RuntimeEvents>();
@@ -81,7 +86,8 @@ void Simulation::operand_ready(uint32_t waiter) {
 // A copy between RAM nodes waits for a thread that drives its destination: one that sleeps (idle,
 // or waiting for its task's inputs) is woken, the node's CPU workers first, then the CUDA drivers
 // (datawizard/data_request.c _starpu_post_data_request -> _starpu_wake_all_blocked_workers_on_node;
-// the first woken takes it). When all are busy, the first to finish its task takes it.
+// the first woken takes it), then a CUDA driver whose kernel is running: it polls meanwhile
+// (Simulation::gpu_kernel). When all are busy, the first to finish its task or copy takes it.
 void Simulation::ram_copy_queued(int gdst) {
   ram_threads_ = true;
   const int rank = topo_->mem(gdst).rank;
@@ -93,6 +99,59 @@ void Simulation::ram_copy_queued(int gdst) {
         return;
       }
     }
+  for (int wid : topo_->rank_workers(rank)) {
+    Worker& w = topo_->workers()[wid];
+    if (w.in_kernel && data_->drives(w, gdst)) {
+      w.in_kernel = false;
+      w.interrupted = true;
+      numasim::interrupt_sleep(w.actor.get());
+      return;
+    }
+  }
+}
+
+// StarPU's CUDA driver launches a kernel asynchronously (codelets flagged STARPU_CUDA_ASYNC, as
+// Chameleon's and apps/lu's are, with STARPU_CUDA_PIPELINE >= 1) and goes on polling: each turn of
+// drivers/cuda/driver_cuda.c _starpu_cuda_driver_run_once checks the kernels in flight, then
+// progresses the requests of every memory node it drives (__starpu_datawizard_progress), its GPU's
+// and every NUMA node's, while the kernel runs (non-blocking drivers, configure's default outside
+// SimGrid; the same in the 1.3 branch of the study's era). So the driver takes a NUMA node's copy
+// request as soon as it is posted, and the thread's time in it (the memcpy, a pinned allocation)
+// delays the notice of the kernel's end and the next launch. With STARPU_CUDA_PIPELINE=0 the
+// driver waits for each kernel (cudaStreamSynchronize): it sleeps through it.
+void Simulation::gpu_kernel(Worker& w, double start, double duration) {
+  const int gmem = topo_->global_mem(w.rank, w.mem);
+  if (cfg_.env.cuda_pipeline < 1 || !ram_threads_) {
+    if (duration > 0)
+      numasim::sleep_for(duration);
+    // A pinned allocation on the node during the kernel pauses it (DataWizard::wait_out_holds).
+    data_->wait_out_holds(gmem, -1, start);
+    return;
+  }
+  // below SimGrid's precision a sleep would be rounded up to it: the kernel has ended
+  const double precision = simgrid::config::get_value<double>("surf/precision");
+  for (;;) {
+    // the kernel's end, paused by the pinned allocations known so far
+    const double left = data_->paused_end(gmem, start, duration) - sg4::Engine::get_clock();
+    if (left < precision)
+      return;
+    if (progress_one(w))
+      continue;
+    w.in_kernel = true;
+    w.interrupted = false;
+    numasim::sleep_for(left);
+    w.in_kernel = false;
+  }
+}
+
+bool Simulation::progress_one(Worker& w) {
+  if (!ram_threads_)
+    return false;
+  const int32_t c = data_->take_ram_copy(w);
+  if (c < 0)
+    return false;
+  data_->run_ram_copy(static_cast<uint32_t>(c), w);
+  return true;
 }
 
 double Simulation::sample_duration(const Worker& w, TaskKind k) {
@@ -218,15 +277,7 @@ void Simulation::worker_loop(int wid) {
   // Runs one RAM->RAM copy this worker's thread drives, if one waits (StarPU's driver loops
   // progress their memory nodes' requests at each turn, before taking a task:
   // drivers/cpu/driver_cpu.c _starpu_cpu_driver_run_once -> __starpu_datawizard_progress).
-  auto copy_one = [&] {
-    if (!ram_threads_)
-      return false;
-    const int32_t c = data_->take_ram_copy(w);
-    if (c < 0)
-      return false;
-    data_->run_ram_copy(static_cast<uint32_t>(c), w);
-    return true;
-  };
+  auto copy_one = [&] { return progress_one(w); };
   while (!progress_.finished) {
     if (copy_one())
       continue;

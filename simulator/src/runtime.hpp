@@ -111,6 +111,8 @@ private:
   void worker_loop(int wid);
   void prepare(Worker& w, uint32_t task);
   void execute(Worker& w, uint32_t task);
+  bool progress_one(Worker& w); // runs one RAM->RAM copy the worker's thread drives, if one waits
+  void gpu_kernel(Worker& w, double start, double duration);
   double cuda_occupancy(const Worker& w, double kernel) const;
   static double first_call(Worker& w, TaskKind kind);
   double sample_duration(const Worker& w, TaskKind k);

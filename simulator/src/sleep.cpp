@@ -49,6 +49,12 @@ public:
     sg4::this_actor::suspend();
   }
 
+  // The sleeper wakes now, its date forgotten.
+  void interrupt(sg4::Actor* a) {
+    forget(a);
+    a->resume();
+  }
+
   // The timer of an earlier engine went with it (SimGrid 3.32 EngineImpl::shutdown frees timers).
   void reset() {
     // Actors change the heap from their own context (sleep.hpp): they must run one at a time.
@@ -137,6 +143,10 @@ Sleeps& sleeps() {
 
 void sleep_for(double seconds) {
   sleeps().sleep_for(seconds);
+}
+
+void interrupt_sleep(sg4::Actor* actor) {
+  sleeps().interrupt(actor);
 }
 
 void reset_sleeps() {

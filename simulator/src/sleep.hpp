@@ -27,9 +27,15 @@
 // at a time in one thread (contexts/nthreads = 1, its default).
 #pragma once
 
+#include <simgrid/forward.h>
+
 namespace numasim {
 
 void sleep_for(double seconds);
+
+// Ends the sleep of `actor` (in sleep_for) now: it is resumed and its wake-up forgotten. For a
+// thread that polls while it waits (a CUDA driver whose kernel runs on the device).
+void interrupt_sleep(simgrid::s4u::Actor* actor);
 
 // Forgets the sleepers of an earlier engine in this process (a new Simulation starts clean);
 // throws InputError when SimGrid runs actors in parallel (contexts/nthreads > 1).

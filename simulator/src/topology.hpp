@@ -80,6 +80,9 @@ struct Worker {
   double task_gap = 0; // CUDA worker: s between back-to-back tasks not hidden by the pipeline
   sg4::ActorPtr actor;
   bool suspended = false;
+  // CUDA worker: its kernel runs on the device and the driver thread polls meanwhile, asleep
+  // until the kernel's end unless a request for a node it drives wakes it (`interrupted`).
+  bool in_kernel = false, interrupted = false;
   uint64_t executed = 0;
 };
 

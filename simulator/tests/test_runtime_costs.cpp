@@ -118,8 +118,9 @@ static RunResult run(const std::string& path, int nt, const std::map<std::string
 // With STARPU_USE_NUMA, a copy between two RAM nodes is a memcpy run by a thread that drives the
 // destination node: a CPU worker of that NUMA node, or a CUDA driver (drivers/cpu/driver_cpu.c
 // _starpu_cpu_copy_data, datawizard/datawizard.c __starpu_datawizard_progress,
-// drivers/cuda/driver_cuda.c: CUDA workers drive every NUMA node). The thread runs no task while
-// it copies.
+// drivers/cuda/driver_cuda.c: CUDA workers drive every NUMA node). A CPU worker runs no task while
+// it copies; a CUDA driver launches none, but may copy while its kernel runs on the device (it
+// polls: drivers/cuda/driver_cuda.c _starpu_cuda_driver_run_once, Simulation::gpu_kernel).
 TEST(RuntimeCosts, RamToRamCopyRunsInADrivingThreadThatIsBusyMeanwhile) {
   RunResult r = run(kData + "tiny1.xml", 8, {{"STARPU_USE_NUMA", "1"}, {"STARPU_SCHED", "dmdas"}});
   const auto& h = r.transfers.at(0);
@@ -144,14 +145,58 @@ TEST(RuntimeCosts, RamToRamCopyRunsInADrivingThreadThatIsBusyMeanwhile) {
     }
     const double a = std::stod(row[start]), b = std::stod(row[end]);
     for (size_t k = 1; k < r.trace.size(); k++)
-      if (r.trace[k][res] == w.name)
-        EXPECT_FALSE(std::stod(r.trace[k][ts]) < b - 1e-12 && a < std::stod(r.trace[k][te]) - 1e-12)
-            << w.name << " ran a task during its copy [" << a << ", " << b << "]";
+      if (r.trace[k][res] == w.name) {
+        const double task_start = std::stod(r.trace[k][ts]), task_end = std::stod(r.trace[k][te]);
+        if (w.cuda)
+          EXPECT_FALSE(a + 1e-12 < task_start && task_start < b - 1e-12)
+              << w.name << " launched a task during its copy [" << a << ", " << b << "]";
+        else
+          EXPECT_FALSE(task_start < b - 1e-12 && a < task_end - 1e-12)
+              << w.name << " ran a task during its copy [" << a << ", " << b << "]";
+      }
   }
   EXPECT_GT(ram_copies, 0u);
   EXPECT_GT(by_cpu + by_cuda, 0u);
   EXPECT_EQ(r.costs["thread_copies"], static_cast<double>(ram_copies));
   EXPECT_GT(r.costs["thread_copy_s"], 0);
+}
+
+// StarPU's CUDA driver launches its kernels asynchronously (STARPU_CUDA_ASYNC, STARPU_CUDA_PIPELINE
+// >= 1) and polls while they run, progressing the NUMA nodes' requests (drivers/cuda/driver_cuda.c
+// _starpu_cuda_driver_run_once): it copies between RAM nodes while its kernel runs on the device.
+// With STARPU_CUDA_PIPELINE=0 it waits for each kernel (cudaStreamSynchronize) and copies only
+// between them.
+static size_t copies_during_own_kernel(const RunResult& r) {
+  const auto& h = r.transfers.at(0);
+  const size_t src = column(h, "Src"), dst = column(h, "Dst"), start = column(h, "Start"),
+               thread = column(h, "Thread");
+  const auto& th = r.trace.at(0);
+  const size_t res = column(th, "ResourceId"), ts = column(th, "Start"), te = column(th, "End");
+  size_t n = 0;
+  for (size_t i = 1; i < r.transfers.size(); i++) {
+    const auto& row = r.transfers[i];
+    if (row[src].find("ram") == std::string::npos || row[dst].find("ram") == std::string::npos ||
+        row[thread].find("gpu") == std::string::npos)
+      continue;
+    const double a = std::stod(row[start]);
+    for (size_t k = 1; k < r.trace.size(); k++)
+      if (r.trace[k][res] == row[thread] && std::stod(r.trace[k][ts]) < a - 1e-12 &&
+          a < std::stod(r.trace[k][te]) - 1e-12)
+        n++;
+  }
+  return n;
+}
+
+TEST(RuntimeCosts, CudaDriverCopiesBetweenRamNodesWhileItsKernelRuns) {
+  RunResult r = run(kData + "tiny1.xml", 8, {{"STARPU_USE_NUMA", "1"}, {"STARPU_SCHED", "dmdas"}});
+  EXPECT_GT(copies_during_own_kernel(r), 0u);
+}
+
+TEST(RuntimeCosts, CudaDriverWithoutPipelineCopiesOnlyBetweenItsKernels) {
+  RunResult r = run(kData + "tiny1.xml", 8,
+                    {{"STARPU_USE_NUMA", "1"}, {"STARPU_SCHED", "dmdas"}, {"STARPU_CUDA_PIPELINE", "0"}});
+  EXPECT_GT(r.costs["thread_copies"], 0);
+  EXPECT_EQ(copies_during_own_kernel(r), 0u);
 }
 
 // With CUDA workers StarPU pins RAM allocations: cudaHostAlloc(Portable) by the thread that

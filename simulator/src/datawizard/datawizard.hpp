@@ -152,6 +152,11 @@ public:
   // A kernel or copy on memory nodes a and b (GPU memories count; -1: none) that has run since
   // `start` waits out the time a pinned allocation held its device (datawizard/malloc.hpp).
   void wait_out_holds(int gmem_a, int gmem_b, double start) const;
+  // When an operation of `duration` begun at `start` on GPU memory `gmem` ends, paused by the
+  // node's pinned allocations known so far (numasim::paused_end).
+  double paused_end(int gmem, double start, double duration) const {
+    return numasim::paused_end(ms_[gmem].holds, start, duration);
+  }
   const std::vector<TransferRecord>& transfer_log() const { return transfer_log_; }
   // MemState::evictable and reusable equal a count over the LRU lists (tests).
   bool eviction_counts_match() const;

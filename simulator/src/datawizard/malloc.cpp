@@ -63,4 +63,16 @@ void wait_out_holds(const DeviceHolds* a, const DeviceHolds* b, double start) {
   }
 }
 
+double paused_end(const DeviceHolds& h, double start, double duration) {
+  // A fixed point reached from below: each round adds the holds the longer span now covers.
+  double end = start + duration;
+  while (!h.empty()) {
+    const double e = start + duration + h.held(start, end);
+    if (e <= end)
+      break;
+    end = e;
+  }
+  return end;
+}
+
 } // namespace numasim

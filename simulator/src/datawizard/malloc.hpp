@@ -35,5 +35,8 @@ private:
 // progress, then the time owed), then does the same for the holds that began while it slept,
 // until none did.
 void wait_out_holds(const DeviceHolds* a, const DeviceHolds* b, double start);
+// The end of an operation of `duration` on a device with holds `h`, begun at `start`, given the
+// holds known now: the date e with e = start + duration + the time held within [start, e].
+double paused_end(const DeviceHolds& h, double start, double duration);
 
 } // namespace numasim
