@@ -8,12 +8,13 @@ export PATH := $(VENV)/bin:$(PATH)
 
 .PHONY: run test sensitivity bench-speed setup build build-simulator build-lu test-python test-cpp test-cpp-asan test-schedulers format-check lint lint-python clean
 
+# Through `testbed workflow`: its lock refuses a second run started in this folder meanwhile.
 run: setup build
-	snakemake --cores $(CORES) all
+	$(PY) -m testbed workflow --cores $(CORES) all
 
 # Uncertainty of the predictions over the machine parameters' ranges (not part of `run`).
 sensitivity: setup build
-	snakemake --cores $(CORES) sensitivity
+	$(PY) -m testbed workflow --cores $(CORES) sensitivity
 
 # The speed figures in one run (bench/RESULTS.md; ~2 min on this 2-core machine, quiet):
 # study scale with both mappings, cost growth with tiles and nodes, testbed simulate's overhead

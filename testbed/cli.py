@@ -18,6 +18,7 @@ import threading
 
 from testbed.common import logs
 from testbed.common.arguments import Parser
+from testbed.common.atomic import sweep_output_folders
 from testbed.common.errors import InputError
 
 #: subcommand -> (module, one-line help)
@@ -40,6 +41,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
                                          "mechanism switched off in turn, paired on seeds"),
     "workflow": ("testbed.study.workflow", "snakemake with the same arguments, its --configfile files checked first"),
 }
+
+
+#: Options whose value is a path the command writes (docs/interfaces.md §7): their folders are
+#: swept of what killed processes left (common/atomic.py sweep_stale) before the command runs.
+OUTPUT_OPTIONS = ("out", "trace", "transfers", "events", "paje", "cluster_out")
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -136,6 +142,7 @@ def _main(argv: list[str]) -> int:
         if command == "workflow":
             args.snakemake_args = rest
         logs.setup(args.verbosity)
+        sweep_output_folders(getattr(args, dest, None) for dest in OUTPUT_OPTIONS)
         return int(args._run(args) or 0)
     except InputError as exc:
         print(f"error: {exc.message()}", file=sys.stderr)

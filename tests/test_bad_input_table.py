@@ -188,6 +188,17 @@ ROWS: dict[str, Row] = {
                                                                     "--out", "o.csv"])[1], ("adir", "--design")),
     "simulate --platform-dir nope": Row(argv(*SIM, "--platform-dir", "nope"), ("nope: --platform-dir",),
                                         never=("--cluster", str(ROOT))),
+    "simulate --platform-dir missing, no --cluster": Row(
+        argv("simulate", "--engine", "numasim", "--platform-dir", "c1/nope", "--n", "1920", "--b", "192"),
+        ("c1/nope: --platform-dir", "an existing directory written by `testbed platform`"), never=("--cluster",)),
+    "simulate --platform-dir a file, no --cluster": Row(
+        lambda d: ((d / "plat.txt").write_text("numasim.xml\n"),
+                   ["simulate", "--engine", "numasim", "--platform-dir", "plat.txt", "--n", "1920", "--b", "192"])[1],
+        ("plat.txt: --platform-dir", "got a file"), never=("--cluster", "existing")),
+    "campaign --platform-dir a file": Row(
+        lambda d: ((d / "plat.txt").write_text(""), design_csv(d),
+                   ["campaign", "--design", "d.csv", "--batch", "0", "--out", "o.csv", "--platform-dir", "plat.txt"])[2],
+        ("plat.txt: --platform-dir", "got a file")),
     "campaign --merge b.csv ./b.csv": Row(lambda d: ["campaign", "--merge", str(runs_csv(d, "b.csv").name), "./b.csv",
                                                      "--out", "o.csv"], ("./b.csv: --merge", "given twice")),
     "analyze link to a missing file": Row(lambda d: ((d / "runs.csv").symlink_to("gone.csv"),

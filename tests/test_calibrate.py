@@ -6,6 +6,7 @@ import argparse
 import csv
 import io
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -169,6 +170,65 @@ def test_second_run_is_noop_and_resumes(bundle: Path) -> None:
     assert ctx.ran[0] == "numa-daxpy-b64-all"
     assert set(ctx.ran) <= {"numa-daxpy-b64-all", "derived", "provenance", "summary"}
     assert (bundle / "numa" / "raw" / "daxpy-b64-all.csv").exists()
+
+
+#: what differs between two calibrations of one machine: when they ran and how long each step took
+TIMES = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[+-]\d\d:\d\d|Z)?")
+DURATIONS = re.compile(r"(duration_s\"?: )[0-9.e-]+|(\| )[0-9.]+( \|)$", re.M)
+
+
+def bundle_files(out: Path) -> dict[str, str]:
+    """Every file of a bundle, its text with times and durations blanked."""
+    return {str(p.relative_to(out)): DURATIONS.sub(r"\1\2<s>\3", TIMES.sub("<time>", p.read_text()))
+            for p in sorted(out.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("stop", ["full disk at the step's record", "killed between the output and its record"])
+def test_a_resumed_calibration_equals_an_uninterrupted_one(stop: str, tmp_path: Path, monkeypatch, capsys) -> None:
+    """The gpus step stops after renaming gpus.json in, before its record steps/gpus.json is
+    written: the disk fills there (one line, exit 1, host and hwloc kept), or the process is killed
+    there (left: a gpus.json, here a partial one, without its record). The rerun redoes the step:
+    the bundle has the same files, with the same contents but for times, as an uninterrupted
+    calibration's. The machine steps (host, hwloc, gpus) and the summaries keep it to a second."""
+    import errno
+    import os
+
+    from testbed.cli import main
+
+    every_step = cal.steps_for
+    monkeypatch.setattr(cal, "steps_for", lambda opts, nnuma: [
+        s for s in every_step(opts, nnuma) if s.name in ("host", "hwloc", "gpus", "provenance", "summary")])
+    real_atomic_file = cal.atomic_file
+    disk = {"full": False}
+
+    def atomic_file(path, *args, **kwargs):
+        if disk["full"] and Path(path).parts[-2:] == ("steps", "gpus.json"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        return real_atomic_file(path, *args, **kwargs)
+
+    monkeypatch.setattr(cal, "atomic_file", atomic_file)
+    argv = ["calibrate", "--machine", "m", "--out", "cal"]
+    (tmp_path / "whole").mkdir()
+    monkeypatch.chdir(tmp_path / "whole")
+    assert main(argv) == 0
+    (tmp_path / "resumed").mkdir()
+    monkeypatch.chdir(tmp_path / "resumed")
+    disk["full"] = True
+    capsys.readouterr()
+    assert main(argv) == 1
+    disk["full"] = False
+    errors = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error: ")]
+    assert len(errors) == 1 and "2 finished steps kept in cal (host, hwloc)" in errors[0], errors
+    resumed = tmp_path / "resumed" / "cal"
+    assert cal.finished_steps(resumed) == ["host", "hwloc"]
+    assert not (resumed / "gpus.json").exists()  # the step did not finish: its output is not there
+    if stop.startswith("killed"):
+        (resumed / "gpus.json").write_text('[\n {\n  "index": 0,\n')
+    assert main(argv) == 0
+    whole = bundle_files(tmp_path / "whole" / "cal")
+    again = bundle_files(resumed)
+    assert sorted(again) == sorted(whole)
+    assert again == whole
 
 
 def test_unstable_timings_are_reported(bundle: Path) -> None:

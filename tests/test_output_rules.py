@@ -311,6 +311,44 @@ def test_analysis_killed_in_its_figures_leaves_nothing_after_the_next_success(tm
     assert (res / "figures" / "main_effects.png").is_file()
 
 
+@pytest.mark.parametrize("command", ["design", "analyze"])
+def test_temporaries_of_dead_processes_are_removed_by_the_next_command_writing_there(command: str,
+                                                                                     tmp_path: Path) -> None:
+    """What a SIGKILL left in a folder (a `testbed platform`'s and a `testbed analyze`'s temporary
+    folders, a temporary file) is removed when another command starts writing there; the
+    temporaries of a live process, of another host, and a user's files are kept."""
+    from testbed.common.atomic import _tag
+
+    host = _tag().partition("-")[2]
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    live = subprocess.Popen(["sleep", "120"])
+    res = tmp_path / "res"
+    runs_csv(res / "runs.csv")
+    dead = [f".plat.tmp-{gone.pid}-{host}-a1b2", f".figures.tmp-{gone.pid}-{host}-c3d4",
+            f".plat.old-{gone.pid}-{host}-e5f6", f".tmp-{gone.pid}-{host}-g7h8"]
+    kept = [f".plat.tmp-{live.pid}-{host}-i9j0", f".plat.tmp-{gone.pid}-otherhost-k1l2", ".notes.tmp-draft",
+            f"plat.tmp-{gone.pid}-{host}-mine"]
+    try:
+        for name in dead + kept[:2]:
+            (res / name).mkdir()
+            (res / name / "numasim.xml").write_text("<platform/>\n")
+        (res / f".d.csv.tmp-{gone.pid}-{host}-m3n4").write_text("half a table")
+        for name in kept[2:]:
+            (res / name).write_text("the user's\n")
+        if command == "design":
+            argv = ["design", "--config", str(ROOT / "config" / "config.yaml"), "--experiment", "lille21",
+                    "--out", str(res / "d.csv")]
+        else:
+            argv = ["analyze", str(res / "runs.csv"), "--stage", "tables", "--out", str(res)]
+        assert main(argv) == 0
+        left = sorted(e.name for e in res.iterdir() if ".tmp" in e.name or ".old-" in e.name)
+        assert left == sorted(kept), left
+    finally:
+        live.kill()
+        live.wait()
+
+
 INTERRUPT_IN_PLOTS = """
 import os, signal, sys
 # SIGINT as a terminal delivers it: a test run started in the background by a non-interactive

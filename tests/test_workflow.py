@@ -7,15 +7,17 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import yaml
+from support import faults
 from support.experiments import TINY
 from support.workflow import RULE_FILES, SNAKEMAKE, jobs, snakemake, workflow_copy
 
 from testbed import ROOT
-from testbed.common.paths import LU_REAL
+from testbed.common.paths import LU_REAL, NUMASIM
 
 
 def test_lint_is_clean(tmp_path: Path):
@@ -113,6 +115,98 @@ def test_testbed_workflow_runs_snakemake_with_a_checked_configfile(tmp_path: Pat
     missing = subprocess.run([sys.executable, "-m", "testbed", "workflow", "-n", "no-such-target"], cwd=wf,
                              capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert missing.returncode == 1, missing.stderr[-2000:]
+
+
+#: one job that runs until the test creates `release`: a run holds the working directory as
+#: long as the test wants, whatever the machine's load
+WAITING_WORKFLOW = """rule all:
+    output: "done.txt"
+    shell: "while [ ! -e release ]; do sleep 0.05; done; echo done > {output}"
+"""
+
+
+def start_workflow(wf: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """`testbed workflow ARGS` started in `wf`, its output captured."""
+    return subprocess.Popen([sys.executable, "-m", "testbed", "workflow", *args], cwd=wf, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**(os.environ if env is None else env), "PYTHONPATH": str(ROOT)})
+
+
+def refused_and_completed(procs: list[subprocess.Popen], wf: Path, timeout: int) -> subprocess.Popen:
+    """Of two runs started at once in `wf`, the one that completed (exit 0), once the other was
+    refused in one line naming `wf`, exit 1."""
+    outputs = [p.communicate(timeout=timeout) for p in procs]
+    refused = [i for i, p in enumerate(procs) if p.returncode != 0]
+    assert len(refused) == 1, [(p.returncode, err[-1500:]) for p, (_, err) in zip(procs, outputs, strict=True)]
+    out, err = outputs[refused[0]]
+    assert procs[refused[0]].returncode == 1 and out == "", err
+    assert err.strip().splitlines() == [
+        f"error: another run of this workflow is under way in {wf} (it holds .snakemake/testbed-workflow.lock); "
+        "wait for it to end"], err[-3000:]
+    return procs[1 - refused[0]]
+
+
+@pytest.mark.slow
+def test_two_runs_started_at_once_in_one_folder_one_is_refused(tmp_path: Path):
+    """`testbed workflow --cores 1` twice at the same instant in one folder, 20 times: snakemake's
+    own lock (checked, then written) let both pass or failed both; testbed workflow's flock lets
+    one through and refuses the other in one line while the first runs to its end."""
+    for attempt in range(20):
+        wf = tmp_path / f"wf{attempt}"
+        wf.mkdir()
+        (wf / "Snakefile").write_text(WAITING_WORKFLOW)
+        procs = [start_workflow(wf, "--cores", "1") for _ in range(2)]
+        try:
+            for _ in range(1200):  # the refused run ends while the other waits for `release`
+                if any(p.poll() is not None for p in procs):
+                    break
+                time.sleep(0.05)
+            (wf / "release").touch()
+            survivor = refused_and_completed(procs, wf, timeout=120)
+        finally:
+            for p in procs:
+                p.kill()
+                p.wait()
+        assert survivor.returncode == 0 and (wf / "done.txt").read_text() == "done\n", attempt
+    # a dry run takes no lock, as in snakemake: it plans while a run is under way
+    wf = tmp_path / "wf0"
+    (wf / "done.txt").unlink()
+    (wf / "release").unlink()
+    run = start_workflow(wf, "--cores", "1")
+    try:
+        for _ in range(1200):
+            if (wf / ".snakemake" / "locks").is_dir() and any((wf / ".snakemake" / "locks").iterdir()):
+                break
+            time.sleep(0.05)
+        dry = subprocess.run([sys.executable, "-m", "testbed", "workflow", "-n", "--cores", "1"], cwd=wf,
+                             capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert dry.returncode == 0 and "another run" not in dry.stderr, dry.stderr[-2000:]
+        (wf / "release").touch()
+        assert run.wait(timeout=120) == 0
+    finally:
+        run.kill()
+        run.wait()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not NUMASIM.exists(), reason="numasim not built (make build)")
+def test_a_campaign_started_twice_at_once_runs_once_with_the_reference_results(tmp_path: Path):
+    """tests/support/faults.py's campaign (8 numasim runs in 4 batches, up to the ANOVA table)
+    started twice at the same instant through `testbed workflow`: one start is refused in one
+    line, the other writes the runs table and ANOVA of a single uninterrupted run."""
+    reference = faults.completed(faults.workflow(tmp_path / "once"))
+    wf = faults.workflow(tmp_path / "twice")
+    env = faults.environment(wf / "cache")
+    procs = [start_workflow(wf, *faults.LOCAL, faults.TARGET, env=env) for _ in range(2)]
+    try:
+        survivor = refused_and_completed(procs, wf, timeout=900)
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    assert survivor.returncode == 0
+    runs, anova = faults.results(wf)
+    assert runs.equals(reference[0]) and anova == reference[1]
 
 
 def test_rules_run_the_venvs_testbed_without_an_activated_venv(tmp_path: Path):

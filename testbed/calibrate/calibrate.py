@@ -1,8 +1,8 @@
 """`testbed calibrate`: measure one machine into a calibration bundle.
 
-Each step writes its own output atomically and is skipped when that output is
-already there, so an interrupted calibration resumes where it stopped. Bundle
-layout (docs/interfaces.md §8):
+Each step writes its own output atomically, then its record steps/<step>.json; it is skipped
+when both are there (the record saying done), so an interrupted calibration resumes where it
+stopped and ends with the bundle an uninterrupted one writes. Bundle layout (docs/interfaces.md §8):
 
   provenance.yaml          date, host, kernel, lscpu, versions, env, commands, git commit
   hwloc.xml                lstopo --of xml (hwloc's library where lstopo is missing)
@@ -30,6 +30,7 @@ layout (docs/interfaces.md §8):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import datetime as dt
 import errno
@@ -111,22 +112,42 @@ FULL_OR_READ_ONLY = {errno.ENOSPC, errno.EDQUOT, errno.EROFS}
 
 
 class Step:
-    """One resumable unit: `output` exists <=> the step is done."""
+    """One resumable unit: done <=> `output` exists and the record steps/<name>.json says done.
+
+    The output is renamed in first, the record second: a step stopped between the two (the disk
+    full at the record, a kill) is not done, and the output it wrote in this invocation is
+    removed (on a kill, the rerun replaces it)."""
 
     def __init__(self, name: str, output: Path, action: Callable[[Context, Path, list[str]], str], final: bool = False):
         self.name, self.output, self.action, self.final = name, output, action, final
 
+    def record(self, ctx: Context) -> Path:
+        return ctx.opts.out / "steps" / f"{self.name}.json"
+
     def done(self, ctx: Context) -> bool:
-        if self.final:  # summaries are redone whenever a measurement step ran
-            return self.output.exists() and not ctx.ran
-        return self.output.exists()
+        if self.final and ctx.ran:  # summaries are redone whenever a measurement step ran
+            return False
+        return self.output.exists() and record_says_done(self.record(ctx))
 
     def run(self, ctx: Context) -> None:
-        record = ctx.opts.out / "steps" / f"{self.name}.json"
         if self.done(ctx):
             ctx.log(f"[skip] {self.name}: {self.output.relative_to(ctx.opts.out)} exists")
             return
         ctx.log(f"[run ] {self.name}")
+        before = _identity(self.output)
+        finished = False
+        try:
+            info = self._execute(ctx)
+            finished = info["status"] == "done"
+        finally:
+            if not finished and _identity(self.output) not in (before, None):
+                _remove_output(self.output)  # written in this invocation, but the step did not finish
+        if finished:
+            ctx.ran.append(self.name)
+        ctx.log(f"[{info['status'][:4]:4}] {self.name} ({info['duration_s']} s)")
+
+    def _execute(self, ctx: Context) -> dict:
+        """The action, then its record (returned)."""
         commands: list[str] = []
         t0 = time.time()
         try:
@@ -140,11 +161,34 @@ class Step:
         info = {"step": self.name, "status": repo_relative(status), "commands": [repo_relative(c) for c in commands],
                 "started": dt.datetime.fromtimestamp(t0, dt.timezone.utc).isoformat(timespec="seconds"),
                 "duration_s": round(time.time() - t0, 3)}
-        with atomic_file(record) as fh:
+        with atomic_file(self.record(ctx)) as fh:
             json.dump(info, fh, indent=1)
-        if status == "done":
-            ctx.ran.append(self.name)
-        ctx.log(f"[{status[:4]:4}] {self.name} ({info['duration_s']} s)")
+        return info
+
+
+def record_says_done(record: Path) -> bool:
+    """The step record `record` (steps/<step>.json) says done."""
+    try:
+        return json.loads(record.read_text()).get("status") == "done"
+    except (OSError, ValueError, AttributeError, UnicodeDecodeError):
+        return False
+
+
+def _identity(path: Path) -> tuple[int, int, int] | None:
+    """What changes when a step's output is written anew (renamed in: another inode), None when absent."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_mtime_ns
+
+
+def _remove_output(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(OSError):
+            path.unlink()
 
 
 # --------------------------------------------------------------------------- steps: machine
@@ -657,14 +701,7 @@ def check_same_machine(out: Path, allow_other: bool) -> None:
 
 def finished_steps(out: Path) -> list[str]:
     """The steps of the bundle in `out` whose record says done."""
-    done = []
-    for record in sorted((out / "steps").glob("*.json")):
-        try:
-            if json.loads(record.read_text()).get("status") == "done":
-                done.append(record.stem)
-        except (OSError, ValueError, AttributeError):
-            continue
-    return done
+    return [record.stem for record in sorted((out / "steps").glob("*.json")) if record_says_done(record)]
 
 
 def stopped_on_environment(out: Path, created: bool, exc: OSError) -> OSError:

@@ -11,8 +11,9 @@
 A failure (disk full, permissions) removes the temporary files, and the directories it
 created for the output, and leaves the previous output as it was; the OSError it raises
 names the output path (the CLI prints it as one line, exit 1). Temporary names carry the
-process id and host (`.NAME.tmp-PID-HOST-*`): what a killed process left is removed by the
-next success beside it.
+process id and host (`.NAME.tmp-PID-HOST-*`): nothing runs when a process is killed
+(SIGKILL), so what it left is removed by the next process that writes in that folder
+(`sweep_stale`: temporaries of this host whose process is gone), whatever its command.
 
 Ownership: a directory output's marker lists every file the command wrote in it, and a
 rerun that finds any other file there is refused (a note a user put in it survives). A
@@ -62,18 +63,51 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _sweep(parent: Path, prefix: str) -> None:
-    """Remove `parent/<prefix>PID-HOST-*`, the temporary files of processes of this host that
-    are gone (killed while writing)."""
+#: Names of this module's temporaries: `.NAME.tmp-PID-HOST-*` (a file or folder being written),
+#: `.NAME.old-PID-HOST-*` (a replaced folder on its way out), `.tmp-PID-HOST-*` (the scratch
+#: folder of atomic_members inside its output); groups: PID, HOST.
+TEMPORARY = re.compile(r"\.(?:.+\.(?:tmp|old)|tmp)-(\d+)-([A-Za-z0-9]+)-")
+
+#: Folders this process has swept: a command writing many files in one folder reads it once.
+_swept: set[str] = set()
+
+
+def _stale(name: str, host: str) -> bool:
+    """`name` is a temporary of a process of this host that is gone (killed while writing)."""
+    m = TEMPORARY.match(name)
+    return m is not None and m[2] == host and not _alive(int(m[1]))
+
+
+def _sweep(parent: Path, prefix: str = "") -> None:
+    """Remove `parent/<prefix>...`, the temporaries of processes of this host that are gone."""
     host = _tag().partition("-")[2]
     with contextlib.suppress(OSError):
         for entry in parent.iterdir():
-            if not entry.name.startswith(prefix):
-                continue
-            pid, _, rest = entry.name[len(prefix):].partition("-")
-            if not pid.isdigit() or not rest.startswith(host + "-") or _alive(int(pid)):
-                continue
-            _remove_entry(entry)
+            if entry.name.startswith(prefix) and _stale(entry.name, host):
+                _remove_entry(entry)
+
+
+def sweep_stale(folder: str | Path) -> None:
+    """Remove from `folder` every temporary that a killed process of this host left there, once
+    per process and folder: called by the writers below and, for each output option, when a
+    command starts (testbed/cli.py). Another host's temporaries (a shared file system) are kept:
+    whether their process lives cannot be known from here."""
+    key = os.path.abspath(folder)
+    if key in _swept:
+        return
+    _swept.add(key)
+    _sweep(Path(folder))
+
+
+def sweep_output_folders(paths: Iterable[str | Path | None]) -> None:
+    """`sweep_stale` the folder of each output path, and the path itself where it is a folder
+    (what a command writes inside its --out)."""
+    for given in paths:
+        if given:
+            path = Path(given)
+            sweep_stale(path.parent)
+            if path.is_dir() and not path.is_symlink():
+                sweep_stale(path)
 
 
 def _remove_entry(entry: Path) -> None:
@@ -274,6 +308,7 @@ def atomic_dir(path: str | Path, command: str | None, option: str = "--out",
     final = Path(path)
     if command is not None:
         check_output_dir(final, command, option, legacy)
+    sweep_stale(final.parent)
     created: list[Path] = []
     tmp: Path | None = None
     try:  # from the first folder made: a signal anywhere leaves nothing behind
@@ -332,6 +367,7 @@ def atomic_file(path: str | Path, mode: str = "w", option: str | None = None,
     _refuse_directory(final, option)
     if option is not None:
         check_output_file(final, option, recognise)
+    sweep_stale(final.parent)
     created: list[Path] = []
     tmpname: str | None = None
     try:  # from the first folder made: a signal anywhere leaves nothing behind
@@ -373,6 +409,7 @@ def atomic_members(directory: str | Path, names: Iterable[str], option: str = "-
     for name in names:
         check_output_file(out / name, option)
     fresh = not out.exists()
+    sweep_output_folders([out])
     where, prefix = (out.parent, f".{out.name}.tmp-") if fresh else (out, ".tmp-")
     created: list[Path] = []
     tmp: Path | None = None

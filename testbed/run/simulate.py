@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from testbed.common.errors import InputError
-from testbed.run.engines import APPS, ENGINES, RunSpec
+from testbed.run.engines import APPS, ENGINES, RunSpec, given_platform_dir
 from testbed.run.workload import limits_problem, size_problem
 from testbed.starpu.variables import check_env
 
@@ -79,8 +79,7 @@ def check_spec(spec: RunSpec) -> None:
     problem = size_problem(spec.n, spec.b) or limits_problem(spec.n, spec.b)
     if problem:
         raise InputError(None, "--n/--b", problem)
-    if spec.platform_dir is not None and not Path(spec.platform_dir).is_dir():
-        raise InputError(str(spec.platform_dir), "--platform-dir", "an existing directory written by `testbed platform`")
+    given_platform_dir(None if spec.platform_dir is None else str(spec.platform_dir))
     if spec.distribution.get("kind") == "file":  # before a platform is generated for the run
         from testbed.run.distribution import read_distribution
 
@@ -179,6 +178,7 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
     from testbed.run.resolve import RunEnv, resolve_run_env
 
     factors = check_factors(factors)
+    given_platform_dir(args.platform_dir)  # before its summary names the cluster
     platform_dir = Path(args.platform_dir) if args.platform_dir else None
     cluster = args.cluster or (summary_of(platform_dir).get("cluster") if platform_dir else None)
     if not cluster:

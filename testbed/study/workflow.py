@@ -14,14 +14,23 @@ the Snakefile's config "is extended by additional config specified via the comma
 held back until snakemake goes on, so that a config the Snakefile refuses ends in its one
 error line alone. An empty config file (snakemake: a WorkflowError on stdout, exit 1) is
 refused like any file that is not a mapping.
+
+Snakemake's own lock (.snakemake/locks/) is checked, then written: two runs started at the same
+instant in one working directory can both pass the check, then both fail or overwrite each
+other's outputs. Before snakemake starts, this command takes a lock of its own, flock(2) on
+.snakemake/testbed-workflow.lock, held until snakemake ends (the kernel releases it when the
+process dies, even on SIGKILL); a second run meanwhile is refused in one line, exit 1. Dry runs
+and the modes that run no job (--lint, --dag, --summary, ...) take no lock, as in snakemake.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import io
 import logging
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -83,6 +92,42 @@ def config_notice_held() -> Iterator[None]:
         logger.removeFilter(hold)
 
 
+#: The lock of `testbed workflow` in the working directory, held while snakemake runs (never
+#: removed: removing a flock(2) file lets a third run lock another file of the same name).
+LOCK = Path(".snakemake") / "testbed-workflow.lock"
+
+#: snakemake's options under which it runs no job (it then takes no lock of its own either)
+NO_JOBS = ("dryrun", "nolock", "lint", "list_rules", "list_target_rules", "dag", "rulegraph", "filegraph",
+           "d3dag", "summary", "detailed_summary", "list_changes", "list_input_changes", "list_params_changes",
+           "list_untracked", "print_compilation")
+
+
+class WorkflowBusy(Exception):
+    """Another `testbed workflow` holds the lock of this working directory."""
+
+
+@contextlib.contextmanager
+def workflow_lock(workdir: Path) -> Iterator[None]:
+    """Hold LOCK of `workdir` exclusively, or raise WorkflowBusy at once."""
+    path = workdir / LOCK
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise WorkflowBusy(f"another run of this workflow is under way in {workdir} (it holds {LOCK}); "
+                               "wait for it to end") from None
+        yield
+    finally:
+        os.close(fd)
+
+
+def runs_jobs(parsed: argparse.Namespace) -> bool:
+    """snakemake would run jobs (and lock the working directory) with these arguments."""
+    return not any(getattr(parsed, option, None) for option in NO_JOBS)
+
+
 class ArgumentMistake(Exception):
     """snakemake refused its arguments; the message is its error, on one line."""
 
@@ -117,9 +162,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: snakemake arguments: {exc}", file=sys.stderr)
         return 2
     check_config_files([Path(f) for f in parsed.configfile or []])
+    workdir = Path(parsed.directory or ".").absolute()
     try:
-        with config_notice_held():
+        with workflow_lock(workdir) if runs_jobs(parsed) else contextlib.nullcontext(), config_notice_held():
             cli.main(argv)
+    except WorkflowBusy as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     except SystemExit as exc:  # snakemake's main always ends this way
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     return 0

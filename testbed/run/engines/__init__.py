@@ -73,6 +73,8 @@ def given_platform_dir(given: str | None, option: str = "--platform-dir") -> Pat
 
     if given is None:
         return None
+    if Path(given).is_file():
+        raise InputError(given, option, "a directory written by `testbed platform`, got a file")
     if not Path(given).is_dir():
         raise InputError(given, option, "an existing directory written by `testbed platform`")
     if not (Path(given) / "numasim.xml").is_file():
