@@ -12,7 +12,8 @@
 # (default: DIR/config.yaml if there, else StarVZ's defaults). Prints one line per panel of
 # starvz_plot_list that reads trace tables: its name, `off` (not in the configuration), `content`
 # (a layer with rows), `blank` or `error: ...`, and the rows of its layers; OUT.png gets
-# starvz_plot's assembled figure when given.
+# starvz_plot's assembled figure when given. Exit status 0 when every panel the configuration turns
+# on draws content, 1 when one is blank or fails (the last line names them).
 args <- commandArgs(trailingOnly = TRUE)
 if (length(args) < 2) stop("usage: Rscript bench/starvz_check.R LIB DIR [CONFIG.yaml] [OUT.png]")
 .libPaths(c(args[1], .libPaths()))
@@ -62,6 +63,7 @@ panel_functions <- list(
   mpiconcout = c("mpiconcurrentout", "panel_mpiconcurrentout"), mpistate = c("mpistate", "panel_mpistate"),
   gpu = c("gpubandwidth", "panel_gpubandwidth")
 )
+undrawn <- character()
 for (name in names(panel_functions)) {
   key <- strsplit(panel_functions[[name]][1], "$", fixed = TRUE)[[1]]
   if (!isTRUE(Reduce(function(x, k) x[[k]], c(key, "active"), data$config))) {
@@ -70,12 +72,14 @@ for (name in names(panel_functions)) {
   }
   built <- tryCatch(ggplot_build(ns[[panel_functions[[name]][2]]](data)), error = function(e) e)
   if (inherits(built, "error")) {
-    cat(sprintf("panel %-12s error: %s\n", name, conditionMessage(built)))
+    cat(sprintf("panel %-12s error: %s\n", name, gsub("\n", " ", conditionMessage(built))))
+    undrawn <- c(undrawn, name)
     next
   }
   rows <- vapply(built$data, nrow, integer(1))
   cat(sprintf("panel %-12s %s %s\n", name, if (any(rows > 0)) "content" else "blank",
               paste(rows, collapse = "+")))
+  if (!any(rows > 0)) undrawn <- c(undrawn, name)
 }
 if (!is.null(out_png)) {
   fig <- tryCatch(starvz_plot(data), error = function(e) {
@@ -86,4 +90,8 @@ if (!is.null(out_png)) {
     ggsave(out_png, fig, width = 14, height = 40, dpi = 50, limitsize = FALSE)
     cat("wrote", out_png, "\n")
   }
+}
+if (length(undrawn) > 0) {
+  cat("panels turned on that draw nothing or fail:", paste(undrawn, collapse = " "), "\n")
+  quit(status = 1)
 }

@@ -27,6 +27,13 @@
 #                                 tests/test_oar.py and envs/oar-local.sh (.ci/run sets it)
 #                                 On a machine with systemd, apt starts munge, MariaDB and
 #                                 PostgreSQL as services; the local clusters run their own.
+#   TESTBED_STARVZ=auto|1|0       StarVZ (schnorr/starvz 7426178) and data.tree (gluc/data.tree bee0d76)
+#                                 into .deps/R from the source tarballs in ../shared/vendor/r
+#                                 (sha256 checked), with Debian's R and the r-cran-* packages StarVZ
+#                                 imports: tests/test_starvz_export.py then has StarVZ draw an export
+#                                 (bench/starvz_check.R). auto = when ../shared/vendor/r exists;
+#                                 1 = required (.ci/run sets it); 0.5-2 min of apt, 20-60 s of build.
+#                                 TESTBED_STARVZ_VENDOR=DIR: the tarballs' folder instead
 #   STARPU_EXTRA_CONFIGURE_FLAGS  more configure flags for the native build (e.g. --without-hwloc)
 #   TESTBED_KEEP_BUILD_TREES=1    keep .deps/build-* after installing (about 650 MB)
 #   TESTBED_PROGRESS_S=60         seconds between the "still building" lines of a long build
@@ -58,6 +65,19 @@ TESTBED_SLURM="${TESTBED_SLURM:-0}"
 TESTBED_OAR="${TESTBED_OAR:-0}"
 JOBS="$(nproc)"
 mkdir -p "$DEPS"
+TESTBED_STARVZ="${TESTBED_STARVZ:-auto}"
+STARVZ_VENDOR="${TESTBED_STARVZ_VENDOR:-$ROOT/../shared/vendor/r}"
+# The two R source tarballs (archives of the public repositories at these commits; the vendor
+# folder's README lists the same sha256) and what StarVZ's and data.tree's DESCRIPTION import,
+# as Debian packages (base R's methods, grDevices, stats, utils come with r-base-core)
+STARVZ_TARBALLS=(data.tree-1.1.0-bee0d76.tar.gz starvz-0.8.4-7426178.tar.gz)
+declare -A STARVZ_SHA256=(
+  [data.tree-1.1.0-bee0d76.tar.gz]=1537de5971e8085f0da5fa59773730f6e0fa59ae5f964ab874c17b592068c799
+  [starvz-0.8.4-7426178.tar.gz]=6ce4afdbeb8851ccbbe9dd2bdeb2c83a7160a85fbbc0ae0f20c373e76fb0d5f1
+)
+STARVZ_APT=(r-base-core r-cran-r6 r-cran-stringi r-cran-magrittr r-cran-dplyr r-cran-ggplot2 r-cran-tibble
+  r-cran-rlang r-cran-tidyr r-cran-patchwork r-cran-purrr r-cran-readr r-cran-stringr r-cran-yaml
+  r-cran-lpsolve r-cran-gtools r-cran-rcolorbrewer r-cran-zoo r-cran-rcpp r-cran-bh)
 
 say() { printf '\033[1m[setup %4ds]\033[0m %s\n' "$SECONDS" "$*"; }
 die() { printf '\033[31m[setup] error:\033[0m %s\n' "$*" >&2; exit 1; }
@@ -94,6 +114,22 @@ if [ "$TESTBED_SLURM" = 1 ]; then
 fi
 if [ "$TESTBED_OAR" = 1 ]; then
   APT_PACKAGES+=(oar-server oar-server-pgsql oar-node oar-user oar-user-pgsql postgresql)
+fi
+# StarVZ for the tests (optional): decided here, since it adds Debian packages
+case "$TESTBED_STARVZ" in
+  0) WANT_STARVZ=0 ;;
+  1) [ -d "$STARVZ_VENDOR" ] || bad_setting "TESTBED_STARVZ=1: expected StarVZ's source tarballs in $STARVZ_VENDOR (TESTBED_STARVZ_VENDOR), no such directory"
+     WANT_STARVZ=1 ;;
+  auto) if [ -d "$STARVZ_VENDOR" ]; then WANT_STARVZ=1; else WANT_STARVZ=0; fi ;;
+  *) bad_setting "TESTBED_STARVZ=$TESTBED_STARVZ: expected auto, 1 or 0" ;;
+esac
+if [ "$WANT_STARVZ" = 1 ]; then
+  for f in "${STARVZ_TARBALLS[@]}"; do  # checked before anything is installed (800 kB in all)
+    [ -f "$STARVZ_VENDOR/$f" ] || bad_setting "TESTBED_STARVZ: expected $STARVZ_VENDOR/$f (TESTBED_STARVZ_VENDOR), no such file"
+    echo "${STARVZ_SHA256[$f]}  $STARVZ_VENDOR/$f" | sha256sum -c --quiet - >/dev/null 2>&1 \
+      || bad_setting "TESTBED_STARVZ: $STARVZ_VENDOR/$f: expected sha256 ${STARVZ_SHA256[$f]} (schnorr/starvz and gluc/data.tree at the commits of its name)"
+  done
+  APT_PACKAGES+=("${STARVZ_APT[@]}")
 fi
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -360,6 +396,37 @@ if [ -n "${CHAMELEON_SOURCE_TARBALL:-}" ]; then
         -DCMAKE_C_COMPILER=smpicc -DCMAKE_CXX_COMPILER=smpicxx -DCMAKE_Fortran_COMPILER=smpif90
     fi
   done
+fi
+
+# ---------------------------------------------------------------- StarVZ (optional)
+# StarVZ and data.tree, which Debian does not ship, into the R library .deps/R (R_LIBS for
+# tests/test_starvz_export.py and bench/starvz_check.R).
+STARVZ_LIB="$DEPS/R"
+if [ "$WANT_STARVZ" = 1 ]; then
+  command -v R >/dev/null || die "TESTBED_STARVZ: R is missing (Debian's r-base-core; with TESTBED_APT=0 install ${STARVZ_APT[*]})"
+  # the stamp names the tarballs and R's version (a new R rebuilds StarVZ's compiled code)
+  id="$( { for f in "${STARVZ_TARBALLS[@]}"; do echo "${STARVZ_SHA256[$f]}"; done; R --version | head -n 1; } \
+         | sha256sum | cut -c1-12)"
+  if [ -f "$STARVZ_LIB/.installed-$id" ]; then
+    say "StarVZ (R library .deps/R): present"
+  else
+    say "installing data.tree and StarVZ into .deps/R (R CMD INSTALL, $JOBS jobs)"
+    log="$DEPS/R-install.log"
+    say "  log: $log"
+    # built in .deps/R.tmp, renamed when StarVZ loads: .deps/R is whole or absent
+    rm -rf "$STARVZ_LIB" "$STARVZ_LIB.tmp" && mkdir -p "$STARVZ_LIB.tmp"
+    ( for f in "${STARVZ_TARBALLS[@]}"; do
+        MAKEFLAGS="-j$JOBS" R CMD INSTALL --no-docs --no-html -l "$STARVZ_LIB.tmp" "$STARVZ_VENDOR/$f" || exit 1
+      done
+      Rscript -e ".libPaths(c('$STARVZ_LIB.tmp', .libPaths())); suppressPackageStartupMessages(library(starvz))"
+    ) >"$log" 2>&1 &
+    wait_building "StarVZ" "$log" $! || { rm -rf "$STARVZ_LIB.tmp"; die "installing StarVZ into .deps/R failed, see $log"; }
+    touch "$STARVZ_LIB.tmp/.installed-$id" && mv "$STARVZ_LIB.tmp" "$STARVZ_LIB"
+    say "StarVZ installed in .deps/R"
+  fi
+else
+  if [ "$TESTBED_STARVZ" = 0 ]; then why="TESTBED_STARVZ=0"; else why="no $STARVZ_VENDOR"; fi
+  say "StarVZ: not installed ($why): tests/test_starvz_export.py's StarVZ test skips"
 fi
 
 # ---------------------------------------------------------------- Python

@@ -42,7 +42,7 @@ def copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def user_env(**overrides: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if k not in ("STARPU_SOURCE_TARBALL", "TESTBED_LU", "CHAMELEON_SOURCE_TARBALL", "CHAMELEON_PREFIX",
-                        "CHAMELEON_SIMGRID_PREFIX")}
+                        "CHAMELEON_SIMGRID_PREFIX", "TESTBED_STARVZ", "TESTBED_STARVZ_VENDOR")}
     env.update(TESTBED_APT="0", TESTBED_PYTHON="0", STARPU_NATIVE_PREFIX=str(STARPU_NATIVE),
                STARPU_SIMGRID_PREFIX=str(STARPU_SIMGRID), STARPU_HOME=str(BUILD / "test-starpu-home"))
     env.update(overrides)
@@ -63,6 +63,8 @@ def built(copy: Path) -> Path:
     assert "building StarPU" not in setup.stdout and "StarPU source: not fetched" in setup.stdout
     assert "using STARPU_NATIVE_PREFIX" in setup.stdout and "using STARPU_SIMGRID_PREFIX" in setup.stdout
     assert not list((copy / ".deps").glob("starpu-*")) and not (copy / ".venv").exists()
+    # TESTBED_STARVZ=auto: no ../shared/vendor/r beside the copy, no StarVZ (its test says so)
+    assert "StarVZ: not installed (no " in setup.stdout and not (copy / ".deps" / "R").exists()
     lu = run(["make", "-s", "-C", "apps/lu", f"BUILD={copy / 'build'}"], copy)
     assert lu.returncode == 0, lu.stderr
     return copy

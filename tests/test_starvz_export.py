@@ -3,8 +3,9 @@ run (simulator/tests/data/tiny2.xml: 2 nodes x (2 CPU workers on 2 NUMA nodes + 
 10 x 10 tiles): what StarVZ's phase-1 readers expect of each file (schnorr/starvz at commit
 7426178, R/phase1.R and R/phase1_parse_csv.R: file names, columns, readr's col_types), and that
 the export holds every worker of the run and a non-empty table for each panel StarVZ draws from
-them. With STARVZ_R_LIB (an R library holding StarVZ and data.tree), StarVZ itself reads the
-export (bench/starvz_check.R)."""
+them. With StarVZ installed (envs/setup.sh puts it in .deps/R from ../shared/vendor/r; or
+STARVZ_R_LIB, an R library holding StarVZ and data.tree), StarVZ itself draws the export
+(bench/starvz_check.R): every panel the export's configuration turns on must draw something."""
 
 from __future__ import annotations
 
@@ -217,6 +218,8 @@ def test_config_turns_off_what_phase1_cannot_feed(export):
     out, *_ = export
     config = yaml.safe_load((out / "config.yaml").read_text())["default"]
     assert config["st"]["tasks"]["active"] is False and config["st"]["cpb_mpi"]["tile_size"] == B
+    # the lack of ready tasks aggregates over the variables' step, 1/100 of the run
+    assert config["lackready"]["aggregation"] == config["global_agg_step"] < 200
 
 
 def test_events_refused_by_other_engines(tmp_path):
@@ -226,13 +229,57 @@ def test_events_refused_by_other_engines(tmp_path):
     assert proc.returncode == 2 and "--events" in proc.stderr and not (tmp_path / "e.csv").exists()
 
 
-@pytest.mark.skipif(not os.environ.get("STARVZ_R_LIB") or shutil.which("Rscript") is None,
-                    reason="StarVZ not installed (STARVZ_R_LIB: an R library with starvz and data.tree)")
+def starvz_library() -> tuple[Path | None, str]:
+    """The R library holding StarVZ (STARVZ_R_LIB, else envs/setup.sh's .deps/R), or why there is none."""
+    if shutil.which("Rscript") is None:
+        return None, ("R not installed (no Rscript): envs/setup.sh installs it with StarVZ when "
+                      "../shared/vendor/r is beside the repository (TESTBED_STARVZ)")
+    lib = Path(os.environ.get("STARVZ_R_LIB") or paths.DEPS / "R")
+    if not (lib / "starvz" / "DESCRIPTION").exists() or not (lib / "data.tree" / "DESCRIPTION").exists():
+        return None, (f"StarVZ not installed in {lib} (envs/setup.sh installs it from ../shared/vendor/r, "
+                      "TESTBED_STARVZ; or STARVZ_R_LIB: an R library with starvz and data.tree)")
+    return lib, ""
+
+
+STARVZ_LIB, NO_STARVZ = starvz_library()
+needs_starvz = pytest.mark.skipif(STARVZ_LIB is None, reason=NO_STARVZ)
+#: bench/starvz_check.R's names of StarVZ's panels (starvz_plot_list), all turned on by the export's config.yaml
+PANELS = ("st", "st_mm", "starpu", "ijk", "lackready", "ready", "submitted", "memory", "mpi", "mpiconc",
+          "mpiconcout", "mpistate", "gpu")
+
+
+def starvz_check(directory: Path) -> tuple[int, dict[str, str], str]:
+    """bench/starvz_check.R on an export: (exit status, each panel's verdict, stdout)."""
+    proc = subprocess.run(["Rscript", str(ROOT / "bench" / "starvz_check.R"), str(STARVZ_LIB), str(directory)],
+                          capture_output=True, text=True, timeout=600)
+    assert "panel " in proc.stdout, proc.stderr[-2000:]
+    drawn = dict(re.findall(r"^panel (\S+)\s+(content|blank|off|error.*)", proc.stdout, re.M))
+    return proc.returncode, {k: v.split(":")[0].split()[0] for k, v in drawn.items()}, proc.stdout
+
+
+@needs_starvz
 def test_starvz_draws_the_export(export):
     out, *_ = export
-    proc = subprocess.run(["Rscript", str(ROOT / "bench" / "starvz_check.R"), os.environ["STARVZ_R_LIB"], str(out)],
-                          capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    drawn = dict(re.findall(r"^panel (\S+)\s+(content|blank|error.*)", proc.stdout, re.M))
-    for panel in ("st", "starpu", "st_mm", "ready", "submitted", "mpi", "mpistate", "gpu", "memory"):
-        assert drawn.get(panel) == "content", (panel, proc.stdout)
+    rc, drawn, stdout = starvz_check(out)
+    assert drawn == dict.fromkeys(PANELS, "content"), stdout
+    assert rc == 0, stdout
+
+
+@needs_starvz
+def test_starvz_check_fails_on_a_panel_without_data(export, tmp_path):
+    """The same export without the MPI threads' bandwidths: the MPI bandwidth panel draws nothing,
+    bench/starvz_check.R says so and exits 1 (the check above can fail)."""
+    out, *_ = export
+    cut = tmp_path / "sv"
+    shutil.copytree(out, cut)
+    path = cut / "paje.variable.csv.gz"
+    with gzip.open(path, "rt") as fh:
+        lines = fh.read().splitlines(keepends=True)
+    kept = [line for line in lines if not ("_mpict," in line and "Bandwidth" in line)]
+    assert len(kept) < len(lines)
+    with gzip.open(path, "wt") as fh:
+        fh.write("".join(kept))
+    rc, drawn, stdout = starvz_check(cut)
+    assert rc == 1, stdout
+    assert drawn["mpi"] in ("blank", "error"), stdout
+    assert stdout.rstrip().splitlines()[-1].split(":")[-1].split() == [p for p in PANELS if drawn[p] != "content"]

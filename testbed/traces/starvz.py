@@ -285,14 +285,17 @@ PANELS = ["kiteration", "starpu", "ready", "submitted", "lackready", "usedmemory
 def starvz_config(b: int, end_ms: float) -> str:
     """StarVZ's configuration for the export (module docstring): YAML, its `default` entry, read
     over StarVZ's defaults (R/phase2_config.R starvz_read_config, modifyList). The variable panels
-    aggregate over 1/100 of the run (`global_agg_step`, ms; StarVZ's default step is 100 ms);
-    `gpubandwidth.total`, which panel_gpubandwidth tests and StarVZ's defaults leave unset, is on."""
+    aggregate over 1/100 of the run (`global_agg_step`, ms; StarVZ's default step is 100 ms), and
+    so does the lack of ready tasks (`lackready.aggregation`; StarVZ's 200 ms leave a run shorter
+    than two steps without a bar); `gpubandwidth.total`, which panel_gpubandwidth tests and
+    StarVZ's defaults leave unset, is on."""
     step = float(f"{max(end_ms / 100, 1e-3):.3g}")
     lines = ["# StarVZ (starvz_read_config): this export's settings over StarVZ's defaults", "default:",
              f"  global_agg_step: {step}", "  st:", "    cpb: true", "    tasks:",
              "      active: false  # reads the Gaps table, which starvz_phase1 does not write",
              "    cpb_mpi:", f"      tile_size: {b}", "  memory:", "    state:", "      active: true"]
-    lines += [f"  {p}:\n    active: true" for p in PANELS]
+    lines += [f"  {p}:\n    active: true" + (f"\n    aggregation: {step}" if p == "lackready" else "")
+              for p in PANELS]
     lines += ["  gpubandwidth:\n    active: true\n    total: true"]
     return "\n".join(lines) + "\n"
 

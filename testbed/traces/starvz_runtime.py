@@ -49,8 +49,13 @@ R/phase1_parse_csv.R, R/phase2_var_panels.R, R/phase2_memory.R, R/phase2_mpi.R):
   starpu_fxt.c handle_job_push / handle_job_pop) and `Number of Submitted Uncompleted Tasks`
   (submitted and not popped: handle_update_task_cnt, handle_job_pop) of `<rank>_scheduler`;
   `Used (MB)` of each GPU's manager (bytes allocated / 2^20, handle_used_mem); `Bandwidth In (MB/s)`
-  and `Bandwidth Out (MB/s)` of each manager (intra-node copies) and MPI thread (messages): the sum
-  over the copies under way of bytes / duration, 0.001 * bytes / ms as starpu_fxt.c computes it.
+  and `Bandwidth Out (MB/s)` of each manager (intra-node copies) and MPI thread (messages): the
+  total rate of the copies under way, in starpu_fxt.c's unit (0.001 * bytes / ms). StarPU adds up
+  each copy's bytes / duration; the transfer log holds no rate over time either (start, end,
+  bytes, links), but that sum overstates copies that overlapped on a link: on g5k-lille-21 an MPI
+  thread's showed up to 2.3 GB/s through a 1.25 GB/s NIC. min_peak_rates builds instead the least
+  peaked total rate that carries every copy's bytes inside its logged start and end: the bytes
+  add up to the log's, and the peak stays under a link's capacity wherever the simulated rates did.
 """
 
 from __future__ import annotations
@@ -316,22 +321,85 @@ def step_rows(resource: str, type_: str, points: list[tuple[float, float]], end_
             for (a, v), b in zip(merged, nexts, strict=True)]
 
 
+def _components(jobs: list[tuple[float, float, float]]) -> list[list[tuple[float, float, float]]]:
+    """(start, end, bytes) windows grouped into runs of overlapping ones (a window that starts when
+    the previous ones have all ended opens a new group), each sorted by start."""
+    groups: list[list[tuple[float, float, float]]] = []
+    reach = float("-inf")
+    for job in sorted(jobs):
+        if job[0] >= reach:
+            groups.append([])
+        groups[-1].append(job)
+        reach = max(reach, job[1])
+    return groups
+
+
+def min_peak_rates(jobs: list[tuple[float, float, float]]) -> list[tuple[float, float, float]]:
+    """The total rate of transfers of fixed bytes, each within its recorded window, as pieces
+    (from, to, bytes per unit of time): the least peaked profile that carries them all (Yao, Demers
+    and Shenker's critical intervals: the interval of highest density, the bytes of the windows
+    inside it over its length, gets that rate; then the same on what is left, the time already
+    given counted out of the windows that overlap it). Every window gets its bytes, so the pieces
+    integrate to the total; the peak is the least any schedule of these windows has, so it is at
+    most that of the rates the simulation gave them: under the capacity of a link they all crossed.
+    A lone transfer keeps its average rate. jobs: (start, end, bytes) with end > start."""
+    import numpy as np
+
+    pieces: list[tuple[float, float, float]] = []
+    for group in _components(jobs):
+        if len(group) == 1:
+            s, e, w = group[0]
+            pieces.append((s, e, w / (e - s)))
+            continue
+        times = np.unique([t for s, e, _ in group for t in (s, e)])
+        length = np.diff(times)  # the elementary intervals between successive event times
+        si = np.searchsorted(times, [s for s, _, _ in group])
+        ei = np.searchsorted(times, [e for _, e, _ in group])
+        w = np.array([b for _, _, b in group], dtype=float)
+        live = np.ones(len(length), dtype=bool)
+        rate = np.zeros(len(length))
+        left = np.ones(len(group), dtype=bool)
+        m = len(times)
+        while left.any():
+            # work[i, j]: bytes of the windows left inside [times[i], times[j]]
+            work = np.zeros((m, m))
+            np.add.at(work, (si[left], ei[left]), w[left])
+            work = np.cumsum(np.cumsum(work[::-1], axis=0)[::-1], axis=1)
+            cum = np.concatenate(([0.0], np.cumsum(np.where(live, length, 0.0))))
+            span = cum[None, :] - cum[:, None]  # time not yet given, between times[i] and times[j]
+            density = np.where((span > 0) & (work > 0), work / np.where(span > 0, span, 1.0), -1.0)
+            i, j = np.unravel_index(np.argmax(density), density.shape)
+            peak = float(density[i, j])
+            # the critical interval takes in the time already given that touches it (a window
+            # inside it and that time has no time of its own left)
+            while i > 0 and not live[i - 1]:
+                i -= 1
+            while j < m - 1 and not live[j]:
+                j += 1
+            rate[i:j][live[i:j]] = peak
+            live[i:j] = False
+            left &= ~((si >= i) & (ei <= j))
+        pieces += [(float(a), float(b), float(r)) for a, b, r in zip(times[:-1], times[1:], rate, strict=True)]
+    return pieces
+
+
 def _bandwidth(copies: list[Copy], end_ms: float, resource_of: Callable[[str], str]) -> list[list]:
-    """Bandwidth In / Out of each resource: the sum of bytes / duration (MB/s) over the copies
-    under way (starpu_fxt.c _starpu_fxt_process_bandwidth)."""
-    changes: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
+    """Bandwidth In / Out of each resource (MB/s, starpu_fxt.c _starpu_fxt_process_bandwidth's
+    0.001 * bytes / ms): the total rate of the transfers under way, as min_peak_rates builds it
+    from their recorded start, end and bytes. The log gives no rate over time, and the sum of each
+    transfer's average rate (bytes / duration, StarPU's figure) overstates overlapping ones: two
+    messages that shared a NIC, one begun before the other, add up to more than the NIC carries."""
+    windows: dict[tuple[str, str], list[tuple[float, float, float]]] = defaultdict(list)
     for s, e, size, src, dst in copies:
         if e <= s:
             continue
-        bw = 0.001 * size / ((e - s) * 1e3)
         for key in ((resource_of(src), BW_OUT), (resource_of(dst), BW_IN)):
-            changes[key] += [(s * 1e3, bw), (e * 1e3, -bw)]
+            windows[key].append((s * 1e3, e * 1e3, float(size)))
     rows = []
-    for (res, type_), deltas in sorted(changes.items()):
-        total, points = 0.0, [(0.0, 0.0)]
-        for at, d in sorted(deltas):
-            total += d
-            points.append((at, max(total, 0.0)))
+    for (res, type_), jobs in sorted(windows.items()):
+        points = [(0.0, 0.0)]
+        for a, b, r in min_peak_rates(jobs):  # a piece's end is 0 unless the next one starts there
+            points += [(a, 0.001 * r), (b, 0.0)]
         rows += step_rows(res, type_, points, end_ms)
     return rows
 
