@@ -8,7 +8,7 @@ g5k-lille-21, N = 96000, b = 960, the heterogeneity-aware mapping, numasim with 
 exactly as bench/study_factors.py runs them. The tables of every run go to OUT/*.csv (one `run`
 column: `<config> seed <s>`), the digest to OUT/digest.md and stdout.
 
-Usage: .venv/bin/python bench/study_diagnostics.py [--seeds 1] [--nt 100] [--configs default,A=1] --out DIR
+Usage: .venv/bin/python bench/study_diagnostics.py [--seeds 1] [--nt 100] [--configs default,A=1,A=1+B=1] --out DIR
 """
 
 from __future__ import annotations
@@ -43,13 +43,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=1)
     ap.add_argument("--nt", type=int, default=100)
-    ap.add_argument("--configs", default="default,A=1", help="comma-separated: `default` or one FACTOR=LEVEL each")
+    ap.add_argument("--configs", default="default,A=1", help="comma-separated: `default` or FACTOR=LEVEL, several joined by + (A=1+B=1)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     from testbed.describe.machines import load_cluster
     from testbed.platform.platform_cmd import generate
 
-    configs = {c: ({} if c == "default" else {k: int(v) for k, v in parse_assignments([c], "--configs").items()})
+    configs = {c: ({} if c == "default" else {k: int(v) for k, v in parse_assignments(c.split("+"), "--configs").items()})
                for c in args.configs.split(",")}
     tables = []
     with tempfile.TemporaryDirectory(prefix="study-diagnostics-") as tmp:
