@@ -120,16 +120,30 @@ def test_starpu_counts_from_events() -> None:
     assert after["copies"] == {"1->0": 1}
 
 
+def test_coherence_copies(tmp_path: Path) -> None:
+    """The protocol's count on a hand-made schedule of a 2 x 2 LU: every copy the operands need."""
+    trace = tmp_path / "t.csv"
+    rows = [("0.0", "getrf", 0, 0, 0, "n.ram0"),   # A(0,0) at home
+            ("1.0", "trsm", 0, 1, 0, "n.ram1"),    # reads A(0,0), writes A(1,0): 2 copies 0->1
+            ("1.5", "trsm", 0, 0, 1, "n.ram0"),    # reads A(0,0) (still valid on 0), writes A(0,1)
+            ("2.0", "gemm", 0, 1, 1, "n.ram0"),    # reads A(1,0) (valid on 1 only): 1 copy 1->0
+            ("3.0", "getrf", 1, 1, 1, "n.ram1")]   # A(1,1), written on 0 since: 1 copy 0->1
+    trace.write_text("Start,Value,Step,X,Y,WorkerMemNode\n" + "".join(",".join(map(str, r)) + "\n" for r in rows))
+    assert mc.coherence_copies(trace) == {"0->1": 3, "1->0": 1}
+
+
 @pytest.mark.skipif(_native_missing() is not None, reason=_native_missing() or "")
 def test_real_starpu_on_a_split_topology(tmp_path: Path) -> None:
     """The real StarPU sees two RAM memory nodes at A = +1 and copies tiles between them, each copy
-    into a new buffer run by the CPU worker of the destination node; one node and no copy at A = -1."""
+    into a new buffer run by the CPU worker of the destination node, as many as the invalidation
+    protocol needs on its schedule; one node and no copy at A = -1."""
     seen = {}
     for a in (-1, 1):
-        counts = tmp_path / f"counts{a}.json"
+        counts, trace = tmp_path / f"counts{a}.json", tmp_path / f"tasks{a}.csv"
         run = simulate_cli("--engine", "real", "--cluster", "local_numa2-1", "--n", "768", "--b", "192",
-                      "--factors", f"A={a}", "--env", "STARPU_RESERVE_NCPU=0", "--topology", "described",
-                      "--generate-on-main-ram", "--memory-counts", str(counts), cwd=tmp_path)
+                           "--factors", f"A={a}", "--env", "STARPU_RESERVE_NCPU=0", "--topology", "described",
+                           "--generate-on-main-ram", "--memory-counts", str(counts), "--trace", str(trace),
+                           cwd=tmp_path)
         assert run.returncode == 0, run.stderr
         out = json.loads(run.stdout)
         assert out["topology_numa_nodes"] == {"local_numa2": 2}
@@ -137,6 +151,8 @@ def test_real_starpu_on_a_split_topology(tmp_path: Path) -> None:
         assert out["ram_memory_nodes_by_rank"] == [seen[a]["ram_memory_nodes"]]
         assert seen[a]["lu_phase_found"]
         assert sum(seen[a]["phases"]["lu"]["tasks_by_worker"].values()) == out["tasks"]
+        # StarPU copies exactly what the invalidation protocol needs on the schedule it ran
+        assert seen[a]["phases"]["lu"]["copies"] == mc.coherence_copies(trace)
     assert seen[-1]["ram_memory_nodes"] == [0]
     assert seen[-1]["phases"]["lu"]["ram_to_ram_copies"] == 0
     assert seen[1]["ram_memory_nodes"] == [0, 1]

@@ -185,3 +185,33 @@ def numasim_counts(transfers: Path, events: Path) -> dict[str, Any]:
     return {"engine": "numasim", "memory_nodes": ram_nodes, "ram_memory_nodes": ram_nodes,
             "workers": dict(sorted(Counter(f"{kinds[t]} worker of node {n}" for t, n in workers.items()).items())),
             "lu_phase_found": True, "phases": {"lu": out}}
+
+
+def coherence_copies(trace: Path, home_node: int = 0) -> dict[str, int]:
+    """The RAM → RAM copies an invalidation protocol needs for the schedule of a task trace (the
+    tidy table of docs/interfaces.md §10: `Start`, `Value`, `Step`, `X`, `Y`, `WorkerMemNode`): the
+    tasks in start order, each operand fetched to the worker's memory node unless a valid copy is
+    there, a written tile then valid there alone (datawizard/coherency.c
+    `_starpu_fetch_data_on_node`, `_starpu_update_data_state`), every tile valid on `home_node` alone
+    at the start. Operands are the LU's (Chameleon's pzgetrf_nopiv): getrf(k) A(k,k); trsm writing
+    A(m,n) at step k reads A(k,k); gemm writing A(m,n) reads A(m,k) and A(k,n). Comparing an
+    engine's copies with this count on its own schedule separates how it copies from where it ran
+    the tasks."""
+    def node(text: str) -> int:  # `<node>.memnode<k>` (real) or `<node>.ram<k>` (numasim)
+        tail = text[len(text.rstrip("0123456789")):]
+        return int(tail) if tail else home_node
+
+    with trace.open(newline="") as fh:
+        rows = sorted(csv.DictReader(fh), key=lambda r: float(r["Start"]))
+    valid: dict[tuple[int, int], set[int]] = {}
+    copies: Counter = Counter()
+    for r in rows:
+        k, m, n, here = int(r["Step"]), int(r["X"]), int(r["Y"]), node(r["WorkerMemNode"])
+        reads = [] if r["Value"] == "getrf" else [(k, k)] if r["Value"] == "trsm" else [(m, k), (k, n)]
+        for tile in [*reads, (m, n)]:
+            where = valid.setdefault(tile, {home_node})
+            if here not in where:
+                copies[f"{min(where)}->{here}"] += 1
+                where.add(here)
+        valid[(m, n)] = {here}
+    return dict(sorted(copies.items()))
