@@ -37,8 +37,10 @@ sys.path.insert(0, str(ROOT))
 
 from testbed.traces.memory_counts import coherence_copies  # noqa: E402
 
-CLUSTER = "local_numa2-1"
 ENV = ["--env", "STARPU_RESERVE_NCPU=0"]
+#: numasim as StarPU 1.4.10 with Open MPI runs: StarPU's MPI backend, sends from the first RAM node
+#: holding the tile (mpi/src/starpu_mpi.c `_starpu_mpi_choose_node`; docs/interfaces.md §4)
+MPI = ["--mpi-backend", "mpi", "--mpi-memory-node", "choose_node"]
 
 
 def testbed(args: list[str]) -> dict:
@@ -51,20 +53,23 @@ def testbed(args: list[str]) -> dict:
     return json.loads(proc.stdout)
 
 
-def run_counts(engine: str, a: int, n: int, b: int, seed: int, tmp: Path, default_generation: bool) -> dict:
+def run_counts(cluster: str, engine: str, a: int, n: int, b: int, seed: int, tmp: Path,
+               default_generation: bool) -> dict:
     """The memory counts of one run (rank 0's LU phase, and the run's RAM memory nodes)."""
     tag = f"{engine}-A{a}-s{seed}{'-gen' if default_generation else ''}"
     counts, trace = tmp / f"{tag}.json", tmp / f"{tag}-tasks.csv"
-    args = ["--engine", engine, "--cluster", CLUSTER, "--n", str(n), "--b", str(b), "--factors", f"A={a}",
+    args = ["--engine", engine, "--cluster", cluster, "--n", str(n), "--b", str(b), "--factors", f"A={a}",
             *ENV, "--seed", str(seed), "--memory-counts", str(counts), "--trace", str(trace)]
     if engine == "real":
         args += ["--topology", "described"] + ([] if default_generation else ["--generate-on-main-ram"])
     else:
-        args += ["--transfers", str(tmp / f"{tag}-transfers.csv"), "--events", str(tmp / f"{tag}-events.csv")]
+        args += ["--transfers", str(tmp / f"{tag}-transfers.csv"), "--events", str(tmp / f"{tag}-events.csv"), *MPI]
     out = testbed(args)
     rank = json.loads(counts.read_text())["ranks"][0]
-    # StarPU's own generation leaves tiles valid elsewhere than home: no protocol count from home
-    protocol = None if default_generation else coherence_copies(trace)
+    # StarPU's own generation leaves tiles valid elsewhere than home, and received tiles start
+    # elsewhere too: the protocol is counted from home on one rank only
+    single = len(json.loads(counts.read_text())["ranks"]) == 1
+    protocol = coherence_copies(trace) if single and not default_generation else None
     return {"makespan_s": out["makespan_s"], "ram_memory_nodes": rank["ram_memory_nodes"],
             "lu": rank["phases"]["lu"], "generation": rank["phases"].get("generation"),
             "protocol_copies": protocol}
@@ -84,15 +89,24 @@ ROWS = [
     ("copies run by another thread", lambda r: r["lu"]["copies_by_thread"].get("other thread (main or MPI)", 0)),
     ("copies into a buffer already there (thread not recorded)",
      lambda r: r["lu"]["copies_by_thread"].get("unattributed", 0)),
+    ("buffers allocated by another thread (main or MPI: receptions) on node 0",
+     lambda r: r["lu"]["allocations_by_thread"].get("other thread (main or MPI) on node 0", 0)),
+    ("buffers allocated by another thread (main or MPI: receptions) on node 1",
+     lambda r: r["lu"]["allocations_by_thread"].get("other thread (main or MPI) on node 1", 0)),
+    ("MPI receptions landing on node 0 / node 1 (numasim)",
+     lambda r: None if "mpi_receptions" not in r["lu"] else
+     f"{r['lu']['mpi_receptions'].get('0', 0)} / {r['lu']['mpi_receptions'].get('1', 0)}"),
     ("copies minus the protocol's count on the run's own schedule",
      lambda r: None if r["protocol_copies"] is None else
      r["lu"]["ram_to_ram_copies"] - sum(r["protocol_copies"].values())),
 ]
 
 
-def cell(values: list[float | None]) -> str:
+def cell(values: list) -> str:
     if any(v is None for v in values):
         return "—"
+    if any(isinstance(v, str) for v in values):
+        return ", ".join(dict.fromkeys(values))
     mean = statistics.fmean(values)
     lo, hi = min(values), max(values)
     return f"{mean:.1f}" if lo == hi else f"{mean:.1f} [{lo:g}–{hi:g}]"
@@ -107,6 +121,8 @@ def table(results: dict[str, dict[str, list[dict]]], columns: list[str]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cluster", default="local_numa2-1",
+                    help="local_numa2-1 (one rank) or local_numa2-2 (two ranks on this machine)")
     ap.add_argument("--n", type=int, default=1920)
     ap.add_argument("--b", type=int, default=192)
     ap.add_argument("--runs", type=int, default=5, help="runs per cell (real: repetitions; numasim: seeds 1..runs)")
@@ -119,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         for a in (-1, 1):
             for engine, gen in (("real", False), ("numasim", False)) + ((("real", True),) if args.also_default else ()):
                 name = f"{'StarPU' if engine == 'real' else 'numasim'} A={a:+d}" + (" (StarPU's generation)" if gen else "")
-                results[name] = [run_counts(engine, a, args.n, args.b, s, Path(tmp), gen)
+                results[name] = [run_counts(args.cluster, engine, a, args.n, args.b, s, Path(tmp), gen)
                                  for s in range(1, args.runs + 1)]
                 print(f"{name}: {len(results[name])} runs", file=sys.stderr)
     columns = list(results)
@@ -128,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        (out / "counts.json").write_text(json.dumps({"n": args.n, "b": args.b, "runs": args.runs, "cluster": CLUSTER,
+        (out / "counts.json").write_text(json.dumps({"n": args.n, "b": args.b, "runs": args.runs, "cluster": args.cluster,
                                                      "results": results}, indent=1, sort_keys=True) + "\n")
         (out / "table.md").write_text(md + "\n")
     return 0

@@ -120,6 +120,27 @@ def test_starpu_counts_from_events() -> None:
     assert after["copies"] == {"1->0": 1}
 
 
+def test_numasim_counts_per_rank(tmp_path: Path) -> None:
+    """numasim's logs of two ranks: copies and allocations per rank, an MPI message counted on the
+    receiver by the memory node it lands on, not as a copy."""
+    events, transfers = tmp_path / "e.csv", tmp_path / "t.csv"
+    events.write_text("Type,Start,End,Rank,Thread,MemNode,Value\n"
+                      "Worker,0,0,0,a.cpu0,a.ram0,0\nWorker,0,0,0,a.cpu1,a.ram1,1\n"
+                      "Worker,0,0,1,b.cpu0,b.ram0,0\nWorker,0,0,1,b.cpu1,b.ram1,1\n"
+                      "Allocating,1,1,0,a.cpu1,a.ram1,64\nPop,1,1,0,a.cpu1,,7\nPop,1,1,1,b.cpu0,,8\n")
+    transfers.write_text("Start,End,Bytes,Src,Dst,Links,Estimate,Calibrated,Thread\n"
+                         "1,2,64,a.ram0,a.ram1,x,,,a.cpu1\n"
+                         "2,3,64,a.ram0,b.ram0,x,,,\n"
+                         "3,4,64,b.ram0,b.ram1,x,,,b.cpu1\n")
+    a, b = mc.numasim_counts(transfers, events)
+    assert a["phases"]["lu"]["copies"] == {"0->1": 1} and a["phases"]["lu"]["mpi_receptions"] == {}
+    assert a["phases"]["lu"]["allocations_by_thread"] == {"cpu worker of node 1 on node 1": 1}
+    assert a["phases"]["lu"]["tasks_by_worker"] == {"cpu worker of node 1": 1}
+    assert b["phases"]["lu"]["copies"] == {"0->1": 1} and b["phases"]["lu"]["mpi_receptions"] == {"0": 1}
+    assert b["phases"]["lu"]["copies_by_thread"] == {"cpu worker of node 1": 1}
+    assert b["ram_memory_nodes"] == [0, 1] and b["phases"]["lu"]["tasks_by_worker"] == {"cpu worker of node 0": 1}
+
+
 def test_coherence_copies(tmp_path: Path) -> None:
     """The protocol's count on a hand-made schedule of a 2 x 2 LU: every copy the operands need."""
     trace = tmp_path / "t.csv"

@@ -136,7 +136,7 @@ def write_memory_counts(spec: RunSpec, result: dict) -> None:
     if spec.engine == "real":
         counts = result.pop("memory_counts")
     else:
-        counts = {"engine": "numasim", "ranks": [mc.numasim_counts(spec.transfers, spec.events)]}
+        counts = {"engine": "numasim", "ranks": mc.numasim_counts(spec.transfers, spec.events)}
     counts.update({"cluster": spec.cluster, "n": spec.n, "b": spec.b, "env": spec.env, "seed": spec.seed})
     with atomic_file(spec.memory_counts, option="--memory-counts") as fh:
         json.dump(counts, fh, indent=1, sort_keys=True)

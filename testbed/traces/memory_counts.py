@@ -77,7 +77,7 @@ def fxt_string(params: list[int]) -> str:
 
 def _empty_phase() -> dict[str, Any]:
     return {"allocations": Counter(), "replicas": defaultdict(set), "copies": Counter(), "copy_bytes": Counter(),
-            "copies_by_thread": Counter(), "tasks_by_worker": Counter()}
+            "copies_by_thread": Counter(), "tasks_by_worker": Counter(), "allocations_by_thread": Counter()}
 
 
 def _finish(phase: dict[str, Any]) -> dict[str, Any]:
@@ -89,7 +89,15 @@ def _finish(phase: dict[str, Any]) -> dict[str, Any]:
         "ram_to_ram_copies": sum(phase["copies"].values()),
         "copies_by_thread": dict(sorted(phase["copies_by_thread"].items())),
         "tasks_by_worker": dict(sorted(phase["tasks_by_worker"].items())),
+        "allocations_by_thread": dict(sorted(phase["allocations_by_thread"].items())),
     }
+
+
+def _who(workers: dict[int, tuple[str, int, int]], thread: int | None) -> str:
+    if thread in workers:
+        kind, _, mem = workers[thread]
+        return f"{kind} worker of node {mem}"
+    return "other thread (main or MPI)"
 
 
 def starpu_counts(events: list[tuple[int, int, int, list[int]]], lu_models: set[str]) -> dict[str, Any]:
@@ -125,6 +133,7 @@ def starpu_counts(events: list[tuple[int, int, int, list[int]]], lu_models: set[
         elif code == START_ALLOC:
             node, thread, handle = p[0], p[1], p[3]
             phase["allocations"][node] += 1
+            phase["allocations_by_thread"][f"{_who(workers, thread)} on node {node}"] += 1
             phase["replicas"][node].add(handle)
             last_alloc[handle] = (node, thread)
         elif code == START_DRIVER_COPY:
@@ -133,14 +142,7 @@ def starpu_counts(events: list[tuple[int, int, int, list[int]]], lu_models: set[
             phase["copies"][pair] += 1
             phase["copy_bytes"][pair] += size
             node, thread = last_alloc.pop(handle, (None, None))
-            if node != dst:
-                who = "unattributed"
-            elif thread in workers:
-                kind, _, mem = workers[thread]
-                who = f"{kind} worker of node {mem}"
-            else:
-                who = "other thread (main or MPI)"
-            phase["copies_by_thread"][who] += 1
+            phase["copies_by_thread"][_who(workers, thread) if node == dst else "unattributed"] += 1
     return {"engine": "real", "memory_nodes": sorted(nodes), "ram_memory_nodes": ram_nodes,
             "workers": dict(sorted(Counter(f"{k} worker of node {m}" for k, _, m in workers.values()).items())),
             "lu_phase_found": lu_start is not None,
@@ -153,38 +155,63 @@ def _ram_index(host: str) -> int | None:
     return int(tail[3:]) if tail.startswith("ram") and tail[3:].isdigit() else None
 
 
-def numasim_counts(transfers: Path, events: Path) -> dict[str, Any]:
-    """The same counts from numasim's transfer CSV and events CSV (one rank: the first node's)."""
+def numasim_counts(transfers: Path, events: Path) -> list[dict[str, Any]]:
+    """The same counts from numasim's transfer CSV and events CSV, one per rank (node zone, in rank
+    order); a transfer between two nodes is an MPI message, counted on the receiver by the memory
+    node it lands on (`mpi_receptions`)."""
     with events.open(newline="") as fh:
         rows = list(csv.DictReader(fh))
-    workers = {r["Thread"]: _ram_index(r["MemNode"]) for r in rows if r["Type"] == "Worker"}
-    kinds = {r["Thread"]: ("cuda" if ".gpu" in r["Thread"] else "cpu") for r in rows if r["Type"] == "Worker"}
-    phase = _empty_phase()
+    rank_of: dict[str, int] = {}
+    workers: dict[str, int | None] = {}
+    kinds: dict[str, str] = {}
+    for r in rows:
+        if r["Type"] == "Worker":
+            rank_of.setdefault(r["Thread"].rsplit(".", 1)[0], int(r["Rank"]))
+            workers[r["Thread"]] = _ram_index(r["MemNode"])
+            kinds[r["Thread"]] = "cuda" if ".gpu" in r["Thread"] else "cpu"
+
+    def label(thread: str) -> str:
+        return f"{kinds[thread]} worker of node {workers[thread]}" if thread in workers else "other thread (main or MPI)"
+
+    nodes = sorted(rank_of, key=rank_of.get)
+    phases = {n: _empty_phase() for n in nodes}
+    receptions: dict[str, Counter] = {n: Counter() for n in nodes}
     for r in rows:
         node = _ram_index(r["MemNode"])
+        host = (r["Thread"] if r["Type"] == "Pop" else r["MemNode"]).rsplit(".", 1)[0]
+        if host not in phases:
+            continue
         if r["Type"] == "Allocating" and node is not None:
-            phase["allocations"][node] += 1
+            phases[host]["allocations"][node] += 1
+            phases[host]["allocations_by_thread"][f"{label(r['Thread'])} on node {node}"] += 1
         elif r["Type"] == "Pop" and r["Thread"] in workers:
-            phase["tasks_by_worker"][f"{kinds[r['Thread']]} worker of node {workers[r['Thread']]}"] += 1
+            phases[host]["tasks_by_worker"][label(r["Thread"])] += 1
     with transfers.open(newline="") as fh:
         for r in csv.DictReader(fh):
             src, dst = _ram_index(r["Src"]), _ram_index(r["Dst"])
-            if src is None or dst is None:
+            src_host, dst_host = r["Src"].rsplit(".", 1)[0], r["Dst"].rsplit(".", 1)[0]
+            if src is None or dst is None or dst_host not in phases:
                 continue
-            pair = f"{src}->{dst}"
+            if src_host != dst_host:
+                receptions[dst_host][str(dst)] += 1
+                continue
+            phase, pair = phases[dst_host], f"{src}->{dst}"
             phase["copies"][pair] += 1
             phase["copy_bytes"][pair] += int(r["Bytes"])
             thread = r.get("Thread", "")
-            who = f"{kinds[thread]} worker of node {workers[thread]}" if thread in workers else (
-                "other thread (main or MPI)" if thread else "unattributed")
-            phase["copies_by_thread"][who] += 1
-    out = _finish(phase)
-    # numasim allocates a RAM replica once per (tile, node) and keeps it (docs/page-placement.md)
-    out["replicas"] = dict(out["allocations"])
-    ram_nodes = sorted({n for n in workers.values() if n is not None} | {0})
-    return {"engine": "numasim", "memory_nodes": ram_nodes, "ram_memory_nodes": ram_nodes,
-            "workers": dict(sorted(Counter(f"{kinds[t]} worker of node {n}" for t, n in workers.items()).items())),
-            "lu_phase_found": True, "phases": {"lu": out}}
+            phase["copies_by_thread"][label(thread) if thread else "unattributed"] += 1
+    out = []
+    for n in nodes:
+        lu = _finish(phases[n])
+        # numasim allocates a RAM replica once per (tile, node) and keeps it (docs/page-placement.md)
+        lu["replicas"] = dict(lu["allocations"])
+        lu["mpi_receptions"] = dict(sorted(receptions[n].items()))
+        mine = [t for t in workers if t.rsplit(".", 1)[0] == n]
+        ram_nodes = sorted({workers[t] for t in mine if workers[t] is not None} | {0})
+        out.append({"engine": "numasim", "memory_nodes": ram_nodes, "ram_memory_nodes": ram_nodes,
+                    "workers": dict(sorted(Counter(label(t) for t in mine).items())),
+                    "lu_phase_found": True, "phases": {"lu": lu}})
+    return out
 
 
 def coherence_copies(trace: Path, home_node: int = 0) -> dict[str, int]:

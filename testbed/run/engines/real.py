@@ -78,6 +78,10 @@ def launch(spec: RunSpec, machines: list[str], app: list[str], extra: dict[str, 
     # Open MPI forwards only the variables named with -x; one app context per run of ranks of one
     # machine type, each with its variables (contexts number the ranks in the order given).
     cmd = list(prefix)
+    if mine:
+        # StarPU binds its own threads to the topology's PUs; Open MPI's default binding of one or two
+        # ranks (each to one core) would leave each StarPU one PU, hence one NUMA node
+        cmd += ["--bind-to", "none"]
     for i, (machine, count) in enumerate(rank_groups(machines)):
         rank_env = {**env, **spec.env_per_machine.get(machine, {}), **(extra or {}), **mine.get(machine, {})}
         cmd += ([":"] if i else []) + ["-np", str(count)]
