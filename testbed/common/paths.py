@@ -25,6 +25,7 @@ NUMASIM = BUILD / "simulator" / "numasim"
 PLATFORM_INFO = BUILD / "simulator" / "platform_info"
 FLOW_TIMES = BUILD / "simulator" / "flow_times"
 LU_REAL = BUILD / "lu-real" / "lu"
+FXT_EVENTS = BUILD / "lu-real" / "fxt_events"  # apps/lu/fxt_events.c: every event of StarPU's FxT files
 LU_SIMGRID = BUILD / "lu-simgrid" / "lu"
 MACHINES = ROOT / "platforms" / "machines"
 CLUSTERS = ROOT / "platforms" / "clusters"

@@ -395,3 +395,46 @@ def _from_bundle(data: dict, folder: Path, label: str) -> None:
                     data["numa_nodes"][k]["memory_bandwidth_Bps"] = {
                         "value": float(row["gbps"]) * 1e9,
                         "source": f"{label}/numa/bandwidth.csv: triad, threads and data on NUMA {k} ({row['threads']} threads)"}
+
+
+# --------------------------------------------------------------------------- topology given to StarPU
+
+
+def this_machine_pus() -> set[int]:
+    """The PUs (OS indices) this process may run on: what a topology handed to StarPU with
+    HWLOC_THISSYSTEM=1 must stick to, since StarPU binds its threads to them (core/topology.c
+    `_starpu_bind_thread_on_cpu`, hwloc_set_cpubind)."""
+    import os
+
+    return set(os.sched_getaffinity(0))
+
+
+def check_topology(xml: bytes, file: str | Path, key: str, pus: set[int] | None = None) -> int:
+    """The number of NUMA nodes of an hwloc 2.x XML topology that StarPU can load on this machine
+    (HWLOC_XMLFILE, HWLOC_THISSYSTEM=1); InputError naming `file` and `key` otherwise: not hwloc's
+    XML, no NUMA node or PU, or a PU this machine does not have (`pus`: this_machine_pus())."""
+    try:
+        root = etree.fromstring(xml, etree.XMLParser(resolve_entities=False, no_network=True))
+    except etree.XMLSyntaxError as exc:
+        raise InputError(file, key, f"an hwloc XML topology (lstopo --of xml), got invalid XML: {exc}") from None
+    if root.tag != "topology":
+        raise InputError(file, key, f"an hwloc XML topology (lstopo --of xml; root element topology), got {root.tag!r}")
+    objects = list(root.iter("object"))
+    numas = [o for o in objects if o.get("type") == "NUMANode"]
+    pu_ids = []
+    for o in objects:
+        if o.get("type") == "PU":
+            index = o.get("os_index", "")
+            if not index.isdigit():
+                raise InputError(file, f"{key}: PU os_index", f"an integer, got {index!r}")
+            pu_ids.append(int(index))
+    if not numas or not pu_ids:
+        raise InputError(file, key, "an hwloc XML topology with NUMANode and PU objects")
+    allowed = this_machine_pus() if pus is None else pus
+    foreign = sorted(set(pu_ids) - allowed)
+    if foreign:
+        have = ",".join(str(p) for p in sorted(allowed))
+        raise InputError(file, f"{key}: PU P#{foreign[0]}",
+                         f"a PU of this machine ({have}): StarPU binds its threads to the topology's PUs "
+                         "(HWLOC_THISSYSTEM=1)")
+    return len(numas)

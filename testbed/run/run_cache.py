@@ -44,6 +44,8 @@ def enabled() -> bool:
 def cacheable(args) -> bool:
     return (enabled() and args.engine == "numasim" and not args.trace and not args.transfers
             and not getattr(args, "events", None)
+            # options checked (and refused or acted on) by the uncached path only
+            and not any(getattr(args, k, None) for k in ("memory_counts", "topology", "generate_on_main_ram"))
             and not args.check and args.distribution == "block-cyclic")
 
 

@@ -73,6 +73,18 @@ def check_spec(spec: RunSpec) -> None:
                                         "or starpu-simgrid engine")
     if spec.mechanisms_off and spec.engine != "numasim":
         raise InputError(None, "--mechanism-off", "the numasim engine (the mechanisms are numasim's models)")
+    if spec.topology is not None and spec.engine != "real":
+        raise InputError(None, "--topology", "the real engine (the topology the real StarPU loads; numasim reads "
+                                             "the machine description)")
+    if spec.generate_on_main_ram and spec.engine != "real":
+        raise InputError(None, "--generate-on-main-ram", "the real engine (numasim does not simulate the generation)")
+    if spec.memory_counts is not None:
+        if spec.engine not in ("real", "numasim"):
+            raise InputError(None, "--memory-counts", "the real or numasim engine (StarPU-SimGrid is built without "
+                                                      "FxT for MPI runs, as --trace says)")
+        if spec.engine == "numasim" and (spec.transfers is None or spec.events is None):
+            raise InputError(None, "--memory-counts", "--transfers and --events with the numasim engine "
+                                                      "(the counts are read from them)")
     if spec.events is not None and spec.engine == "starpu-simgrid":
         raise InputError(None, "--events", "the numasim or real engine (StarPU-SimGrid is built without FxT "
                                            "for MPI runs, as --trace says)")
@@ -106,9 +118,29 @@ def simulate(spec: RunSpec) -> dict:
     t0 = time.perf_counter()
     result = engine.run(spec)
     wall = time.perf_counter() - t0
+    if spec.memory_counts is not None:
+        write_memory_counts(spec, result)
     out = {**header(spec), **result}
     out.setdefault("wall_s", wall)
     return out
+
+
+def write_memory_counts(spec: RunSpec, result: dict) -> None:
+    """--memory-counts: the real engine's counts (from StarPU's FxT trace) or numasim's (from its
+    transfer log and events), testbed/traces/memory_counts.py; the result keeps each rank's
+    memory nodes."""
+    from testbed.common.atomic import atomic_file
+    from testbed.traces import memory_counts as mc
+
+    if spec.engine == "real":
+        counts = result.pop("memory_counts")
+    else:
+        counts = {"engine": "numasim", "ranks": mc.numasim_counts(spec.transfers, spec.events)}
+    counts.update({"cluster": spec.cluster, "n": spec.n, "b": spec.b, "env": spec.env, "seed": spec.seed})
+    with atomic_file(spec.memory_counts, option="--memory-counts") as fh:
+        json.dump(counts, fh, indent=1, sort_keys=True)
+        fh.write("\n")
+    result["ram_memory_nodes_by_rank"] = [r["ram_memory_nodes"] for r in counts["ranks"]]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -145,6 +177,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--paje", default=None,
                    help="also write the run's trace as a Paje file (pj_dump, ViTE; testbed trace-paje)")
     p.add_argument("--check", action="store_true", help="real engine: also compute the residual ||A-LU||/||A||")
+    p.add_argument("--topology", default=None, metavar="FILE|described",
+                   help="real engine: the hwloc XML topology StarPU loads instead of this machine's (HWLOC_XMLFILE, "
+                        "HWLOC_THISSYSTEM=1: its PUs must be this machine's), or `described`: the cluster's machine "
+                        "descriptions written as hwloc XML (docs/numa-split.md)")
+    p.add_argument("--memory-counts", default=None, metavar="FILE",
+                   help="real, numasim: write the run's RAM memory nodes, replicas allocated per node, copies per "
+                        "node pair and the thread that ran each, as JSON (real: from StarPU's FxT trace; numasim: "
+                        "from --transfers and --events, which it needs); docs/numa-split.md")
+    p.add_argument("--generate-on-main-ram", action="store_true",
+                   help="real engine: generate the matrix on a CPU worker of memory node 0, so that every tile starts "
+                        "the LU on its home node alone, as numasim's run does")
     p.add_argument("--symbols", choices=["chameleon", "starpu-lu"], default=None,
                    help="perf-model symbols: Chameleon's (dgemm, ...) or StarPU's LU example (auto-detected)")
     p.add_argument("--cfg", action="append", default=[], metavar="KEY:VALUE",
@@ -218,6 +261,9 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
         trace=Path(args.trace) if args.trace else None,
         transfers=Path(args.transfers) if args.transfers else None,
         events=Path(args.events) if getattr(args, "events", None) else None,
+        topology=getattr(args, "topology", None),
+        memory_counts=Path(args.memory_counts) if getattr(args, "memory_counts", None) else None,
+        generate_on_main_ram=getattr(args, "generate_on_main_ram", False),
         platform_dir=platform_dir,
         perfmodel_dirs=perfmodel_dirs(args),
     )
@@ -285,10 +331,12 @@ def check_outputs(args: argparse.Namespace) -> list[tuple[str, Path]]:
     from testbed.common.outputs import Out, check_distinct
 
     outputs = [(opt, getattr(args, dest, None)) for opt, dest in (("--trace", "trace"), ("--transfers", "transfers"),
-                                                                    ("--events", "events"), ("--paje", "paje"))]
+                                                                    ("--events", "events"), ("--paje", "paje"),
+                                                                    ("--memory-counts", "memory_counts"))]
     inputs = [("--cluster", args.cluster if args.cluster and Path(args.cluster).exists() else None),
               ("--distribution", args.distribution if Path(args.distribution).exists() else None),
-              ("--platform-dir", args.platform_dir)]
+              ("--platform-dir", args.platform_dir),
+              ("--topology", getattr(args, "topology", None) if getattr(args, "topology", None) != "described" else None)]
     check_distinct(inputs, [Out(opt, path) for opt, path in outputs])
     given = [(opt, Path(path)) for opt, path in outputs if path]
     for opt, path in given:
