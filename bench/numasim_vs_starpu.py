@@ -123,6 +123,8 @@ STARPU_CACHE = ROOT / "bench" / "results" / "starpu_cache"
 #: Set by main(): False with --no-cache; True with --starpu-only (fill the cache, no numasim).
 USE_CACHE = True
 STARPU_ONLY = False
+#: --pinned-alloc-s-per-mib: numasim's GPU hosts of the cluster cases charge pinned allocations
+PINNED_ALLOC_S_PER_MIB: float | None = None
 #: What the starpu-simgrid engine runs besides the platform directory: its code and binaries.
 STARPU_ENGINE_FILES = (ROOT / "testbed" / "run" / "engines" / "starpu_simgrid.py",
                        ROOT / "testbed" / "run" / "engines" / "lu_app.py")
@@ -261,8 +263,14 @@ def bus_platform_dir(pdir: Path, out: Path, name: str) -> None:
     the links StarPU-SimGrid simulates, one RAM node; starpu/ is pdir's."""
     out.mkdir(parents=True)
     (out / "starpu").symlink_to((pdir / "starpu").resolve())
-    write_platform(build_platform(nodes_of_starpu_dir(pdir / "starpu"), pdir / "starpu" / "cluster.xml", name),
-                   out / "numasim.xml")
+    tree = build_platform(nodes_of_starpu_dir(pdir / "starpu"), pdir / "starpu" / "cluster.xml", name)
+    if PINNED_ALLOC_S_PER_MIB is not None:  # StarPU-SimGrid's own charge, on numasim's GPU hosts too
+        import xml.etree.ElementTree as ET
+
+        for host in tree.iter("host"):
+            if any(q.get("id") == "kind" and q.get("value") == "gpu" for q in host.findall("prop")):
+                ET.SubElement(host, "prop", id="pinned_alloc_s_per_mib", value=repr(PINNED_ALLOC_S_PER_MIB))
+    write_platform(tree, out / "numasim.xml")
 
 
 def cluster_case(cluster: str, nt: int, work: Path) -> Case:
@@ -330,10 +338,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-cache", action="store_true", help="rerun StarPU-SimGrid even when results/starpu_cache "
                    "holds a result for the same inputs")
     p.add_argument("--starpu-only", action="store_true", help="only run (and cache) the StarPU-SimGrid side")
+    p.add_argument("--pinned-alloc-s-per-mib", type=float, default=None,
+                   help="the cluster cases' numasim platforms charge pinned allocations at this cost (StarPU-SimGrid's "
+                        "own: 0.00065), so that StarPU-MPI's reception buffers are charged on both sides")
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "numasim_vs_starpu.json")
     args = p.parse_args(argv)
-    global USE_CACHE, STARPU_ONLY
+    global USE_CACHE, STARPU_ONLY, PINNED_ALLOC_S_PER_MIB
     USE_CACHE, STARPU_ONLY = not args.no_cache, args.starpu_only
+    if args.pinned_alloc_s_per_mib is not None and not 0 <= args.pinned_alloc_s_per_mib <= 1:
+        p.error(f"--pinned-alloc-s-per-mib: expected seconds per MiB in [0, 1], got {args.pinned_alloc_s_per_mib}")
+    PINNED_ALLOC_S_PER_MIB = args.pinned_alloc_s_per_mib
     for f in (SMPIRUN, LU_SIMGRID, NUMASIM):
         if not f.exists():
             print(f"error: {f} is missing (run `make build` / envs/setup.sh)", file=sys.stderr)

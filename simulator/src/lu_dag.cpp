@@ -126,6 +126,7 @@ private:
         cache_.find_or_add(dag_.receptions, handle, tile, version_[tile],
                            static_cast<uint16_t>(cfg_.owner[tile]), rank, dag_.tasks[task].prio);
     if (inserted) {
+      dag_.receptions[r].first_reader = task;
       if (writer != kNone)
         edge(writer, node_of_recv(r));
       else

@@ -45,6 +45,9 @@ struct Reception {
   // (mpi/src/starpu_mpi_task_insert.c _starpu_mpi_exchange_data_before_execution passes the task's
   // priority to starpu_mpi_isend_detached_prio).
   int32_t prio = 0;
+  // The task whose submission on `dst` posted the reception (its first reader there): the main
+  // thread allocates the buffer then (Simulation::main_thread).
+  uint32_t first_reader = 0;
 };
 
 struct Dag {

@@ -39,6 +39,9 @@ const std::array<MechanismInfo, kNumMechanisms> kMechanisms = {{
      "Linux's automatic NUMA balancing scans nothing: no hinting faults, no page migrations"},
     {Mechanism::kernel_variability, "kernel_variability", "runtime.cpp Simulation::sample_duration",
      "every kernel takes its model's mean (the run description's \"variability\": false)"},
+    {Mechanism::reception_buffers, "reception_buffers", "runtime.cpp Simulation::main_thread",
+     "a received tile's buffer costs no pinned allocation in the main thread: tasks are submitted and "
+     "receptions posted at once, the buffer first touched by the MPI thread"},
 }};
 
 bool mechanism_by_name(const std::string& name, Mechanism& out) {

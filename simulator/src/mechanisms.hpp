@@ -23,8 +23,9 @@ enum class Mechanism : unsigned char {
   launch_costs,             // GPU launch latency, copy submission, per-task host time, first calls
   numa_balancing,           // Linux's NUMA hinting faults and page migrations
   kernel_variability,       // lognormal kernel durations and their spread on remote pages
+  reception_buffers,        // StarPU-MPI's pinned reception buffers, allocated by the main thread
 };
-constexpr std::size_t kNumMechanisms = 11;
+constexpr std::size_t kNumMechanisms = 12;
 
 struct MechanismInfo {
   Mechanism id;

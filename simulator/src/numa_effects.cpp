@@ -202,8 +202,22 @@ void NumaEffects::record_alloc(uint32_t h, int local, AllocKind kind, int numa) 
     a = {kind, static_cast<int8_t>(numa), static_cast<float>(sg4::Engine::get_clock())};
 }
 
-void NumaEffects::allocated(int rank, uint32_t h, int gdst, const Worker* pinner) {
+void NumaEffects::allocated(int rank, uint32_t h, int gdst, const Worker* pinner, bool main_thread) {
   const MemNode& m = topo_.mem(gdst);
+  if (main_thread) { // cudaHostAlloc in the main thread populates the pages on its NUMA node
+    RankInfo& ri = ranks_[rank];
+    record_alloc(h, m.local, AllocKind::main, ri.main_numa);
+    if (!ri.pinned)
+      return;
+    if (!ri.use_numa) {
+      if (page_[h] < 0)
+        page_[h] = static_cast<int8_t>(ri.main_numa);
+    } else {
+      slot_page_[static_cast<size_t>(h) * topo_.mem_stride() + m.local] =
+          static_cast<int8_t>(ri.main_numa == m.numa ? -1 : ri.main_numa);
+    }
+    return;
+  }
   record_alloc(h, m.local,
                !pinner        ? AllocKind::copy
                : pinner->cuda ? AllocKind::cuda

@@ -77,7 +77,8 @@ public:
   int move(const Transfer& t, const Worker* thread = nullptr);
   // A buffer of handle h was allocated on RAM memory node gdst by `pinner` (cudaHostAlloc, its pages
   // where that thread runs), or bound to the node's NUMA node (pinner nullptr: hwloc_alloc_membind).
-  void allocated(int rank, uint32_t h, int gdst, const Worker* pinner);
+  // `main_thread`: the application's thread pinned it (a reception's buffer, StarPU-MPI).
+  void allocated(int rank, uint32_t h, int gdst, const Worker* pinner, bool main_thread = false);
 
   // Introspection (tests, traces, summary).
   int page_numa(int rank, uint32_t tile) const; // NUMA node of the RAM replica's pages, -1: none

@@ -264,6 +264,11 @@ void Simulation::release(uint32_t node_id, int releasing_worker) {
 
 // A ready task enters the scheduler (core/sched_policy.c _starpu_push_task; FxT's JOB_PUSH).
 void Simulation::push(uint32_t task, int releasing_worker) {
+  const int rank = dag_.tasks[task].rank;
+  if (task >= submitted_[rank]) { // ready before the main thread submitted it
+    deferred_[rank].push_back(task);
+    return;
+  }
   if (events_) {
     const double now = sg4::Engine::get_clock();
     events_->add(EventType::Push, now, now, -1, dag_.tasks[task].rank, task);
@@ -335,6 +340,7 @@ void Simulation::fill_summary() {
                         {"pinned_alloc_s", dc.pinned_alloc_s},
                         {"pinned_allocs", static_cast<double>(dc.pinned_allocs)},
                         {"pinned_allocs_cpu", static_cast<double>(dc.pinned_allocs_cpu)},
+                        {"pinned_allocs_main", static_cast<double>(dc.pinned_allocs_main)},
                         {"pinned_allocs_cuda", static_cast<double>(dc.pinned_allocs_cuda)},
                         {"pinned_allocs_unthreaded", static_cast<double>(dc.pinned_allocs_unthreaded)},
                         {"pinned_gpu_stall_s", dc.pinned_gpu_stall_s},
@@ -350,11 +356,66 @@ void Simulation::fill_summary() {
   }
 }
 
+// StarPU-MPI of the study's era receives a tile into a buffer that the thread acquiring the
+// handle allocates, synchronously: mpi/src/starpu_mpi_task_insert.c
+// _starpu_mpi_exchange_data_before_execution -> starpu_mpi_irecv_detached -> starpu_mpi.c
+// _starpu_mpi_isend_irecv_common acquires it on STARPU_MAIN_RAM in W mode; with no earlier access
+// the acquire is granted in the submitting thread, and datawizard/coherency.c
+// _starpu_create_request_to_fetch_data allocates at once (memalloc.c _starpu_allocate_memory_on_node,
+// pinned with CUDA workers: malloc.c _starpu_malloc_flags_on_node, cudaHostAlloc, no hwloc
+// binding), then nmad/starpu_mpi_nmad.c _starpu_mpi_submit_ready_request posts the receive from
+// that thread (starpu-1.3 of April 2020, 0055900). So the application's main thread, submitting
+// the whole graph, pins one buffer per tile it receives (the StarPU-MPI cache keeps it; Chameleon
+// flushes nothing before the end) at the submission of the tile's first local reader, holding the
+// node's GPUs as any pinned allocation, and the tasks after it are submitted once it returns.
+bool Simulation::submits_slowly(int rank) const {
+  return cfg_.mechanisms(Mechanism::reception_buffers) && cfg_.mechanisms(Mechanism::pinned_alloc) &&
+         numa_->pinned(rank) && data_->pinned_cost_per_mib(rank) > 0;
+}
+
+void Simulation::main_thread(int rank) {
+  const uint32_t ntasks = static_cast<uint32_t>(dag_.tasks.size());
+  for (uint32_t r = 0; r < dag_.receptions.size(); r++) {
+    const Reception& rc = dag_.receptions[r];
+    if (rc.dst != rank)
+      continue;
+    submit_until(rank, rc.first_reader);
+    data_->allocate_reception(rank, data_->handle(rank, rc.tile));
+    mpi_->post(r);
+  }
+  submit_until(rank, ntasks);
+}
+
+void Simulation::submit_until(int rank, uint32_t bound) {
+  submitted_[rank] = std::max(submitted_[rank], bound);
+  auto& waiting = deferred_[rank];
+  if (waiting.empty())
+    return;
+  std::sort(waiting.begin(), waiting.end());
+  const auto end = std::lower_bound(waiting.begin(), waiting.end(), bound);
+  const std::vector<uint32_t> now(waiting.begin(), end);
+  waiting.erase(waiting.begin(), end);
+  for (uint32_t t : now) // pushing may switch to other actors: the list is settled first
+    push(t, -1);
+}
+
 Summary Simulation::run() {
   for (auto& w : topo_->workers())
     w.actor = sg4::Actor::create(w.name, w.host, [this, id = w.id] { worker_loop(id); });
   mpi_->start_actors();
   numa_->start_actors();
+  const uint32_t ntasks = static_cast<uint32_t>(dag_.tasks.size());
+  submitted_.assign(topo_->nranks(), ntasks);
+  deferred_.assign(topo_->nranks(), {});
+  for (int rank = 0; rank < static_cast<int>(topo_->nranks()); rank++)
+    if (submits_slowly(rank)) {
+      submitted_[rank] = 0;
+      for (uint32_t r = 0; r < dag_.receptions.size(); r++)
+        if (dag_.receptions[r].dst == rank)
+          mpi_->hold_until_posted(r);
+      sg4::Actor::create(nodes()[rank].name + ".main", nodes()[rank].cpus.front().host,
+                         [this, rank] { main_thread(rank); });
+    }
   // The main thread submits the whole graph at t=0; ready tasks are pushed in submission order.
   sg4::Actor::create("main", nodes()[0].cpus.front().host, [this] {
     if (dag_.tasks.empty()) {

@@ -108,6 +108,13 @@ private:
   void operand_ready(uint32_t waiter); // DataWizard::Hooks::ready
   void ram_copy_queued(int gdst);      // DataWizard::Hooks::ram_copy_queued
   bool ram_threads_ = false;           // some RAM->RAM copy was queued for a driving thread
+  // Per rank: the tasks of index below it are submitted (Simulation::main_thread); the ready ones
+  // above it wait in deferred_.
+  std::vector<uint32_t> submitted_;
+  std::vector<std::vector<uint32_t>> deferred_;
+  bool submits_slowly(int rank) const; // its main thread pins the reception buffers (main_thread)
+  void main_thread(int rank);
+  void submit_until(int rank, uint32_t bound);
   void worker_loop(int wid);
   void prepare(Worker& w, uint32_t task);
   void execute(Worker& w, uint32_t task);

@@ -189,6 +189,18 @@ TEST(Mechanisms, ThreadCopiesOffLeavesTheWorkersFreeOfCopies) {
   EXPECT_GT(o["costs.pinned_alloc_s"], 0);
 }
 
+// The main thread pins one buffer per tile its rank receives, before posting the reception and
+// submitting what follows (Simulation::main_thread); off, no such allocation and no hold for it.
+TEST(Mechanisms, ReceptionBuffersOffMakesNoMainThreadAllocation) {
+  const std::string p = full_platform("tiny2.xml", kZone, kGpu, "recv.xml");
+  Facts on = run(p, 8, kNuma, 2);
+  Facts o = run(p, 8, kNuma, 2, off("reception_buffers"));
+  EXPECT_GT(on["costs.pinned_allocs_main"], 0);
+  EXPECT_EQ(o["costs.pinned_allocs_main"], 0);
+  EXPECT_EQ(on["costs.pinned_allocs"] - on["costs.pinned_allocs_main"], o["costs.pinned_allocs"]);
+  EXPECT_GT(on["costs.pinned_gpu_stall_s"], o["costs.pinned_gpu_stall_s"]); // the GPUs held for them
+}
+
 TEST(Mechanisms, MpiMainRamOffSendsAsStarpu1410) {
   const std::string p = full_platform("tiny2.xml", kZone, kGpu, "mpi.xml");
   Facts o = run(p, 8, kNuma, 2, off("mpi_main_ram"));

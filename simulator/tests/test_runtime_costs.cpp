@@ -256,6 +256,60 @@ TEST(RuntimeCosts, PinnedAllocationsByThreadKindAddUpToTheTotal) {
   EXPECT_LE(r.costs["ram_copy_pinned_allocs_cuda"], cuda);
 }
 
+// StarPU-MPI of the study's era: the main thread pins the buffer of each tile its rank receives,
+// at the submission of the tile's first local reader, then posts the reception
+// (Simulation::main_thread). On two one-GPU nodes (tiny2, 2 x 1 grid): one main-thread allocation
+// per received tile, no message lands before its receiver's first allocation ended, and the
+// node's GPUs are held meanwhile.
+TEST(RuntimeCosts, ReceivedTilesArePinnedByTheMainThreadBeforeTheirMessage) {
+  const double per_mib = 0.05; // slow, so that the allocations show in the dates
+  std::string path = ::testing::TempDir() + "tiny2_recv.xml";
+  {
+    std::ifstream in(kData + "tiny2.xml");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::string xml = ss.str();
+    const std::string mem = "<prop id=\"memory\" value=\"12884901888\"/>";
+    for (size_t at = xml.find(mem); at != std::string::npos; at = xml.find(mem, at + 1))
+      xml.insert(at + mem.size(), "<prop id=\"pinned_alloc_s_per_mib\" value=\"0.05\"/>");
+    std::ofstream(path) << xml;
+  }
+  sg4::Engine e(&argc_, argv_);
+  std::string text =
+      R"({"platform": ")" + path + R"(", "perfmodels": {"tiny": ")" + kData +
+      R"(tiny_sampling"}, "workload": {"kind": "lu", "n": 768, "b": 96, "distribution": {"kind":
+                     "block-cyclic", "p": 2, "q": 1}}, "seed": 3, "variability": true})";
+  RunConfig cfg = RunConfig::from_json(parse_json(text, "test.json"), "test.json");
+  cfg.env = parse_starpu_env({}, "test.json");
+  cfg.transfers = ::testing::TempDir() + "recv_transfers.csv";
+  Simulation sim(e, cfg);
+  Summary s = sim.run();
+  std::ostringstream tr;
+  sim.write_transfers(tr);
+  const auto rows = csv(tr.str());
+  const size_t src = column(rows.at(0), "Src"), dst = column(rows.at(0), "Dst"),
+               start = column(rows.at(0), "Start");
+  std::set<std::pair<std::string, std::string>> received; // (destination node, tile by first start)
+  size_t messages = 0;
+  double first = 1e9;
+  for (size_t i = 1; i < rows.size(); i++) {
+    const std::string a = rows[i][src].substr(0, rows[i][src].find('.')),
+                      b = rows[i][dst].substr(0, rows[i][dst].find('.'));
+    if (a == b)
+      continue;
+    messages++;
+    first = std::min(first, std::stod(rows[i][start]));
+  }
+  const double one = 96.0 * 96 * 8 / 1048576 * per_mib;
+  std::map<std::string, double> costs(s.runtime_costs.begin(), s.runtime_costs.end());
+  ASSERT_GT(messages, 0u);
+  EXPECT_EQ(costs["pinned_allocs_main"], static_cast<double>(messages)); // each tile received once
+  EXPECT_GE(first, one - 1e-12) << "a message moved before its buffer was allocated";
+  EXPECT_GE(costs["pinned_gpu_stall_s"], costs["pinned_allocs_main"] * one - 1e-9);
+  EXPECT_EQ(costs["pinned_allocs"], costs["pinned_allocs_cpu"] + costs["pinned_allocs_cuda"] +
+                                        costs["pinned_allocs_unthreaded"] + costs["pinned_allocs_main"]);
+}
+
 // Whether a pinned allocation holds the node's GPUs is uncertain (docs/pinned-allocations.md): the
 // machine description's pinned_alloc_gpu_stall gives the share of the call during which the GPUs
 // start no copy and no kernel (1 when absent, the CUDA C Programming Guide's implicit

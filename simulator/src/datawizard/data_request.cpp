@@ -172,7 +172,7 @@ int32_t DataWizard::take_ram_copy(const Worker& w) {
   return -1;
 }
 
-bool DataWizard::allocate_ram(int rank, uint32_t h, int gdst, const Worker* thread) {
+bool DataWizard::allocate_ram(int rank, uint32_t h, int gdst, const Worker* thread, bool main_thread) {
   // The destination has no buffer yet: the thread handling the request allocates it
   // (datawizard/copy_driver.c _starpu_driver_copy_data_1_to_1 -> memalloc.c
   // _starpu_allocate_memory_on_node). A replica stays allocated when invalidated (memalloc.c:
@@ -184,7 +184,7 @@ bool DataWizard::allocate_ram(int rank, uint32_t h, int gdst, const Worker* thre
   if (ram_alloc_[s])
     return false;
   ram_alloc_[s] = 1;
-  numa_->allocated(rank, h, gdst, thread);
+  numa_->allocated(rank, h, gdst, thread, main_thread);
   const double per_mib = pinned_s_per_mib_[rank];
   const bool pinned = per_mib > 0 && cfg_.mechanisms(Mechanism::pinned_alloc);
   const double cost = pinned ? tile_bytes_ / 1048576.0 * per_mib : 0;
@@ -208,7 +208,8 @@ bool DataWizard::allocate_ram(int rank, uint32_t h, int gdst, const Worker* thre
         ms_[g].holds.add(now, now + stall);
       }
   counters_.pinned_allocs++;
-  (!thread        ? counters_.pinned_allocs_unthreaded
+  (main_thread    ? counters_.pinned_allocs_main
+   : !thread      ? counters_.pinned_allocs_unthreaded
    : thread->cuda ? counters_.pinned_allocs_cuda
                   : counters_.pinned_allocs_cpu)++;
   counters_.pinned_alloc_s += cost;

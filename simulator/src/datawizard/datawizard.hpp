@@ -115,6 +115,7 @@ struct DataCounters {
   // pinned_allocs by the kind of the allocating thread (they add up to pinned_allocs): a CPU worker,
   // a CUDA driver, or no modelled thread (the copy itself, when thread copies are switched off)
   uint64_t pinned_allocs_cpu = 0, pinned_allocs_cuda = 0, pinned_allocs_unthreaded = 0;
+  uint64_t pinned_allocs_main = 0;          // the main thread: StarPU-MPI's reception buffers
   uint64_t ram_copy_pinned_allocs_cuda = 0; // of pinned_allocs_cuda, those for a RAM->RAM copy
   double thread_copy_s = 0, pinned_alloc_s = 0, gpu_malloc_s = 0, gpu_free_s = 0;
   double pinned_gpu_stall_s = 0; // of pinned_alloc_s, the time the node's GPUs were held meanwhile
@@ -203,6 +204,11 @@ public:
   // Pinned host allocations (malloc.c _starpu_malloc_flags_on_node): seconds per MiB, 0 when the
   // node has no CUDA worker or its description gives no cost.
   double pinned_cost_per_mib(int rank) const { return pinned_s_per_mib_[rank]; }
+  // The main thread allocates the buffer of a tile `rank` receives, on its main RAM node
+  // (Simulation::main_thread); the calling actor sleeps for it.
+  void allocate_reception(int rank, uint32_t h) {
+    allocate_ram(rank, h, global(rank, topo_.home(rank)), nullptr, true);
+  }
 
 private:
   const Topology& topo_;
@@ -322,7 +328,8 @@ private:
   void gpu_free_chunk(int gmem); // a replica freed by the generic reclaim: its chunk is cudaFree'd
   // The first buffer of handle h on RAM node gdst, allocated by `thread` (blocking: pinned cost).
   // true when this call made a pinned allocation (the thread's own, whatever others did while it slept)
-  bool allocate_ram(int rank, uint32_t h, int gdst, const Worker* thread);
+  // `main_thread`: the application's thread allocates (thread null), a reception's buffer.
+  bool allocate_ram(int rank, uint32_t h, int gdst, const Worker* thread, bool main_thread = false);
   const Worker* driver_of(int gpu_gmem) const; // the CUDA worker driving a GPU memory node
 
   // data_request.cpp

@@ -11,7 +11,8 @@ namespace numasim {
 MpiRuntime::MpiRuntime(const Topology& topo, const Dag& dag, DataWizard& data, const RunConfig& cfg,
                        const Progress& progress, std::function<void(uint32_t r)> received)
     : topo_(topo), dag_(dag), data_(data), cfg_(cfg), progress_(progress), received_(std::move(received)),
-      threads_(topo.nranks()), recv_state_(dag.receptions.size(), 0), send_node_(dag.receptions.size(), -1),
+      threads_(topo.nranks()), recv_state_(dag.receptions.size(), 0), posted_(dag.receptions.size(), 1),
+      send_waiting_(dag.receptions.size(), 0), send_node_(dag.receptions.size(), -1),
       coop_(build_coop_sends(dag)), group_triggered_(coop_.ngroups(), 0),
       group_first_(coop_.ngroups(), kNone), sender_(dag.receptions.size()),
       next_send_(dag.receptions.size(), kNone), forward_(dag.receptions.size(), kNone) {
@@ -110,6 +111,14 @@ void MpiRuntime::delivered(uint32_t r) {
   enqueue(dag_.receptions[r].dst, false, r);
 }
 
+void MpiRuntime::post(uint32_t r) {
+  posted_[r] = 1;
+  if (send_waiting_[r]) {
+    send_waiting_[r] = 0;
+    enqueue(sender_[r], true, r);
+  }
+}
+
 void MpiRuntime::enqueue(int rank, bool send, uint32_t r) {
   Thread& m = threads_[rank];
   m.requests.emplace_back(send, r);
@@ -134,6 +143,10 @@ void MpiRuntime::progression_loop(int rank) {
     }
     auto [send, r] = m.requests.front();
     m.requests.pop_front();
+    if (send && !posted_[r]) { // the receiver has not posted it yet: sent when it does (post)
+      send_waiting_[r] = 1;
+      continue;
+    }
     if (cfg_.mpi_overhead_s > 0)
       numasim::sleep_for(cfg_.mpi_overhead_s);
     const Reception& rc = dag_.receptions[r];

@@ -32,8 +32,13 @@ public:
   void trigger(uint32_t r);    // the tile version of reception r was written
   void data_ready(uint32_t r); // the owner's copy for reception r's bag reached RAM
   void delivered(uint32_t r);  // reception r's message landed in the destination's RAM
-  void start_actors();         // one progression thread per node
-  void finish();               // the run ended: the threads return
+  // Reception r is posted only once its buffer is allocated (Simulation::main_thread): until
+  // post(r), a send ready for it waits (NewMadeleine's rendezvous: large data moves once the
+  // receive is posted).
+  void hold_until_posted(uint32_t r) { posted_[r] = 0; }
+  void post(uint32_t r);
+  void start_actors();                                         // one progression thread per node
+  void finish();                                               // the run ended: the threads return
   void set_events(RuntimeEvents* events) { events_ = events; } // the threads' states (runtime_events.hpp)
   // Messages triggered and not received; the first of them (up to `max_items` items in all) described.
   uint64_t stall_items(std::vector<std::string>& items, size_t max_items,
@@ -62,7 +67,9 @@ private:
   std::function<void(uint32_t)> received_;
   std::vector<Thread> threads_;
   std::vector<uint8_t> recv_state_;
-  std::vector<int8_t> send_node_; // per reception: local RAM node the owner sends from
+  std::vector<uint8_t> posted_;       // per reception: its receive is posted (its buffer exists)
+  std::vector<uint8_t> send_waiting_; // per reception: its send waits for the post
+  std::vector<int8_t> send_node_;     // per reception: local RAM node the owner sends from
   CoopSends coop_;
   std::vector<uint8_t> group_triggered_;
   std::vector<uint32_t> group_first_; // per bag: the owner's first send along the tree (kNone: all at once)
