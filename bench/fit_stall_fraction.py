@@ -11,10 +11,11 @@ share of a local dgemm that waits on memory latency (docs/blas3-remote-penalty.m
 Procedure: the study's default configuration at the study's scale (g5k-lille-21, N = 96000, b = 960,
 heterogeneity-aware mapping, seed 1), traced, once per σ of the grid; `testbed diagnose`'s kernel
 table gives chifflet's NUMA-0 and NUMA-1 CPU dgemm medians and the shares StarVZ's rule flags. The fit
-is the smallest σ of the grid, within the bound, at which most (> 50 %) NUMA-1 dgemms are flagged
-and at most 5 % of NUMA 0's; grid points beyond the bound (column `within_bound`) say how far outside
-it the observation would lie, and are never taken as the fit. A makespan or a factor effect is never looked at. Output: a CSV (one row per σ) and a
-summary line saying the fitted value or that none within the bound reproduces the observation.
+is the smallest σ of the grid at which most (> 50 %) NUMA-1 dgemms are flagged and at most 5 % of
+NUMA 0's; when it lies past the no-overlap bound (column `within_bound`), the summary says so: the
+observation is a measurement of the real machine, the bound a model of a Goto-style BLAS at idle or
+MLC-loaded latencies (the machine description keeps it as the range's other end, `fitted:`). A makespan or a factor effect is never looked at. Output: a CSV (one row per σ) and a
+summary line saying the fitted value (and whether it lies past the bound) or that none reproduces it.
 
 Usage: .venv/bin/python bench/fit_stall_fraction.py [--sigmas 0.018,0.06,0.12,0.18,0.24,0.36,0.48,0.6] [--seed 1]
        [--nt 100] --out bench/data/fit-stall-fraction
@@ -113,12 +114,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sigma {sigma:.3f}: NUMA 0 {r['numa0_median_ms']:.2f} ms ({100 * r['numa0_flagged']:.1f} % flagged), "
               f"NUMA 1 {r['numa1_median_ms']:.2f} ms ({100 * r['numa1_flagged']:.1f} % flagged), "
               f"threshold {r['threshold_ms']:.2f} ms", file=sys.stderr, flush=True)
-    fit = next((r["sigma"] for r in rows if r["reproduces"] and r["within_bound"]), None)
-    beyond = next((r["sigma"] for r in rows if r["reproduces"] and not r["within_bound"]), None)
-    summary = (f"fitted: sigma = {fit} (the smallest of the grid reproducing the observation)" if fit is not None else
-               f"no sigma of the grid {sigmas} reproduces the observation (> {MOST:.0%} of NUMA 1's dgemms flagged, "
-               f"<= {FEW:.0%} of NUMA 0's) within its bound {list(BOUND)}"
-               + (f"; beyond it, the smallest that does is {beyond}" if beyond is not None else ""))
+    fit = next((r["sigma"] for r in rows if r["reproduces"]), None)
+    observation = f"> {MOST:.0%} of NUMA 1's dgemms flagged, <= {FEW:.0%} of NUMA 0's"
+    if fit is None:
+        summary = f"no sigma of the grid {sigmas} reproduces the observation ({observation})"
+    elif BOUND[0] <= fit <= BOUND[1]:
+        summary = f"fitted: sigma = {fit} (the smallest of the grid reproducing the observation, {observation})"
+    else:  # the Standards allow a fit past a first-principles bound when the observation requires it
+        summary = (f"fitted: sigma = {fit}, past the first-principles bound {list(BOUND)} (no sigma within it "
+                   f"reproduces the observation, {observation}; the smallest of the grid that does)")
     with atomic_members(args.out, ["fit.csv", "summary.txt"]) as out:
         with (out / "fit.csv").open("w", newline="") as fh:
             w = csv.DictWriter(fh, fieldnames=COLUMNS)

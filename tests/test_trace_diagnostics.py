@@ -15,6 +15,7 @@ import pytest
 
 from testbed import ROOT
 from testbed.common import paths
+from testbed.common.errors import InputError
 from testbed.traces.diagnostics import (
     TABLES,
     area_bound,
@@ -32,7 +33,6 @@ from testbed.traces.diagnostics import (
     starvz_outliers,
     write_tables,
 )
-from testbed.common.errors import InputError
 from testbed.traces.traces import read_tasks, read_transfers
 
 needs_numasim = pytest.mark.skipif(not paths.NUMASIM.exists(), reason="numasim not built (make build)")

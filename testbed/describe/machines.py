@@ -505,12 +505,48 @@ def _check_connected(file: Path, nnuma: int, links: list[InterSocketLink]) -> No
         raise InputError(file, "inter_socket_links", f"links connecting every NUMA node; NUMA {missing} unreachable")
 
 
-def load_machine(path_or_name: str | Path, relative_to: Path | None = None) -> Machine:
-    """Load `platforms/machines/NAME.yaml` (or a path) into a validated Machine."""
+#: a cluster's `variant`: which value of a quantity with a `fitted` entry the machines take
+VARIANTS = ("first-principles", "fitted")
+
+
+def machine_data(file: Path, variant: str = "first-principles") -> dict[str, Any]:
+    """A machine YAML as read, or with its fitted values in place (variant `fitted`): each
+    quantity with `fitted: {value, observation, procedure}` takes that value, its range spans the
+    first-principles value and the fitted one, and says so (the Standards' "fitted:")."""
+    data = load_yaml(file)
+    if variant == "first-principles":
+        return data
+    _validate(file, data, "machine.schema.json")  # the fitted entries as written
+
+    def apply(node: Any) -> Any:
+        if isinstance(node, dict):
+            if "fitted" in node and "value" in node:
+                q = {k: v for k, v in node.items() if k != "fitted"}
+                f, first = node["fitted"], node["value"]
+                q["value"] = f["value"]
+                how = "source" if "source" in q else "derived"
+                q[how] = f"fitted ({f['value']:g}) in place of the first-principles value, which is: {q[how]}"
+                q.pop("spread", None)
+                q["range"] = [min(first, f["value"]), max(first, f["value"])]
+                q["range_reason"] = (f"fitted: {f['observation']}; procedure: {f['procedure']}; the first-principles "
+                                     f"value {first:g} is the range's other end")
+                return q
+            return {k: apply(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [apply(v) for v in node]
+        return node
+
+    return apply(data)
+
+
+def load_machine(path_or_name: str | Path, relative_to: Path | None = None,
+                 variant: str = "first-principles") -> Machine:
+    """Load `platforms/machines/NAME.yaml` (or a path) into a validated Machine (with its fitted
+    values for variant `fitted`)."""
     file = _resolve(path_or_name, MACHINES, relative_to)
     if not file.is_file():
         raise InputError(file, None, _known_or_file("machine", MACHINES, path_or_name))
-    data = load_yaml(file)
+    data = machine_data(file, variant)
     machine = parse_machine(data, file)
     if machine.name != file.stem:
         raise InputError(file, "name", f"the file's base name {file.stem!r}, got {machine.name!r}")
@@ -544,7 +580,8 @@ def load_cluster(path_or_name: str | Path) -> Cluster:
     if hit is not None and hit[0] and _stamp([Path(f) for f, _, _ in hit[0]]) == hit[0]:
         return hit[1]
     cluster = _load_cluster(file, path_or_name)
-    _CLUSTERS[str(file.resolve())] = (_stamp([cluster.path] + [m.path for m in cluster.machines.values()]), cluster)
+    read = [cluster.path] + ([Path(cluster.raw["base_file"])] if "base_file" in cluster.raw else [])
+    _CLUSTERS[str(file.resolve())] = (_stamp(read + [m.path for m in cluster.machines.values()]), cluster)
     return cluster
 
 
@@ -557,8 +594,8 @@ def _known_or_file(kind: str, folder: Path, given: str | Path) -> str:
 def _load_cluster(file: Path, given: str | Path | None = None) -> Cluster:
     if not file.is_file():
         raise InputError(file, None, _known_or_file("cluster", CLUSTERS, file if given is None else given))
-    data = load_yaml(file)
-    _validate(file, data, "cluster.schema.json")
+    data = cluster_data(file)
+    variant = data.get("variant", "first-principles")
     nodes: list[Node] = []
     counters: dict[str, int] = {}
     machines: dict[str, Machine] = {}
@@ -572,7 +609,7 @@ def _load_cluster(file: Path, given: str | Path | None = None) -> Cluster:
             raise InputError(file, f"nodes[{g}].machine", f"{exc.expected}, got {str(ref)[:80]!r}") from None
         if not mfile.is_file():
             raise InputError(file, f"nodes[{g}].machine", _known_or_file("machine", MACHINES, ref))
-        machine = load_machine(mfile)
+        machine = load_machine(mfile, variant=variant)
         if machine.name in machines and machines[machine.name].path.resolve() != mfile.resolve():
             raise InputError(file, f"nodes[{g}].machine", f"one definition per machine name; {machine.name!r} comes from two files")
         machines[machine.name] = machine
@@ -594,9 +631,33 @@ def _load_cluster(file: Path, given: str | Path | None = None) -> Cluster:
     )
 
 
+def cluster_data(file: Path) -> dict[str, Any]:
+    """A cluster YAML, validated; one with `base` takes that cluster's nodes, network and order
+    (machine references relative to the base's file), keeping its own name, description and
+    variant."""
+    data = load_yaml(file)
+    _validate(file, data, "cluster.schema.json")
+    if "base" not in data:
+        return data
+    base_file = _resolve(data["base"], CLUSTERS, file.parent)
+    if not base_file.is_file():
+        raise InputError(file, "base", _known_or_file("cluster", CLUSTERS, data["base"]))
+    base = load_yaml(base_file)
+    _validate(base_file, base, "cluster.schema.json")
+    if "base" in base:
+        raise InputError(file, "base", f"a cluster without a base of its own ({base_file.name} has one)")
+    merged = {**base, **{k: v for k, v in data.items() if k != "base"}}
+    merged["base_file"] = str(base_file)
+    for group in merged["nodes"]:  # machine references stay relative to the base's folder
+        group["machine"] = str(_resolve(group["machine"], MACHINES, base_file.parent))
+    return merged
+
+
 def cluster_source_files(path_or_name: str | Path) -> list[str]:
-    """Files a cluster's generated platform depends on: cluster, machine YAMLs, kernel bundles."""
+    """Files a cluster's generated platform depends on: cluster (and its base), machine YAMLs,
+    kernel bundles."""
     cluster = load_cluster(path_or_name)
-    files = [str(cluster.path)] + [str(m.path) for m in cluster.machines.values()]
+    files = [str(cluster.path)] + ([cluster.raw["base_file"]] if "base_file" in cluster.raw else [])
+    files += [str(m.path) for m in cluster.machines.values()]
     files += [str(m.kernels / "kernels.yaml") for m in cluster.machines.values() if m.kernels]
     return files

@@ -153,6 +153,19 @@ def _rel(path: Path) -> str:
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
+def place_data(cluster_ref: str, place: str, file: Path) -> Any:
+    """A place's YAML as the cluster uses it: the cluster's own data (its base merged), a
+    machine's with the cluster's variant applied (testbed/describe/machines.py machine_data)."""
+    from testbed.describe.machines import load_cluster, machine_data
+
+    cluster = load_cluster(cluster_ref)
+    if place == "cluster":
+        return {k: copy.deepcopy(v) for k, v in cluster.raw.items() if k not in ("base_file", "variant")}
+    if place.endswith("/kernels"):
+        return load_yaml(file)
+    return machine_data(file, cluster.raw.get("variant", "first-principles"))
+
+
 def description_files(cluster_ref: str) -> dict[str, Path]:
     """Place name -> YAML file: `cluster`, each machine type, and `<machine>/kernels`."""
     from testbed.describe.machines import load_cluster
@@ -194,7 +207,7 @@ def resolve_parameters(cluster_ref: str, specs: list[dict], where: str = "config
                 raise InputError(where, at, f"a key path like gpus[*].pcie_bandwidth_Bps, got {pattern!r}") from None
             file = files[place]
             if place not in data:
-                data[place] = load_yaml(file)
+                data[place] = place_data(cluster_ref, place, file)
             found = match_quantities(data[place], tokens)
             if not found:
                 raise InputError(where, at, f"a key naming quantities of {_rel(file)}, {pattern!r} names none")
@@ -371,7 +384,8 @@ def write_descriptions(plan: dict, u: dict[str, float], out: Path) -> Path:
     position `u` (a missing or NaN position keeps the written value), under `out`; returns
     the cluster file (its machines are `machines/<name>.yaml`, bundles `kernels/<name>/`)."""
     files = description_files(plan["experiment"]["cluster"])
-    data = {place: load_yaml(f) for place, f in files.items()}
+    # the variant's values written in place: the descriptions below are first-principles ones
+    data = {place: place_data(plan["experiment"]["cluster"], place, f) for place, f in files.items()}
     for p in plan_parameters(plan):
         pos = u.get(p.name, math.nan)
         if pos is None or math.isnan(pos):
