@@ -248,12 +248,12 @@ def test_describe_local_roundtrips_a_generated_topology(tmp_path: Path) -> None:
 
 def test_pinned_allocation_stall_reaches_the_platform(tmp_path: Path) -> None:
     """gpus[].pinned_alloc_gpu_stall (docs/pinned-allocations.md): chifflet's is 1 with the range
-    [0.87, 1] the sensitivity analysis samples (0.87: the lowest share measured on an H200); a share other than 1 becomes the GPU host's property
+    [0, 1] the sensitivity analysis samples (its GPU generation unmeasured); a share other than 1 becomes the GPU host's property
     (numasim's default is 1: absent means the whole call)."""
     from lxml import etree
 
     raw = _chifflet()
-    assert [g["pinned_alloc_gpu_stall"]["range"] for g in raw["gpus"]] == [[0.87, 1], [0.87, 1]]
+    assert [g["pinned_alloc_gpu_stall"]["range"] for g in raw["gpus"]] == [[0, 1], [0, 1]]
     assert [g.pinned_alloc_gpu_stall for g in load_machine("chifflet").gpus] == [1.0, 1.0]
     raw["gpus"][1]["pinned_alloc_gpu_stall"]["value"] = 0.25
     raw["gpus"][1]["pinned_alloc_gpu_stall"]["range"] = [0, 1]
