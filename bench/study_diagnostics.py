@@ -44,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=1)
     ap.add_argument("--nt", type=int, default=100)
     ap.add_argument("--configs", default="default,A=1", help="comma-separated: `default` or FACTOR=LEVEL, several joined by + (A=1+B=1)")
+    ap.add_argument("--cluster", default=CLUSTER,
+                    help=f"the study's cluster (default: {CLUSTER}; g5k-lille-21-fitted: its fitted variant)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     from testbed.describe.machines import load_cluster
@@ -54,11 +56,11 @@ def main(argv: list[str] | None = None) -> int:
     tables = []
     with tempfile.TemporaryDirectory(prefix="study-diagnostics-") as tmp:
         pdir = Path(tmp) / "platform"
-        generate(load_cluster(CLUSTER), pdir, (960,))
+        generate(load_cluster(args.cluster), pdir, (960,))
         gpu_numa = gpu_numa_nodes(pdir)
         for seed in range(1, args.seeds + 1):
             for name, levels in configs.items():
-                s = spec(levels, seed, args.nt, pdir, Path(tmp) / "tasks.csv")
+                s = spec(levels, seed, args.nt, pdir, Path(tmp) / "tasks.csv", cluster=args.cluster)
                 s.transfers = Path(tmp) / "transfers.csv"
                 result = simulate(s)
                 makespan = result["makespan_s"]

@@ -45,10 +45,10 @@ CONFIGS = {"all default": {}, **{f"{x}=+1": {x: 1} for x in "ABCDEFG"}, "A,B,C,E
 
 
 def spec(levels: dict[str, int], seed: int, nt: int, pdir: Path, trace: Path | None = None,
-         mpi_backend: str = "nmad", transfers: Path | None = None) -> RunSpec:
+         mpi_backend: str = "nmad", transfers: Path | None = None, cluster: str = CLUSTER) -> RunSpec:
     factors = {x: levels.get(x, -1) for x in "ABCDEFG"}
-    return RunSpec(engine="numasim", cluster=CLUSTER, n=960 * nt, b=960, factors=factors,
-                   **resolve_run_env(CLUSTER, factors, {}, None).spec_fields(), seed=seed,
+    return RunSpec(engine="numasim", cluster=cluster, n=960 * nt, b=960, factors=factors,
+                   **resolve_run_env(cluster, factors, {}, None).spec_fields(), seed=seed,
                    distribution={"kind": "heterogeneous"}, platform_dir=pdir, trace=trace,
                    mpi_backend=mpi_backend, transfers=transfers)
 
