@@ -443,7 +443,8 @@ def placement_table(tasks: pd.DataFrame, machines: dict[str, str], run: str = ""
     module docstring, `placement.csv`); empty for a trace without `OperandAllocators`."""
     if "OperandAllocators" not in tasks.columns or "OperandPages" not in tasks.columns:
         return pd.DataFrame(columns=PLACEMENT_COLUMNS)
-    cpu = tasks[tasks["WorkerType"] == "cpu"]
+    # another engine's table has the columns empty (testbed/traces/fxt_trace.py)
+    cpu = tasks[(tasks["WorkerType"] == "cpu") & tasks["OperandAllocators"].notna()]
     records = []
     for node, numa, kind, pages, allocs in zip(cpu["NodeName"], cpu["WorkerNuma"], cpu["Value"], cpu["OperandPages"],
                                                cpu["OperandAllocators"], strict=True):
@@ -513,6 +514,31 @@ def write_tables(tables: dict[str, pd.DataFrame], out: Path) -> None:
 
 
 # ------------------------------------------------------------------ the report's digest
+def placement_digest(placement: pd.DataFrame, runs: list[str]) -> str:
+    """The digest's rows of placement.csv for the CPU dgemms: per machine type x NUMA node, the
+    share of operands on another node's pages and the largest allocating threads ('' if none)."""
+    pl = placement[placement["kind"] == "gemm"]
+    if not len(pl):
+        return ""
+    rows = []
+    for machine, numa in sorted(set(zip(pl["machine"], pl["numa"], strict=True))):
+        cells = []
+        for r in runs:
+            x = pl[(pl["run"] == r) & (pl["machine"] == machine) & (pl["numa"] == numa)]
+            if x.empty:
+                cells.append("–")
+                continue
+            remote = x.loc[x["page_numa"] != numa, "share"].sum()
+            top = x.groupby(["allocator", "allocator_numa"])["share"].sum().sort_values(ascending=False).head(3)
+            who = ", ".join(f"{a}{'' if n < 0 else f' {n}'} {v:.0%}" for (a, n), v in top.items())
+            cells.append(f"{remote:.0%} remote; {who}")
+        rows.append([f"{machine} NUMA {numa}", *cells])
+    head = ["workers", *runs]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in rows]
+    return ("Operands of CPU dgemms: share on another NUMA node's pages; who first allocated the replicas read "
+            "(thread kind and its NUMA node, largest shares)\n\n" + "\n".join(lines) + "\n")
+
+
 def digest(tables: dict[str, pd.DataFrame]) -> str:
     """A short markdown digest of the tables, one column per run: makespan against the area bound
     per machine type, CPU dgemm per NUMA node, GPU tasks per GPU, copies per class."""
@@ -569,24 +595,8 @@ def digest(tables: dict[str, pd.DataFrame]) -> str:
             rows.append([f"{machine}: {cls}", *cells])
         parts.append("Copies: actual / scheduler estimate, median [p10, p90] (the estimate STARPU_SCHED_BETA scales); "
                      "actual / bus calibration median; (copies)\n\n" + table(["copy class", *runs], rows))
-    pl = tables["placement.csv"]
-    pl = pl[pl["kind"] == "gemm"]
-    if len(pl):
-        rows = []
-        for machine, numa in sorted(set(zip(pl["machine"], pl["numa"], strict=True))):
-            cells = []
-            for r in runs:
-                x = pl[(pl["run"] == r) & (pl["machine"] == machine) & (pl["numa"] == numa)]
-                if x.empty:
-                    cells.append("–")
-                    continue
-                remote = x.loc[x["page_numa"] != numa, "share"].sum()
-                top = x.groupby(["allocator", "allocator_numa"])["share"].sum().sort_values(ascending=False).head(3)
-                who = ", ".join(f"{a}{'' if n < 0 else f' {n}'} {v:.0%}" for (a, n), v in top.items())
-                cells.append(f"{remote:.0%} remote; {who}")
-            rows.append([f"{machine} NUMA {numa}", *cells])
-        parts.append("Operands of CPU dgemms: share on another NUMA node's pages; who first allocated the replicas "
-                     "read (thread kind and its NUMA node, largest shares)\n\n" + table(["workers", *runs], rows))
+    if placement := placement_digest(tables["placement.csv"], runs):
+        parts.append(placement)
     o = tables["overheads.csv"]
     rows = []
     for machine, wtype in sorted(set(zip(o["machine"], o["worker_type"], strict=True))):

@@ -29,7 +29,7 @@ WorkerMemNode (StarPU's memory node, `<node>.memnode<k>`), OperandNuma (the NUMA
 operands are on, from StarPU's `NumaNodes`; empty when unknown), Priority; numasim's own columns
 Step (the task's `Iteration`, which apps/lu pushes per step k as Chameleon does), X, Y (the
 coordinates of the task's first written handle in `data.rec`, which apps/lu sets to the tile's
-(m, n) as Chameleon does: starpu_data_set_coordinates); OperandPages, RemoteBytes stay empty. Matrix generation tasks
+(m, n) as Chameleon does: starpu_data_set_coordinates); OperandPages, RemoteBytes, OperandAllocators stay empty. Matrix generation tasks
 (dplrnt) are left out, as numasim does not simulate them. Transfers: the MPI messages, from and to
 main RAM (StarPU-MPI's buffers, `<node>.memnode0`). Runtime events (`--events`, numasim's
 table: testbed/traces/traces.py `read_events`): a `Worker` row per worker container of paje.trace,
@@ -59,10 +59,11 @@ def lu_kind(name: str) -> str | None:
                 return kind.split("_")[0]
     return None
 #: numasim's trace columns (simulator/src/output.cpp), in its order: the two tables are the same
-#: table. Step (the LU iteration), X, Y (the tile written) from the trace; OperandPages and
-#: RemoteBytes are numasim's own and stay empty.
+#: table. Step (the LU iteration), X, Y (the tile written) from the trace; OperandPages,
+#: RemoteBytes and OperandAllocators are numasim's own and stay empty.
 TASK_HEADER = ["ResourceId", "Start", "End", "Duration", "Value", "JobId", "Node", "WorkerNuma",
-               "WorkerMemNode", "OperandNuma", "Priority", "Step", "X", "Y", "OperandPages", "RemoteBytes"]
+               "WorkerMemNode", "OperandNuma", "Priority", "Step", "X", "Y", "OperandPages", "RemoteBytes",
+               "OperandAllocators"]
 TRANSFER_HEADER = ["Start", "End", "Bytes", "Src", "Dst", "Links"]
 
 
