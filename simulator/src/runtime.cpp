@@ -17,6 +17,7 @@ namespace numasim {
 Simulation::Simulation(sg4::Engine& engine, RunConfig cfg)
     : engine_(engine), cfg_(std::move(cfg)), rng_(cfg_.seed) {
   reset_sleeps();
+  precision_ = simgrid::config::get_value<double>("surf/precision");
   load_platform();
   dag_ = build_lu_dag(cfg_);
   bus_ = std::make_unique<BusModel>(*topo_, classes_);
@@ -128,12 +129,10 @@ void Simulation::gpu_kernel(Worker& w, double start, double duration) {
     data_->wait_out_holds(gmem, -1, start);
     return;
   }
-  // below SimGrid's precision a sleep would be rounded up to it: the kernel has ended
-  const double precision = simgrid::config::get_value<double>("surf/precision");
   for (;;) {
     // the kernel's end, paused by the pinned allocations known so far
     const double left = data_->paused_end(gmem, start, duration) - sg4::Engine::get_clock();
-    if (left < precision)
+    if (left < precision_) // below SimGrid's precision a sleep would be rounded up to it: ended
       return;
     if (progress_one(w))
       continue;

@@ -108,6 +108,7 @@ private:
   void operand_ready(uint32_t waiter); // DataWizard::Hooks::ready
   void ram_copy_queued(int gdst);      // DataWizard::Hooks::ram_copy_queued
   bool ram_threads_ = false;           // some RAM->RAM copy was queued for a driving thread
+  double precision_ = 1e-9;            // SimGrid's surf/precision, read once (gpu_kernel's hot path)
   // Per rank: the tasks of index below it are submitted (Simulation::main_thread); the ready ones
   // above it wait in deferred_.
   std::vector<uint32_t> submitted_;

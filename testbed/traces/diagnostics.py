@@ -514,6 +514,12 @@ def write_tables(tables: dict[str, pd.DataFrame], out: Path) -> None:
 
 
 # ------------------------------------------------------------------ the report's digest
+def markdown_table(head: list[str], rows: list[list[str]]) -> str:
+    """A markdown table of the digest: a header row, then one row per list of cells."""
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows]) + "\n"
+
+
 def placement_digest(placement: pd.DataFrame, runs: list[str]) -> str:
     """The digest's rows of placement.csv for the CPU dgemms: per machine type x NUMA node, the
     share of operands on another node's pages and the largest allocating threads ('' if none)."""
@@ -533,10 +539,8 @@ def placement_digest(placement: pd.DataFrame, runs: list[str]) -> str:
             who = ", ".join(f"{a}{'' if n < 0 else f' {n}'} {v:.0%}" for (a, n), v in top.items())
             cells.append(f"{remote:.0%} remote; {who}")
         rows.append([f"{machine} NUMA {numa}", *cells])
-    head = ["workers", *runs]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in rows]
     return ("Operands of CPU dgemms: share on another NUMA node's pages; who first allocated the replicas read "
-            "(thread kind and its NUMA node, largest shares)\n\n" + "\n".join(lines) + "\n")
+            "(thread kind and its NUMA node, largest shares)\n\n" + markdown_table(["workers", *runs], rows))
 
 
 def digest(tables: dict[str, pd.DataFrame]) -> str:
@@ -546,10 +550,6 @@ def digest(tables: dict[str, pd.DataFrame]) -> str:
 
     def fmt(x, spec=".3g"):
         return "–" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, spec)
-
-    def table(head: list[str], rows: list[list[str]]) -> str:
-        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows]) + "\n"
 
     parts = []
     s = tables["bound_summary.csv"]
@@ -563,7 +563,7 @@ def digest(tables: dict[str, pd.DataFrame]) -> str:
         rows.append([machine, *cells])
     parts.append("Makespan / area bound with the perf models' means / with the trace's means, per machine type "
                  "(the largest node bound; busy: share of the type's worker time in tasks)\n\n"
-                 + table(["machine", *runs], rows))
+                 + markdown_table(["machine", *runs], rows))
     k = tables["kernels.csv"]
     rows = []
     for (machine, wtype, worker, numa, kind) in sorted(set(zip(k["machine"], k["worker_type"], k["worker"], k["numa"],
@@ -581,7 +581,7 @@ def digest(tables: dict[str, pd.DataFrame]) -> str:
             f"on NUMA {int(dev.iloc[0])}, driver on {numa}" if len(dev) else f"driver on NUMA {numa}")
         rows.append([f"{machine} {worker} {where} {kind}", *cells])
     parts.append("Kernel durations: median, IQR and the share StarVZ flags (> Q3 + 1.5 IQR of kind × worker type over "
-                 "the whole trace); CPU dgemm per NUMA node, every kind per GPU\n\n" + table(["worker", *runs], rows))
+                 "the whole trace); CPU dgemm per NUMA node, every kind per GPU\n\n" + markdown_table(["worker", *runs], rows))
     c = tables["copies.csv"]
     if len(c):
         rows = []
@@ -594,7 +594,7 @@ def digest(tables: dict[str, pd.DataFrame]) -> str:
                              f"; ÷ calibrated {fmt(x['actual_over_calibrated_median'].iloc[0])} ({int(x['copies'].iloc[0])})")
             rows.append([f"{machine}: {cls}", *cells])
         parts.append("Copies: actual / scheduler estimate, median [p10, p90] (the estimate STARPU_SCHED_BETA scales); "
-                     "actual / bus calibration median; (copies)\n\n" + table(["copy class", *runs], rows))
+                     "actual / bus calibration median; (copies)\n\n" + markdown_table(["copy class", *runs], rows))
     if placement := placement_digest(tables["placement.csv"], runs):
         parts.append(placement)
     o = tables["overheads.csv"]
@@ -615,7 +615,7 @@ def digest(tables: dict[str, pd.DataFrame]) -> str:
     states = "; ".join(sorted(set(o["thread_states"])))
     parts.append("Worker time: in tasks / idle; copies: summed duration of the copies to or from the GPUs (cuda rows) "
                  f"and between RAM nodes (cpu rows); threads' own copy and allocation time ({states})\n\n"
-                 + table(["workers", *runs], rows))
+                 + markdown_table(["workers", *runs], rows))
     return "\n".join(parts)
 
 
