@@ -1,4 +1,5 @@
 #include "memory_model.hpp"
+#include "network.hpp"
 #include "error.hpp"
 #include "sleep.hpp"
 
@@ -321,14 +322,21 @@ MemorySystem::DmaRun MemorySystem::dma_copy(sg4::Host* src, sg4::Host* dst, doub
     // created one precision step (SimGrid's 1e-9 s) later they get the max-min solution. 10 ns
     // against a copy of tens of microseconds or more.
     numasim::sleep_for(kDmaSplitDelay_s);
-    std::vector<sg4::CommPtr> parts;
-    parts.reserve(r.flows);
-    const uint64_t part = whole / r.flows;
-    for (int i = 0; i < r.flows; i++)
-      parts.push_back(
-          sg4::Comm::sendto_async(src, dst, i + 1 < r.flows ? part : whole - part * (r.flows - 1)));
-    for (auto& c : parts)
-      c->wait();
+    if (flows_merge(src, dst)) { // the r.flows equal flows as one flow with their shares
+      sg4::CommPtr one = sg4::Comm::sendto_async(src, dst, whole);
+      numasim::sleep_for(route_latency);
+      weigh_as_flows(one, route_latency, r.flows);
+      one->wait();
+    } else {
+      std::vector<sg4::CommPtr> parts;
+      parts.reserve(r.flows);
+      const uint64_t part = whole / r.flows;
+      for (int i = 0; i < r.flows; i++)
+        parts.push_back(
+            sg4::Comm::sendto_async(src, dst, i + 1 < r.flows ? part : whole - part * (r.flows - 1)));
+      for (auto& c : parts)
+        c->wait();
+    }
   }
   const double left = window_end - sg4::Engine::get_clock();
   if (left > 0)

@@ -2,6 +2,9 @@
 #include "platform.hpp"
 
 #include <limits>
+#include <stdexcept>
+#include <simgrid/kernel/resource/Action.hpp>
+#include <simgrid/kernel/resource/Model.hpp>
 #include <simgrid/kernel/resource/NetworkModelIntf.hpp>
 
 #include <unordered_set>
@@ -11,7 +14,12 @@ XBT_LOG_NEW_DEFAULT_SUBCATEGORY(numasim_network, numasim, "numasim network model
 
 namespace numasim {
 
+namespace {
+bool own_model_installed = false; // numasim's CM02 with LV08's factors on Ethernet only
+} // namespace
+
 bool configure_network_model() {
+  own_model_installed = false;
   if (!simgrid::config::is_default("network/model"))
     return false; // the command line chose a model (e.g. the bench's SMPI): SimGrid's, as is
   sg4::Engine::set_config("network/model:CM02");
@@ -56,6 +64,7 @@ void install_ethernet_factors(sg4::Engine& engine) {
                               const std::unordered_set<sg4::NetZone*>&) {
     return crosses_ethernet(links) ? kLv08LatencyFactor : 1.0;
   });
+  own_model_installed = true;
 }
 
 std::pair<double, double> route_latency_bandwidth(const sg4::Host* a, const sg4::Host* b) {
@@ -66,6 +75,40 @@ std::pair<double, double> route_latency_bandwidth(const sg4::Host* a, const sg4:
   for (auto* l : links)
     bw = std::min(bw, l->get_bandwidth());
   return {lat, bw};
+}
+
+bool flows_merge(const sg4::Host* a, const sg4::Host* b) {
+  std::vector<sg4::Link*> links;
+  double lat = 0;
+  const_cast<sg4::Host*>(a)->route_to(const_cast<sg4::Host*>(b), links, &lat);
+  if (!own_model_installed || lat <= 0 || links.empty() || crosses_ethernet(links))
+    return false;
+  double bw = std::numeric_limits<double>::infinity();
+  for (const auto* l : links) {
+    if (l->get_sharing_policy() == sg4::Link::SharingPolicy::FATPIPE)
+      return false;
+    bw = std::min(bw, l->get_bandwidth());
+  }
+  const double gamma = simgrid::config::get_value<double>("network/TCP-gamma");
+  return simgrid::config::get_value<double>("network/weight-S") == 0 && (gamma <= 0 || gamma / (2 * lat) >= bw);
+}
+
+void weigh_as_flows(const sg4::CommPtr& comm, double latency, int n) {
+  if (n == 1)
+    return;
+  // The flow's model action among the network model's newest started ones (SimGrid 3.32 public
+  // kernel/resource/Model.hpp get_started_action_set, Action.hpp get_activity).
+  auto* model =
+      dynamic_cast<simgrid::kernel::resource::Model*>(comm->get_source()->get_englobing_zone()->get_network_model());
+  if (model) {
+    auto* started = model->get_started_action_set();
+    for (auto it = started->rbegin(); it != started->rend(); ++it)
+      if (it->get_activity() == comm->get_impl()) {
+        it->set_sharing_penalty(latency / n);
+        return;
+      }
+  }
+  throw std::logic_error("weigh_as_flows: the flow is not among the network model's started actions");
 }
 
 } // namespace numasim

@@ -41,4 +41,22 @@ bool crosses_ethernet(const std::vector<sg4::Link*>& links);
 // an empty route), i.e. what one flow alone on it gets.
 std::pair<double, double> route_latency_bandwidth(const sg4::Host* a, const sg4::Host* b);
 
+// n equal flows started together from a to b as one flow with their bandwidth shares. SimGrid's
+// max-min gives each flow of a saturated link a rate inversely proportional to its sharing penalty
+// (CM02 without weight-S: the route's latency, src/surf/network_cm02.cpp
+// NetworkCm02Model::communicate), so n equal flows started together on one route keep equal rates
+// and move like one flow of a n-th of their penalty, which SimGrid solves with one variable
+// instead of n. flows_merge(a, b) says whether that is exact on the route: where none of the n
+// flows could have gone faster than the merged one may (the bound of each, comm_action_set_bounds:
+// the route's narrowest link, which all share unless it is a FATPIPE, and TCP-gamma /
+// (2 latency), moved by the latency factor of Ethernet routes), with numasim's network model, and
+// on a route with a latency (below).
+bool flows_merge(const sg4::Host* a, const sg4::Host* b);
+// Gives `comm`, a flow of a route flows_merge accepts, the shares of n flows. To be called when
+// its latency phase ends, at its start + the route's `latency`: SimGrid gives the flow its
+// penalty then (update_actions_state_lazy, from a member of the network action that the public
+// API does not reach) and a flow shares nothing before (penalty 0), so that setting it at that
+// date, before the next solve, is as if the flow had started with it.
+void weigh_as_flows(const sg4::CommPtr& comm, double latency, int n);
+
 } // namespace numasim
