@@ -321,13 +321,13 @@ MemorySystem::DmaRun MemorySystem::dma_copy(sg4::Host* src, sg4::Host* dst, doub
     // their route (15 flows through a 14 GB/s link at 29 GB/s: bench/host_network_microbench.py);
     // created one precision step (SimGrid's 1e-9 s) later they get the max-min solution. 10 ns
     // against a copy of tens of microseconds or more.
-    numasim::sleep_for(kDmaSplitDelay_s);
     if (flows_merge(src, dst)) { // the r.flows equal flows as one flow with their shares
       sg4::CommPtr one = sg4::Comm::sendto_async(src, dst, whole);
       numasim::sleep_for(route_latency);
       weigh_as_flows(one, route_latency, r.flows);
       one->wait();
     } else {
+      numasim::sleep_for(kDmaSplitDelay_s);
       std::vector<sg4::CommPtr> parts;
       parts.reserve(r.flows);
       const uint64_t part = whole / r.flows;
