@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""numasim against an older build of itself at the study's scale: same results, and how much faster.
+"""numasim against an older build of itself at the study's scale: how much faster, and how far apart the results.
 
 g5k-lille-21 (`testbed platform`), N = 96000, b = 960 (338,350 tasks), heterogeneity-aware mapping
 (the campaign's), dmdas, variability on. Two checks:
 
-* identity: every run description of a set of seeds and factor levels gives the same summary
-  with both binaries (every field the old binary prints but wall_s, as printed);
+* results: every run description of a set of seeds and factor levels, with both binaries: which
+  fields of the summary differ (every field the old binary prints but wall_s, as printed) and the
+  makespans' relative difference. A change that keeps the results shows none; one that moves them
+  (validated instead, bench/RESULTS.md) shows by how much on each run description;
 * speed: the all-default run description, old and new binary alternately (old, new, old, new...),
   `--pairs` times each after one warm-up of each; per run the user+sys CPU time of the child
   (getrusage), its wall time and peak RSS. The ratio is taken pair by pair (old / new CPU time),
@@ -15,7 +17,7 @@ The old binary: `--old PATH`, or built from `--old-commit` (default 7c43ff8, bef
 work) in a scratch git worktree outside the repository (`--scratch`, default under the system's
 temporary directory), reused when already built there.
 
-Usage: .venv/bin/python bench/numasim_vs_old.py [--pairs 5] [--old-commit 7c43ff8 | --old PATH]
+Usage: .venv/bin/python bench/numasim_vs_old.py [--pairs 5] [--old-commit 17c4d3c | --old PATH]
            [--out bench/results/numasim_vs_old.json]
 """
 
@@ -92,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--pairs", type=int, default=5, help="timed runs of each binary, alternated (default 5)")
     p.add_argument("--old", type=Path, default=None, help="the old numasim binary (else built from --old-commit)")
-    p.add_argument("--old-commit", default="7c43ff8")
+    p.add_argument("--old-commit", default="17c4d3c")
     p.add_argument("--scratch", type=Path, default=None,
                    help="where the old commit is checked out and built (default: a folder of the temporary directory)")
     p.add_argument("--nt", type=int, default=100)
@@ -129,10 +131,12 @@ def main(argv: list[str] | None = None) -> int:
             # Every value the old binary prints (fields added to the summary since are not compared).
             a, b = summary_of(old, run_file), summary_of(NEW, run_file)
             differ = sorted(k for k in a if b.get(k) != a[k])
+            rel = b["makespan_s"] / a["makespan_s"] - 1
             identity.append({"factors": levels, "seed": seed, "identical": not differ, "different": differ,
-                             "fields": len(a), "makespan_s": b["makespan_s"], "old_makespan_s": a["makespan_s"]})
-            print(f"identity {levels} seed {seed}: {len(a) - len(differ)} of {len(a)} fields the same "
-                  f"(makespan {a['makespan_s']} / {b['makespan_s']} s)", flush=True)
+                             "fields": len(a), "makespan_s": b["makespan_s"], "old_makespan_s": a["makespan_s"],
+                             "makespan_rel_diff": rel})
+            print(f"results {levels} seed {seed}: {len(a) - len(differ)} of {len(a)} fields the same "
+                  f"(makespan {a['makespan_s']} / {b['makespan_s']} s, {100 * rel:+.2f} %)", flush=True)
         run_file = runs[0][2]
         timed(old, run_file), timed(NEW, run_file)  # warm-up (page cache, the platform's files)
         pairs = []
@@ -159,11 +163,13 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with atomic_file(args.out) as fh:
         json.dump(record, fh, indent=1)
-    print(f"identical results: {record['all_identical']} ({len(identity)} run descriptions); "
+    worst = max(abs(x["makespan_rel_diff"]) for x in identity)
+    print(f"identical results: {record['all_identical']} ({len(identity)} run descriptions, largest makespan "
+          f"difference {100 * worst:.2f} %); "
           f"CPU time old / new, median of {args.pairs} pairs: {record['median_ratio_cpu']:.2f}x "
           f"(medians {record['median_cpu_s']['old']:.2f} / {record['median_cpu_s']['new']:.2f} s); "
           f"peak RSS {record['max_rss_mb']['old']:.0f} / {record['max_rss_mb']['new']:.0f} MB -> {args.out}")
-    return 0 if record["all_identical"] else 1
+    return 0
 
 
 if __name__ == "__main__":

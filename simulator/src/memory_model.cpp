@@ -316,17 +316,17 @@ MemorySystem::DmaRun MemorySystem::dma_copy(sg4::Host* src, sg4::Host* dst, doub
   if (r.flows == 1)
     sg4::Comm::sendto(src, dst, whole);
   else {
-    // SimGrid 3.32's lazy max-min update (network/optim:Lazy, numasim's setting) lets several flows
-    // created on one route at the same date as earlier flows on a shared link exceed a link of
-    // their route (15 flows through a 14 GB/s link at 29 GB/s: bench/host_network_microbench.py);
-    // created one precision step (SimGrid's 1e-9 s) later they get the max-min solution. 10 ns
-    // against a copy of tens of microseconds or more.
-    if (flows_merge(src, dst)) { // the r.flows equal flows as one flow with their shares
+    if (flows_merge(src, dst)) { // the r.flows equal flows as one flow with their shares (network.hpp)
       sg4::CommPtr one = sg4::Comm::sendto_async(src, dst, whole);
-      numasim::sleep_for(route_latency);
+      numasim::sleep_for(route_latency); // the end of its latency phase
       weigh_as_flows(one, route_latency, r.flows);
       one->wait();
     } else {
+      // SimGrid 3.32's lazy max-min update (network/optim:Lazy, numasim's setting) lets several
+      // flows created on one route at the same date as earlier flows on a shared link exceed a link
+      // of their route (15 flows through a 14 GB/s link at 29 GB/s: bench/host_network_microbench.py);
+      // created one precision step (SimGrid's 1e-9 s) later they get the max-min solution. 10 ns
+      // against a copy of tens of microseconds or more.
       numasim::sleep_for(kDmaSplitDelay_s);
       std::vector<sg4::CommPtr> parts;
       parts.reserve(r.flows);

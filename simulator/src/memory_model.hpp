@@ -128,7 +128,8 @@ public:
   bool oversubscribed(int numa) const; // the running kernels' and copies' rates exceed the controller
   // One DMA copy of `bytes` from `src` to `dst` (node `numa`'s RAM on one end, the device on the
   // other; route latency and lone-flow rate given), in the calling actor: decided at its start,
-  // as the kernels' flows are, it is dma_flows(...) SimGrid flows, and it ends no earlier than its
+  // as the kernels' flows are, it has the shares of dma_flows(...) SimGrid flows (one flow weighted so
+  // where exact, network.hpp flows_merge), and it ends no earlier than its
   // credit window allows (latency + bytes / dma_window_Bps). numasim's copies
   // (numa_effects.cpp run_legs) and memory_bench's `dma` scenario both run it.
   struct DmaRun {
