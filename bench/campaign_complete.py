@@ -8,7 +8,7 @@ full design (`testbed campaign` batches, grouped by repetition so an interrupted
 leaves whole repetitions, resumable: a batch whose table exists is not run again), after
 re-running `--check` runs of the existing table and requiring their makespans to the last
 written digit (else the existing runs are of another model, and it stops). The merged table
-takes the full design's run, order and batch columns for every row: it is the runs table of
+takes the full design's experiment, run, order and batch columns for every row: it is the runs table of
 the full design (the runs are independent processes; their grouping does not change them).
 
 Usage: .venv/bin/python bench/campaign_complete.py --design FULL_DESIGN.csv --have RUNS.csv
@@ -38,7 +38,7 @@ from testbed.common.errors import InputError  # noqa: E402
 from testbed.run.campaign import read_design  # noqa: E402
 
 KEY = ["config", "repetition"]
-RENUMBERED = ["run", "order", "batch"]
+RENUMBERED = ["experiment", "run", "order", "batch"]  # the full design's, for every row
 
 
 def _campaign(design: Path, batch: int, out: Path, log: Path) -> None:
@@ -55,6 +55,12 @@ def split_design(full: pd.DataFrame, have: pd.DataFrame, design_path: str, have_
                                             "found runs of another design")
     done = set(map(tuple, have[KEY].to_numpy()))
     return full[[tuple(k) not in done for k in full[KEY].to_numpy()]].copy()
+
+
+def merge_runs(have: pd.DataFrame, new: pd.DataFrame, full: pd.DataFrame) -> pd.DataFrame:
+    """The existing and the new runs as the full design's runs table: its columns RENUMBERED."""
+    merged = pd.concat([have, new], ignore_index=True).drop(columns=RENUMBERED)
+    return merged.merge(full[KEY + RENUMBERED], on=KEY)[list(have.columns)].sort_values("order")
 
 
 def main() -> int:
@@ -119,8 +125,7 @@ def main() -> int:
                   f"eta {elapsed / done * (len(todo) - done):.0f} s", flush=True)
 
     new = pd.concat([read_runs(work / "batches" / f"batch-{b:03d}.csv", "--merge") for b in batches])
-    merged = pd.concat([have, new], ignore_index=True).drop(columns=RENUMBERED)
-    merged = merged.merge(full[KEY + RENUMBERED], on=KEY)[list(have.columns)].sort_values("order")
+    merged = merge_runs(have, new, full)
     if len(merged) != len(full) or merged[KEY].duplicated().any():
         print(f"error: {args.out}: one run per design row, got {len(merged)} for {len(full)}", file=sys.stderr)
         return 1

@@ -100,3 +100,23 @@ def test_broadcast_bench_trees(tmp_path: Path) -> None:
     assert row["nmad chain"]["copies_from_owner"] == 1 and row["nmad chain"]["forwarders"] == 3
     assert row["mpi"]["copies_from_owner"] == 4 and row["mpi"]["forwarders"] == 0
     assert 3 * one < row["mpi"]["time_s"] < 4 * one
+
+
+def test_campaign_completion_takes_the_full_designs_experiment_and_numbering() -> None:
+    """bench/campaign_complete.py: the runs of a 1-repetition design (experiment `x1`) completed to
+    2 repetitions (experiment `x2`) form one runs table of `x2`, in the full design's order."""
+    import pandas as pd
+
+    spec = importlib.util.spec_from_file_location("campaign_complete", ROOT / "bench" / "campaign_complete.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    full = pd.DataFrame({"experiment": "x2", "run": [0, 1, 2, 3], "order": [2, 0, 3, 1], "batch": [0, 0, 1, 1],
+                         "config": ["a", "a", "b", "b"], "repetition": [1, 2, 1, 2], "seed": [11, 12, 21, 22]})
+    runs = full.assign(makespan_s=[1.0, 2.0, 3.0, 4.0])
+    have = runs[runs["repetition"] == 1].assign(experiment="x1", run=[0, 1], order=[1, 0], batch=0)
+    new = runs[runs["repetition"] == 2].assign(experiment="x2-missing", run=[0, 1], order=[0, 1], batch=0)
+    merged = bench.merge_runs(have, new, full)
+    assert list(merged["experiment"].unique()) == ["x2"]
+    assert list(merged["order"]) == [0, 1, 2, 3]
+    assert list(merged["makespan_s"]) == [2.0, 4.0, 1.0, 3.0]
+    assert list(merged.columns) == list(have.columns)
