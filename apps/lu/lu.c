@@ -407,19 +407,6 @@ static void print_worker_reports(const int *all, int size)
 	printf("]");
 }
 
-/* Rank of this process before StarPU-MPI is initialized (errors are printed by
- * rank 0 only): the launcher's variables, or 0 for a single process. */
-#ifndef STARPU_SIMGRID
-static int launcher_rank(void)
-{
-	const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"};
-	for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
-		if (getenv(vars[i]))
-			return atoi(getenv(vars[i]));
-	return 0;
-}
-#endif
-
 /* Starts StarPU-MPI; returns 0, or 2 when the rank settings file is bad (StarPU is started all
  * the same: under SMPI it must be shut down around any exit). */
 static int start_starpu(int *argc, char ***argv, int *rank, int *size)
@@ -468,7 +455,7 @@ int main(int argc, char **argv)
 	}
 #else
 	/* Arguments are checked before StarPU starts (which may calibrate the bus). */
-	if ((status = parse_options(argc, argv, &o, launcher_rank())))
+	if ((status = parse_options(argc, argv, &o, lu_launcher_rank())))
 		return status;
 	openblas_set_num_threads(1); /* StarPU workers are the parallelism: sequential kernels */
 	start_starpu(&argc, &argv, &rank, &size);

@@ -97,3 +97,12 @@ int lu_distribution_read(struct lu_distribution *d, const char *path, int nt, in
 		lu_distribution_free(d);
 	return rc;
 }
+
+int lu_launcher_rank(void)
+{
+	const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"};
+	for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
+		if (getenv(vars[i]))
+			return atoi(getenv(vars[i]));
+	return 0;
+}

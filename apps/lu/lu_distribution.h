@@ -22,4 +22,9 @@ int lu_distribution_read(struct lu_distribution *d, const char *path, int nt, in
 
 void lu_distribution_free(struct lu_distribution *d);
 
+/* Rank of this process before MPI is initialized, so that rank 0 alone prints an error found in
+ * the arguments or the distribution file: the launcher's variables, or 0 for a single process
+ * (apps/lu and apps/chameleon_lu). */
+int lu_launcher_rank(void);
+
 #endif
