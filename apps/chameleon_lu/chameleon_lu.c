@@ -111,30 +111,20 @@ static int parse_options(int argc, char **argv, struct options *o, int rank)
 	return 0;
 }
 
-/* The owner table of the run (the file, or the P x Q grid: Chameleon's chameleon_getrankof_2d,
- * control/descriptor_helpers.c, (m mod P) Q + (n mod Q)) and the grid the descriptor gets: P x Q,
+/* The owner table of the run: the file, or the P x Q grid (Chameleon's chameleon_getrankof_2d,
+ * control/descriptor_helpers.c, (m mod P) Q + (n mod Q)); and the grid the descriptor gets: P x Q,
  * or for a file the near-square grid of the ranks, which Chameleon's workspaces use (the
  * reductions of compute/pzlange.c, the task window of compute/pzgetrf_nopiv.c: P Q = ranks). */
 static int read_owners(struct options *o, int nt, int size, int rank)
 {
-	if (o->dist_file) {
-		char err[512];
-		if (lu_distribution_read(&owners, o->dist_file, nt, size, err, sizeof err) != 0) {
-			if (rank == 0)
-				fprintf(stderr, "%s\n", err);
-			return 2;
-		}
-		lu_near_square_grid(size, &o->p, &o->q);
-		return 0;
+	char err[512];
+	if (lu_distribution_of_run(&owners, o->dist_file, &o->p, &o->q, nt, size, err, sizeof err) != 0) {
+		if (rank == 0)
+			fprintf(stderr, "%s\n", err);
+		return 2;
 	}
-	if (o->p <= 0 || o->q <= 0)
+	if (o->dist_file)
 		lu_near_square_grid(size, &o->p, &o->q);
-	if (o->p * o->q != size) {
-		char msg[128];
-		snprintf(msg, sizeof msg, "P x Q = number of ranks (%d), got %d x %d", size, o->p, o->q);
-		return usage_error(rank, "--p/--q", msg);
-	}
-	lu_distribution_block_cyclic(&owners, nt, o->p, o->q);
 	return 0;
 }
 

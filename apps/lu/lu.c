@@ -463,25 +463,12 @@ int main(int argc, char **argv)
 	int nt = (int)(o.n / o.b), b = (int)o.b;
 
 	struct lu_distribution dist;
-	if (o.dist_file) {
-		char err[512];
-		if (lu_distribution_read(&dist, o.dist_file, nt, size, err, sizeof err) != 0) {
-			if (rank == 0)
-				fprintf(stderr, "%s\n", err);
-			starpu_mpi_shutdown();
-			return 2;
-		}
-	} else {
-		if (o.p <= 0 || o.q <= 0)
-			lu_near_square_grid(size, &o.p, &o.q);
-		if (o.p * o.q != size) {
-			char msg[128];
-			snprintf(msg, sizeof msg, "P x Q = number of ranks (%d), got %d x %d", size, o.p, o.q);
-			status = usage_error(rank, "--p/--q", msg);
-			starpu_mpi_shutdown();
-			return status;
-		}
-		lu_distribution_block_cyclic(&dist, nt, o.p, o.q);
+	char err[512];
+	if (lu_distribution_of_run(&dist, o.dist_file, &o.p, &o.q, nt, size, err, sizeof err) != 0) {
+		if (rank == 0)
+			fprintf(stderr, "%s\n", err);
+		starpu_mpi_shutdown();
+		return 2;
 	}
 
 	/* Owned tiles live in main RAM; the others are registered without home and
