@@ -2,16 +2,18 @@
 
 Three comparisons, each side run by `testbed.run.simulate.simulate` (the code experiments use):
 
-1. real: `--engine real` on this machine (cluster local-1), apps/lu against Chameleon's
-   chameleon_dtesting -o getrf_nopiv (app chameleon), alternated, REPS runs each per size;
-   Chameleon's residual check on one extra run per size.
+1. real: `--engine real` on this machine (cluster local-1), apps/lu against Chameleon's LU
+   (app chameleon: apps/chameleon_lu, which does what chameleon_dtesting -o getrf_nopiv does;
+   the figures of bench/RESULTS.md were measured with chameleon_dtesting itself), alternated,
+   REPS runs each per size; Chameleon's residual check on one extra run per size.
 2. starpu-simgrid: the same two programs under StarPU-SimGrid on chifflet-1 with STARPU_NCUDA=0
    (the Chameleon SimGrid build has CPU codelets only), the generated models; deterministic.
 3. numasim on each program's models: `testbed calibrate --app lu|chameleon` on this machine
    (codelet models only matter here; the bundles go to --work), then numasim on local-1 with
    `--perfmodel-dir local=<bundle>/sampling` against the real medians of that program.
 
-Needs an installed Chameleon of both flavours (chameleon_app.installed_chameleon). Usage:
+Needs an installed Chameleon of both flavours and apps/chameleon_lu built against them
+(chameleon_app.driver). Usage:
 
     .venv/bin/python bench/chameleon_vs_lu.py [--reps 5] [--work DIR] [--out bench/results/chameleon_vs_lu.json]
 
@@ -100,7 +102,9 @@ def main() -> None:
     ap.add_argument("--work", default=None, help="scratch directory (default: a temporary one)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "chameleon_vs_lu.json"))
     args = ap.parse_args()
-    chameleon = {f: str(chameleon_app.installed_chameleon(f).parents[1]) for f in ("native", "simgrid")}
+    chameleon = {f: str(chameleon_app.installed_chameleon(f)) for f in ("native", "simgrid")}
+    for f in chameleon:
+        chameleon_app.driver(f)  # built against it, before anything runs
     with tempfile.TemporaryDirectory(prefix="chameleon-vs-lu-", dir=args.work) as tmp:
         work = Path(tmp)
         real = real_runs(work, args.reps)

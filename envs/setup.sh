@@ -44,7 +44,9 @@
 #                                 (getting and packing the sources: apps/lu/README.md)
 #   CHAMELEON_PREFIX=DIR          an installed native Chameleon instead (checked when used, by
 #   CHAMELEON_SIMGRID_PREFIX=DIR  testbed/run/engines/chameleon_app.py); without any of these,
-#                                 nothing of Chameleon is built and its tests skip
+#                                 nothing of Chameleon is built and its tests skip. With one, the
+#                                 project's driver apps/chameleon_lu is built against it into
+#                                 build/chameleon-lu-{native,simgrid}
 #
 # What it changes on the system: installs the Debian packages listed below (root or sudo,
 # only when some are missing). The StarPU source is fetched with a private apt state under
@@ -65,6 +67,9 @@ TESTBED_SLURM="${TESTBED_SLURM:-0}"
 TESTBED_OAR="${TESTBED_OAR:-0}"
 JOBS="$(nproc)"
 mkdir -p "$DEPS"
+# Its physical path: what the builds record (Chameleon's stamp and CMake package name the StarPU
+# they link), the same whether .deps is a folder or a link to a shared one
+DEPS="$(cd "$DEPS" && pwd -P)"
 TESTBED_STARVZ="${TESTBED_STARVZ:-auto}"
 STARVZ_VENDOR="${TESTBED_STARVZ_VENDOR:-$ROOT/../shared/vendor/r}"
 # The two R source tarballs (archives of the public repositories at these commits; the vendor
@@ -114,6 +119,11 @@ if [ "$TESTBED_SLURM" = 1 ]; then
 fi
 if [ "$TESTBED_OAR" = 1 ]; then
   APT_PACKAGES+=(oar-server oar-server-pgsql oar-node oar-user oar-user-pgsql postgresql)
+fi
+# Chameleon from its source (optional): its CMakeLists.txt declares `project(CHAMELEON Fortran C
+# CXX)`, so CMake stops without a Fortran compiler
+if [ -n "${CHAMELEON_SOURCE_TARBALL:-}" ]; then
+  APT_PACKAGES+=(gfortran)
 fi
 # StarVZ for the tests (optional): decided here, since it adds Debian packages
 case "$TESTBED_STARVZ" in
@@ -327,10 +337,12 @@ for b in "${STARPU_TO_BUILD[@]}"; do
 done
 
 # ---------------------------------------------------------------- Chameleon (optional)
+declare -A STARPU_PREFIX_OF=([native]="${STARPU_NATIVE_PREFIX:-$DEPS/starpu-native}" [simgrid]="${STARPU_SIMGRID_PREFIX:-$DEPS/starpu-simgrid}")
 # Built only from CHAMELEON_SOURCE_TARBALL, against the StarPU of each flavour present. Double
 # precision (and single: the 1.2 testing driver links CHAMELEON_slacpy_Tile), MPI, the testing
-# driver chameleon_dtesting; the SimGrid flavour in Chameleon's simulation mode (no kernels,
-# CPU codelets only: CHAMELEON_USE_CUDA there needs the CUDA toolkit's CMake targets).
+# driver chameleon_dtesting (tests/test_chameleon.py compares apps/chameleon_lu with it); the
+# SimGrid flavour in Chameleon's simulation mode (no kernels, CPU codelets only:
+# CHAMELEON_USE_CUDA there needs the CUDA toolkit's CMake targets).
 build_chameleon() { # flavour, source dir, source id, extra cmake flags...
   local flavour="$1" src="$2" id="$3"; shift 3
   local starpu="${STARPU_PREFIX_OF[$flavour]}" prefix="$DEPS/chameleon-$flavour" build="$DEPS/build-chameleon-$flavour"
@@ -381,7 +393,6 @@ if [ -n "${CHAMELEON_SOURCE_TARBALL:-}" ]; then
     0.*|1.0|1.1|"") not_chameleon "Chameleon 1.2 or later (the first built against StarPU 1.4), got ${CHAMELEON_VERSION:-no version}" ;;
   esac
   say "Chameleon $CHAMELEON_VERSION source in $CHAMELEON_SRC"
-  declare -A STARPU_PREFIX_OF=([native]="${STARPU_NATIVE_PREFIX:-$DEPS/starpu-native}" [simgrid]="${STARPU_SIMGRID_PREFIX:-$DEPS/starpu-simgrid}")
   for flavour in native simgrid; do
     if [ ! -f "${STARPU_PREFIX_OF[$flavour]}/lib/pkgconfig/starpu-1.4.pc" ]; then
       say "Chameleon ($flavour build): skipped, no StarPU of that flavour"
@@ -397,6 +408,50 @@ if [ -n "${CHAMELEON_SOURCE_TARBALL:-}" ]; then
     fi
   done
 fi
+
+# ---------------------------------------------------------------- Chameleon's LU (apps/chameleon_lu)
+# The project's driver of Chameleon's LU on the testbed's tile mappings (`--app chameleon`), built
+# with CMake against each Chameleon present into build/chameleon-lu-<flavour>: CHAMELEON_PREFIX /
+# CHAMELEON_SIMGRID_PREFIX when given, else the one built above. Its stamp names its sources, the
+# Chameleon (prefix, libraries' sizes and times) and the StarPU: a change to any rebuilds it.
+build_chameleon_lu() { # flavour, Chameleon prefix, the variable that gave it (empty: .deps)
+  local flavour="$1" cham="$2" var="$3"
+  local out="$ROOT/build/chameleon-lu-$flavour" log="$ROOT/build/chameleon-lu-$flavour.log"
+  local package="$cham/lib/cmake/chameleon"
+  if [ ! -f "$package/CHAMELEONConfig.cmake" ]; then
+    if [ -n "$var" ]; then
+      bad_setting "$var=$cham: expected an installed Chameleon 1.2 or later (its CMake package $package/CHAMELEONConfig.cmake)"
+    fi
+    say "Chameleon's LU driver ($flavour): not built, $cham has no CMake package (lib/cmake/chameleon/CHAMELEONConfig.cmake)"
+    return
+  fi
+  local id; id="$( { cat "$ROOT"/apps/chameleon_lu/* "$ROOT"/apps/lu/lu_distribution.[ch]
+                     echo "$cham ${STARPU_PREFIX_OF[$flavour]}"
+                     ls -lL --time-style=+%s "$cham"/lib/libchameleon* "$cham/include/chameleon/config.h" || true
+                   } 2>&1 | sha256sum | cut -c1-12)"
+  if [ -f "$out/.built-$id" ]; then say "Chameleon's LU driver ($flavour): present"; return; fi
+  say "building Chameleon's LU driver apps/chameleon_lu ($flavour, against $cham) -> build/chameleon-lu-$flavour"
+  rm -rf "$out"; mkdir -p "$out"
+  local flags=(-DCMAKE_BUILD_TYPE=Release -DCHAMELEON_DIR="$package")
+  # SMPI's compiler for the SimGrid flavour, as for apps/lu and Chameleon itself
+  if [ "$flavour" = simgrid ]; then flags+=(-DCMAKE_C_COMPILER=smpicc); fi
+  if ! ( PKG_CONFIG_PATH="${STARPU_PREFIX_OF[$flavour]}/lib/pkgconfig" SMPI_PRETEND_CC=1 \
+           cmake -S "$ROOT/apps/chameleon_lu" -B "$out" "${flags[@]}" && cmake --build "$out" -j "$JOBS" ) >"$log" 2>&1; then
+    rm -rf "$out"
+    if [ -n "$var" ]; then bad_setting "$var=$cham: expected a Chameleon apps/chameleon_lu builds against, see $log"; fi
+    die "build of apps/chameleon_lu ($flavour) failed, see $log"
+  fi
+  touch "$out/.built-$id"
+  say "Chameleon's LU driver ($flavour) built: build/chameleon-lu-$flavour/chameleon_lu"
+}
+for flavour in native simgrid; do
+  if [ "$flavour" = native ]; then var=CHAMELEON_PREFIX; else var=CHAMELEON_SIMGRID_PREFIX; fi
+  if [ -n "${!var:-}" ]; then
+    build_chameleon_lu "$flavour" "${!var}" "$var"
+  elif compgen -G "$DEPS/chameleon-$flavour/.built-*" >/dev/null; then
+    build_chameleon_lu "$flavour" "$DEPS/chameleon-$flavour" ""
+  fi
+done
 
 # ---------------------------------------------------------------- StarVZ (optional)
 # StarVZ and data.tree, which Debian does not ship, into the R library .deps/R (R_LIBS for

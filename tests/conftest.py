@@ -47,6 +47,16 @@ def simulator_tool() -> Callable[[Path], Path]:
     return build
 
 
+@pytest.fixture(scope="session")
+def starpu_home() -> Path:
+    """A STARPU_HOME kept in build/: StarPU's first start on a fresh home calibrates
+    the bus (seconds on an idle machine, minutes on a loaded 2-core one), so do it
+    once per checkout. Only scheduling hints live there, no result depends on it."""
+    home = ROOT / "build" / "test-starpu-home"
+    home.mkdir(parents=True, exist_ok=True)
+    return home
+
+
 @pytest.fixture
 def private_cache(tmp_path: Path, monkeypatch) -> Path:
     """Platform and run caches in the test's directory, not results/cache (TESTBED_CACHE)."""

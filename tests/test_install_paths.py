@@ -140,10 +140,22 @@ def test_the_chameleon_build_says_it_is_alive_and_keeps_its_whole_output(built: 
             log = (built / ".deps" / f"build-chameleon-{flavour}.log").read_text()
             assert log.count("compiling-step-3") == 2, log[-3000:]  # both passes
             assert (built / ".deps" / f"chameleon-{flavour}" / "share" / "fake" / "CMakeLists.txt").exists()
+            # no CMake package in this stand-in: the project's driver is not built against it, and says so
+            assert f"Chameleon's LU driver ({flavour}): not built, " in setup.stdout, setup.stdout
         assert "; last: " in setup.stdout
     finally:
         for d in [*(built / ".deps" / "src").glob("chameleon-*"), *(built / ".deps").glob("chameleon-*")]:
             shutil.rmtree(d, ignore_errors=True)
+
+
+def test_a_chameleon_prefix_without_its_cmake_package_is_one_clear_error(built: Path, tmp_path: Path) -> None:
+    """CHAMELEON_PREFIX names what apps/chameleon_lu is built against (CMake's find_package): a
+    directory without Chameleon's CMake package is one line naming the variable, exit 2."""
+    setup = run(["bash", "envs/setup.sh"], built, CHAMELEON_PREFIX=str(tmp_path))
+    errors = setup.stderr.strip().splitlines()
+    assert setup.returncode == 2 and len(errors) == 1, setup.stderr
+    assert f"CHAMELEON_PREFIX={tmp_path}: expected an installed Chameleon 1.2 or later" in errors[0]
+    assert not (built / "build" / "chameleon-lu-native").exists()
 
 
 def test_wrong_prefix_is_one_clear_error(built: Path, tmp_path: Path) -> None:

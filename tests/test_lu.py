@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from testbed.common.errors import InputError
-from testbed.common.paths import BUILD, DEPS, LU_REAL, LU_SIMGRID
+from testbed.common.paths import DEPS, LU_REAL, LU_SIMGRID
 from testbed.run.distribution import heterogeneous, write_distribution
 from testbed.run.engines import RunSpec
 
@@ -28,16 +28,6 @@ needs_simgrid = pytest.mark.skipif(not (LU_SIMGRID.exists() and SHIPPED.is_dir()
 
 def closed_form(nt: int) -> dict[str, int]:
     return {"getrf": nt, "trsm": nt * (nt - 1), "gemm": sum((nt - 1 - k) ** 2 for k in range(nt))}
-
-
-@pytest.fixture(scope="module")
-def starpu_home() -> Path:
-    """A STARPU_HOME kept in build/: StarPU's first start on a fresh home calibrates
-    the bus (seconds on an idle machine, minutes on a loaded 2-core one), so do it
-    once per checkout. Only scheduling hints live there, no result depends on it."""
-    home = BUILD / "test-starpu-home"
-    home.mkdir(parents=True, exist_ok=True)
-    return home
 
 
 def lu_env(home: Path, **extra: str) -> dict[str, str]:

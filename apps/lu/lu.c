@@ -407,19 +407,6 @@ static void print_worker_reports(const int *all, int size)
 	printf("]");
 }
 
-/* Rank of this process before StarPU-MPI is initialized (errors are printed by
- * rank 0 only): the launcher's variables, or 0 for a single process. */
-#ifndef STARPU_SIMGRID
-static int launcher_rank(void)
-{
-	const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"};
-	for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
-		if (getenv(vars[i]))
-			return atoi(getenv(vars[i]));
-	return 0;
-}
-#endif
-
 /* Starts StarPU-MPI; returns 0, or 2 when the rank settings file is bad (StarPU is started all
  * the same: under SMPI it must be shut down around any exit). */
 static int start_starpu(int *argc, char ***argv, int *rank, int *size)
@@ -468,7 +455,7 @@ int main(int argc, char **argv)
 	}
 #else
 	/* Arguments are checked before StarPU starts (which may calibrate the bus). */
-	if ((status = parse_options(argc, argv, &o, launcher_rank())))
+	if ((status = parse_options(argc, argv, &o, lu_launcher_rank())))
 		return status;
 	openblas_set_num_threads(1); /* StarPU workers are the parallelism: sequential kernels */
 	start_starpu(&argc, &argv, &rank, &size);
@@ -476,25 +463,12 @@ int main(int argc, char **argv)
 	int nt = (int)(o.n / o.b), b = (int)o.b;
 
 	struct lu_distribution dist;
-	if (o.dist_file) {
-		char err[512];
-		if (lu_distribution_read(&dist, o.dist_file, nt, size, err, sizeof err) != 0) {
-			if (rank == 0)
-				fprintf(stderr, "%s\n", err);
-			starpu_mpi_shutdown();
-			return 2;
-		}
-	} else {
-		if (o.p <= 0 || o.q <= 0)
-			lu_near_square_grid(size, &o.p, &o.q);
-		if (o.p * o.q != size) {
-			char msg[128];
-			snprintf(msg, sizeof msg, "P x Q = number of ranks (%d), got %d x %d", size, o.p, o.q);
-			status = usage_error(rank, "--p/--q", msg);
-			starpu_mpi_shutdown();
-			return status;
-		}
-		lu_distribution_block_cyclic(&dist, nt, o.p, o.q);
+	char err[512];
+	if (lu_distribution_of_run(&dist, o.dist_file, &o.p, &o.q, nt, size, err, sizeof err) != 0) {
+		if (rank == 0)
+			fprintf(stderr, "%s\n", err);
+		starpu_mpi_shutdown();
+		return 2;
 	}
 
 	/* Owned tiles live in main RAM; the others are registered without home and

@@ -97,3 +97,27 @@ int lu_distribution_read(struct lu_distribution *d, const char *path, int nt, in
 		lu_distribution_free(d);
 	return rc;
 }
+
+int lu_launcher_rank(void)
+{
+	const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"};
+	for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
+		if (getenv(vars[i]))
+			return atoi(getenv(vars[i]));
+	return 0;
+}
+
+int lu_distribution_of_run(struct lu_distribution *d, const char *dist_file, int *p, int *q, int nt, int nranks,
+                           char *err, int errlen)
+{
+	if (dist_file)
+		return lu_distribution_read(d, dist_file, nt, nranks, err, errlen);
+	if (*p <= 0 || *q <= 0)
+		lu_near_square_grid(nranks, p, q);
+	if (*p * *q != nranks) {
+		snprintf(err, errlen, "error: --p/--q: expected P x Q = number of ranks (%d), got %d x %d", nranks, *p, *q);
+		return -1;
+	}
+	lu_distribution_block_cyclic(d, nt, *p, *q);
+	return 0;
+}

@@ -22,4 +22,15 @@ int lu_distribution_read(struct lu_distribution *d, const char *path, int nt, in
 
 void lu_distribution_free(struct lu_distribution *d);
 
+/* The owner table of a run from its options (apps/lu, apps/chameleon_lu): the distribution file
+ * when given, else the P x Q grid (*p, *q; 0 for the near-square grid of nranks, written back),
+ * which must have nranks ranks. Returns 0, or -1 after writing "error: KEY: expected ..." into err. */
+int lu_distribution_of_run(struct lu_distribution *d, const char *dist_file, int *p, int *q, int nt, int nranks,
+                           char *err, int errlen);
+
+/* Rank of this process before MPI is initialized, so that rank 0 alone prints an error found in
+ * the arguments or the distribution file: the launcher's variables, or 0 for a single process
+ * (apps/lu and apps/chameleon_lu). */
+int lu_launcher_rank(void);
+
 #endif

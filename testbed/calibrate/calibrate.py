@@ -89,8 +89,8 @@ class Options:
     lu_reps: int = 3
     unstable: float = 0.10
     lu: Path = LU_REAL
-    # The program whose codelets are calibrated and timed for the reference: apps/lu, or an
-    # installed Chameleon's getrf_nopiv driver (testbed/run/engines/chameleon_app.py)
+    # The program whose codelets are calibrated and timed for the reference: apps/lu, or
+    # Chameleon's LU on an installed Chameleon (apps/chameleon_lu, testbed/run/engines/chameleon_app.py)
     app: str = "lu"
     hosts: list[str] | None = None  # two hosts for the network ping-pong
     pingpong_reps: int = 100
@@ -411,11 +411,11 @@ def scope_env(ctx: Context, scope: str, layout: dict[int, list[int]]) -> dict[st
 
 
 def lu_program(opts: Options) -> Path:
-    """The LU program calibration runs: apps/lu's real build, or Chameleon's driver."""
+    """The LU program calibration runs: apps/lu's real build, or Chameleon's LU (apps/chameleon_lu)."""
     if opts.app == "chameleon":
-        from testbed.run.engines.chameleon_app import installed_chameleon
+        from testbed.run.engines.chameleon_app import driver
 
-        return installed_chameleon("native")
+        return driver("native")
     return opts.lu
 
 
@@ -430,8 +430,8 @@ def program_env(opts: Options) -> dict[str, str]:
 
 def lu_command(opts: Options, program: Path, n: int, b: int, getrf_gpu: bool = False) -> list[str]:
     """One LU of order n in tiles of b on this node, by the calibrated program."""
-    if opts.app == "chameleon":  # the testbed's settings: StarPU counts the workers (-t -1 -g -1)
-        return [str(program), "-o", "getrf_nopiv", "-n", str(n), "-b", str(b), "-t", "-1", "-g", "-1"]
+    if opts.app == "chameleon":  # StarPU counts the workers (CHAMELEON_Init(-1, -1)); one rank, P = Q = 1
+        return [str(program), "--n", str(n), "--b", str(b)]
     return [str(program), "--n", str(n), "--b", str(b), *(["--getrf-gpu"] if getrf_gpu else [])]
 
 
@@ -440,7 +440,7 @@ def lu_result(opts: Options, stdout: str) -> dict:
     if opts.app == "chameleon":
         from testbed.run.engines.chameleon_app import parse_output
 
-        return parse_output(stdout, "", 0, "chameleon_dtesting")
+        return parse_output(stdout, "", 0, "apps/chameleon_lu")
     return json.loads(stdout.strip().splitlines()[-1])
 
 
@@ -781,8 +781,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--unstable", type=float, default=0.10, help="relative stddev above which a timing is unstable")
     p.add_argument("--lu", default=str(LU_REAL), help="real build of apps/lu")
     p.add_argument("--app", choices=["lu", "chameleon"], default="lu",
-                   help="the program whose codelets are calibrated: apps/lu, or an installed Chameleon's driver "
-                        "(CHAMELEON_PREFIX; its models are read as they are by numasim and StarPU-SimGrid)")
+                   help="the program whose codelets are calibrated: apps/lu, or Chameleon's LU on an installed "
+                        "Chameleon (apps/chameleon_lu, CHAMELEON_PREFIX; its models are read as they are by numasim "
+                        "and StarPU-SimGrid)")
     p.add_argument("--hosts", default=None, metavar="A,B",
                    help="two hosts for the MPI network ping-pong (A,A or localhost,localhost measures loopback)")
     p.add_argument("--pingpong-reps", type=int, default=100, help="timed round trips per message size")

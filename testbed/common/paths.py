@@ -27,6 +27,9 @@ FLOW_TIMES = BUILD / "simulator" / "flow_times"
 LU_REAL = BUILD / "lu-real" / "lu"
 FXT_EVENTS = BUILD / "lu-real" / "fxt_events"  # apps/lu/fxt_events.c: every event of StarPU's FxT files
 LU_SIMGRID = BUILD / "lu-simgrid" / "lu"
+#: Chameleon's LU on the testbed's tile mapping (apps/chameleon_lu), one build per flavour made by
+#: envs/setup.sh against the installed Chameleon of that flavour (testbed/run/engines/chameleon_app.py)
+CHAMELEON_LU = {flavour: BUILD / f"chameleon-lu-{flavour}" / "chameleon_lu" for flavour in ("native", "simgrid")}
 MACHINES = ROOT / "platforms" / "machines"
 CLUSTERS = ROOT / "platforms" / "clusters"
 CALIBRATION = ROOT / "calibration"

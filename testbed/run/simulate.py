@@ -146,8 +146,9 @@ def write_memory_counts(spec: RunSpec, result: dict) -> None:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", required=True, choices=sorted(ENGINES))
     p.add_argument("--app", choices=list(APPS), default="lu",
-                   help="program of the real and starpu-simgrid engines: apps/lu, or an installed Chameleon's "
-                        "getrf_nopiv driver (CHAMELEON_PREFIX / CHAMELEON_SIMGRID_PREFIX)")
+                   help="program of the real and starpu-simgrid engines: apps/lu, or Chameleon's LU on an installed "
+                        "Chameleon (apps/chameleon_lu; CHAMELEON_PREFIX / CHAMELEON_SIMGRID_PREFIX), any "
+                        "--distribution")
     p.add_argument("--cluster", default=None,
                    help="cluster name (platforms/clusters/NAME.yaml) or path; optional with a --platform-dir")
     p.add_argument("--n", type=int, required=True, help="matrix order N")

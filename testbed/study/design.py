@@ -244,14 +244,9 @@ def check_experiment(exp: dict, file: str | Path = "config") -> None:
                 check_value(var, str(value), f"{where}.{key}.{var}")
             except InputError as exc:
                 raise InputError(file, exc.key, exc.expected + note) from None
-    if exp.get("app", "lu") == "chameleon":
-        if exp["engine"] == "numasim":
-            raise InputError(file, f"{where}.app", "lu with the numasim engine (it simulates apps/lu's graph, which "
-                             "is Chameleon's); app chameleon runs with the real or starpu-simgrid engine")
-        kind = exp["workload"].get("distribution", {"kind": "block-cyclic"}).get("kind")
-        if kind != "block-cyclic":
-            raise InputError(file, f"{where}.workload.distribution.kind", f"block-cyclic for app chameleon, got {kind!r} "
-                             "(Chameleon's testing driver takes a P x Q grid only)")
+    if exp.get("app", "lu") == "chameleon" and exp["engine"] == "numasim":
+        raise InputError(file, f"{where}.app", "lu with the numasim engine (it simulates apps/lu's graph, which "
+                         "is Chameleon's); app chameleon runs with the real or starpu-simgrid engine")
     if exp["engine"] == "numasim":
         for key, variables in named:
             for var in variables:

@@ -29,9 +29,9 @@ class RunSpec:
     cluster: str
     n: int
     b: int
-    # The program the real and starpu-simgrid engines run: apps/lu, or an installed Chameleon's
-    # own getrf_nopiv driver (testbed/run/engines/chameleon_app.py); numasim simulates apps/lu's
-    # graph, which is Chameleon's (dag "chameleon").
+    # The program the real and starpu-simgrid engines run: apps/lu, or Chameleon's own LU on an
+    # installed Chameleon (apps/chameleon_lu, testbed/run/engines/chameleon_app.py); numasim
+    # simulates apps/lu's graph, which is Chameleon's (dag "chameleon").
     app: str = "lu"
     env: dict[str, str] = field(default_factory=dict)
     factors: dict[str, int] = field(default_factory=dict)

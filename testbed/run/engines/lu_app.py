@@ -45,38 +45,55 @@ def process_grid(spec: RunSpec, ranks: int) -> tuple[int, int]:
     return p, q
 
 
-def distribution_args(spec: RunSpec, ranks: int, workdir: Path, speeds: list[float] | None) -> list[str]:
-    """apps/lu arguments for spec.distribution: block-cyclic, file or heterogeneous.
-
-    `speeds` (one per rank) drive the heterogeneous generator; None means equal.
-    """
+def check_distribution(spec: RunSpec, ranks: int) -> str:
+    """spec.distribution's kind, checked for `ranks` ranks before the program runs (a file: every
+    owner a rank of the cluster, with the Python error format: file, line and column, exit 2)."""
     from testbed.run import distribution as dist
 
     nt = check_sizes(spec)
     kind = spec.distribution.get("kind", "block-cyclic")
     if kind == "block-cyclic":
+        process_grid(spec, ranks)
+    elif kind == "file":
+        dist.read_distribution(Path(spec.distribution["path"]), nt, ranks)
+    elif kind != "heterogeneous":
+        raise InputError(None, "distribution.kind", f"block-cyclic, file or heterogeneous, got {kind!r}")
+    return kind
+
+
+def distribution_args(spec: RunSpec, ranks: int, workdir: Path, speeds: list[float] | None) -> list[str]:
+    """apps/lu's (and apps/chameleon_lu's) arguments for spec.distribution: block-cyclic, file or
+    heterogeneous.
+
+    `speeds` (one per rank) drive the heterogeneous generator; None means equal.
+    """
+    from testbed.run import distribution as dist
+
+    kind = check_distribution(spec, ranks)
+    if kind == "block-cyclic":
         p, q = process_grid(spec, ranks)
         return ["--p", str(p), "--q", str(q)]
     if kind == "file":
-        path = Path(spec.distribution["path"])
-        dist.read_distribution(path, nt, ranks)  # fail early, with the Python error format
-        return ["--dist", str(path.resolve())]
-    if kind == "heterogeneous":
-        path = dist.write_heterogeneous(workdir / "distribution.txt", nt, speeds or [1.0] * ranks)
-        return ["--dist", str(path)]
-    raise InputError(None, "distribution.kind", f"block-cyclic, file or heterogeneous, got {kind!r}")
+        return ["--dist", str(Path(spec.distribution["path"]).resolve())]
+    path = dist.write_heterogeneous(workdir / "distribution.txt", spec.n // spec.b, speeds or [1.0] * ranks)
+    return ["--dist", str(path)]
 
 
 _APP_ERROR = re.compile(r"^error: (.*?)(?:: expected (.*))?$", re.MULTILINE)
 
 
+def check_app_error(stderr: str, returncode: int, has_result: bool) -> None:
+    """An app's `error: KEY: expected ...` line (apps/lu, apps/chameleon_lu: bad input, exit 2)
+    as an InputError. SMPI ignores main's return value: an `error:` line without a result is bad
+    input too."""
+    match = _APP_ERROR.search(stderr)
+    if match and (returncode == 2 or (returncode == 0 and not has_result)):
+        raise InputError(None, match.group(1), match.group(2) or "valid input")
+
+
 def parse_output(stdout: str, stderr: str, returncode: int, what: str) -> dict:
     """The JSON line of apps/lu; its `error: ...` (exit 2) becomes an InputError."""
-    has_json = any(line.startswith("{") for line in stdout.splitlines())
-    match = _APP_ERROR.search(stderr)
-    # SMPI ignores main's return value: an `error:` line without output is bad input too
-    if match and (returncode == 2 or (returncode == 0 and not has_json)):
-        raise InputError(None, match.group(1), match.group(2) or "valid input")
+    check_app_error(stderr, returncode, any(line.startswith("{") for line in stdout.splitlines()))
     if returncode != 0:
         tail = "\n".join(stderr.strip().splitlines()[-15:])
         raise RuntimeError(f"{what} failed with exit status {returncode}:\n{tail}")

@@ -1,5 +1,6 @@
 """Engine `real`: runs apps/lu (native StarPU build) on this machine, or with `app: chameleon`
-an installed Chameleon's getrf_nopiv driver (testbed/run/engines/chameleon_app.py).
+Chameleon's LU, apps/chameleon_lu built against an installed Chameleon
+(testbed/run/engines/chameleon_app.py), on the same tile mapping.
 
 One MPI rank per node of the cluster (`mpirun` when R > 1, one MPMD app context per run of
 nodes of one machine type, each with `{**spec.env, **spec.env_per_machine[machine]}`). The
@@ -25,7 +26,15 @@ from testbed.common.commands import mpi_singleton_env
 from testbed.common.errors import InputError
 from testbed.common.paths import LU_REAL, binary
 from testbed.run.engines import RunSpec, chameleon_app
-from testbed.run.engines.lu_app import check_run, distribution_args, kernel_args, parse_output, result_fields, run_env
+from testbed.run.engines.lu_app import (
+    check_distribution,
+    check_run,
+    distribution_args,
+    kernel_args,
+    parse_output,
+    result_fields,
+    run_env,
+)
 
 log = logging.getLogger(__name__)
 
@@ -171,17 +180,21 @@ def run(spec: RunSpec) -> dict:
     ranks = len(machines)
     traced = spec.trace is not None or spec.transfers is not None or spec.events is not None
     counted = spec.memory_counts is not None
+    check_distribution(spec, ranks)  # the user's mapping before the program is looked for
     if spec.app == "chameleon":
         if traced:
             raise InputError(None, "--trace/--transfers", "app lu (the FxT conversion reads apps/lu's codelets)")
         if counted or spec.generate_on_main_ram:
             raise InputError(None, "--memory-counts/--generate-on-main-ram", "app lu (apps/lu's codelets and options)")
-        app = chameleon_app.command(chameleon_app.installed_chameleon("native"), spec, ranks)
+        program = chameleon_app.driver("native")
     else:
-        app = [str(binary(LU_REAL, "apps/lu (real build)"))]
+        program = binary(LU_REAL, "apps/lu (real build)")
     with tempfile.TemporaryDirectory(prefix="lu-real-", dir=spec.workdir) as tmp:
         workdir = Path(tmp)
-        if spec.app != "chameleon":
+        if spec.app == "chameleon":
+            app = chameleon_app.command(program, spec, ranks, workdir, speeds)
+        else:
+            app = [str(program)]
             app += ["--n", str(spec.n), "--b", str(spec.b), "--seed", str(spec.seed)]
             app += distribution_args(spec, ranks, workdir, speeds)
             if spec.check:
@@ -209,7 +222,7 @@ def run(spec: RunSpec) -> dict:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=workdir)
         if spec.app == "chameleon":
             result = chameleon_app.result_fields(
-                chameleon_app.parse_output(proc.stdout, proc.stderr, proc.returncode, "chameleon_dtesting (real)"), nt)
+                chameleon_app.parse_output(proc.stdout, proc.stderr, proc.returncode, "apps/chameleon_lu (real)"), nt)
         else:
             result = result_fields(parse_output(proc.stdout, proc.stderr, proc.returncode, "apps/lu (real)"))
         if traced:

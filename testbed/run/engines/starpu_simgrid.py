@@ -45,7 +45,15 @@ from testbed.common.paths import LU_SIMGRID, STARPU_SMPIRUN, binary, starpu_file
 from testbed.common.simgrid_xml import check_simgrid_platform
 from testbed.run.distribution import node_gemm_speed
 from testbed.run.engines import RunSpec, chameleon_app, model_dirs, platform_dir_for
-from testbed.run.engines.lu_app import check_run, distribution_args, kernel_args, parse_output, result_fields, run_env
+from testbed.run.engines.lu_app import (
+    check_distribution,
+    check_run,
+    distribution_args,
+    kernel_args,
+    parse_output,
+    result_fields,
+    run_env,
+)
 from testbed.starpu.bus_files import BUS_SUFFIXES, check_bus_files, read_bus_config
 from testbed.starpu.lu_codelets import SYMBOL_SETS
 from testbed.starpu.perfmodel_files import HistoryEntry, read_model, square_tiles_footprint
@@ -368,15 +376,14 @@ def run(spec: RunSpec) -> dict:
     chameleon = spec.app == "chameleon"
     if chameleon:
         chameleon_app.check_app_spec(spec)
-        program = chameleon_app.installed_chameleon("simgrid")
-    else:
-        program = binary(LU_SIMGRID, "apps/lu (SimGrid build)")
     smpirun = starpu_file("simgrid", STARPU_SMPIRUN, "StarPU-SimGrid")
     with tempfile.TemporaryDirectory(prefix="lu-simgrid-", dir=spec.workdir) as tmp:
         workdir = Path(tmp)
         starpu_dir = platform_dir_for(spec, workdir) / "starpu"
         inp = prepare(spec, starpu_dir, workdir)
         hosts = inp.hosts
+        check_distribution(spec, len(hosts))  # the user's mapping before the program is looked for
+        program = chameleon_app.driver("simgrid") if chameleon else binary(LU_SIMGRID, "apps/lu (SimGrid build)")
         env = process_env(spec, starpu_dir, [inp.machines[h] for h in hosts], workdir, inp.bus)
         if chameleon:
             if inp.symbols != "chameleon":
@@ -391,15 +398,16 @@ def run(spec: RunSpec) -> dict:
                 raise InputError(None, "STARPU_NCUDA", "0 for app chameleon on machines with GPUs: this Chameleon "
                                  "(SimGrid flavour) has CPU codelets only, built without CHAMELEON_USE_CUDA, so its "
                                  "CUDA workers would idle; compare CPU-only runs with --env STARPU_NCUDA=0")
+        speeds = None
+        if spec.distribution.get("kind") == "heterogeneous":
+            gemm = SYMBOL_SETS[inp.symbols]["gemm"][0]
+            speeds = [node_gemm_speed(inp.models[inp.machines[h]].dir, inp.models[inp.machines[h]].host, spec.b,
+                                      gemm) for h in hosts]
+        if chameleon:
             link_chameleon_generation(inp)
             env["LD_LIBRARY_PATH"] = chameleon_app.library_path("simgrid")
-            args = chameleon_app.command(program, spec, len(hosts))[1:]
+            args = chameleon_app.command(program, spec, len(hosts), workdir, speeds)[1:]
         else:
-            speeds = None
-            if spec.distribution.get("kind") == "heterogeneous":
-                gemm = SYMBOL_SETS[inp.symbols]["gemm"][0]
-                speeds = [node_gemm_speed(inp.models[inp.machines[h]].dir, inp.models[inp.machines[h]].host, spec.b,
-                                          gemm) for h in hosts]
             args = ["--n", str(spec.n), "--b", str(spec.b), "--seed", str(spec.seed), "--report-workers",
                     *kernel_args(spec, inp.symbols)]
             args += distribution_args(spec, len(hosts), workdir, speeds)
@@ -418,7 +426,7 @@ def run(spec: RunSpec) -> dict:
                              "found none and cannot calibrate in simulation)")
         if chameleon:
             result = chameleon_app.result_fields(chameleon_app.parse_output(
-                proc.stdout, proc.stderr, proc.returncode, "chameleon_dtesting (StarPU-SimGrid)"), nt)
+                proc.stdout, proc.stderr, proc.returncode, "apps/chameleon_lu (StarPU-SimGrid)"), nt)
             result["hosts"] = hosts
             return result
         out = parse_output(proc.stdout, proc.stderr + proc.stdout, proc.returncode, "apps/lu (StarPU-SimGrid)")
