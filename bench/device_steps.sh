@@ -1,11 +1,21 @@
 # The step driver of the one-call device scripts (bench/gpu_device.sh, bench/gpu_numa_split.sh),
 # sourced by them. Each step is the script itself run again as `SELF --step NAME ARGS` under
 # `timeout`, within the call's wall-clock budget; a failed or timed-out step is recorded and the
-# next ones still run. What the sourcing script sets first:
-#   SELF      the script's path          TAG      the log's name and its lines' prefix
+# next ones still run. What the sourcing script sets first (ROOT, then device_settings sets the rest):
+#   SELF, ROOT  the script and the tree  TAG      the log's name and its lines' prefix
 #   WORK      scratch folder             RES      WORK/results (steps.jsonl, logs/)   LOGS  RES/logs
 #   OUT       the call's output folder   BUDGET_S the budget in seconds              STEPS "all" or names
 # A step's own time box can be changed with LIMIT_<step>=S.
+
+device_settings() { # work budget_s: the settings both scripts share, with the defaults of WORK and BUDGET_S
+  export REHEARSAL="${REHEARSAL:-0}"
+  export DEVICE_DIR="${DEVICE_DIR:-$ROOT/.device}"
+  export WORK="${WORK:-$1}"
+  export BUDGET_S="${BUDGET_S:-$2}"
+  export STARPU_REUSE="${STARPU_REUSE:-}"
+  export PYTHON="${PYTHON:-python3}"
+  export STEPS="${STEPS:-all}"
+}
 
 use_private_fxt() { # FXT_PREFIX: the private FxT prefix (step fxt) for pkg-config (StarPU's configure,
   # the apps' Makefiles) and the loader; FXT_LIBDIR is empty while there is none
@@ -22,9 +32,14 @@ skip() { # step reason: a visible message and a line in steps.jsonl
   printf '{"step": "%s", "status": "skipped", "reason": "%s"}\n' "$1" "${2//\"/\'}" >>"$RES/steps.jsonl"
 }
 
-check_settings() { # all_steps var...: STEPS among all_steps, each var (and LIMIT_*) a positive integer;
-  # else one line on stderr and exit 2
+check_settings() { # all_steps var...: REHEARSAL 0 or 1, STARPU_REUSE an installed StarPU, STEPS among
+  # all_steps, each var (and LIMIT_*) a positive integer, WORK a scratch folder; else one line on
+  # stderr and exit 2
   local all="$1" s v; shift
+  case "$REHEARSAL" in 0|1) ;; *) echo "error: REHEARSAL=$REHEARSAL: expected 0 or 1" >&2; exit 2 ;; esac
+  if [ -n "$STARPU_REUSE" ] && [ ! -f "$STARPU_REUSE/lib/pkgconfig/starpu-1.4.pc" ]; then
+    echo "error: STARPU_REUSE=$STARPU_REUSE: expected an installed StarPU 1.4 (lib/pkgconfig/starpu-1.4.pc)" >&2; exit 2
+  fi
   if [ "$STEPS" != all ]; then
     for s in $STEPS; do
       [[ " $(echo $all) " == *" $s "* ]] || { echo "error: STEPS: $s: expected all or steps among: $(echo $all)" >&2; exit 2; }
@@ -69,6 +84,17 @@ step() { # name limit_s [args]: runs `SELF --step name args` under timeout withi
   cp "$WORK/$TAG.log" "$OUT/$TAG.log" && tar -czf "$OUT/results.tmp.tar.gz" -C "$WORK" results \
     && mv -f "$OUT/results.tmp.tar.gz" "$OUT/results.tar.gz"
   return "$rc"
+}
+
+starpu_steps() { # the call's StarPU: built on the node (steps fxt, starpu), or STARPU_REUSE's checked
+  if [ -n "$STARPU_REUSE" ]; then
+    skip fxt "STARPU_REUSE=$STARPU_REUSE: StarPU already built (with the FxT it was built with)"
+    skip starpu "STARPU_REUSE=$STARPU_REUSE"
+    step check_starpu_reused 20
+  else
+    step fxt 30
+    step starpu 300
+  fi
 }
 
 finish_call() { # the closing line and exit status: 1 when a step failed, timed out or ran out of budget

@@ -61,16 +61,14 @@
 set -uo pipefail
 SELF="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")"
 ROOT="$(cd "$(dirname "$SELF")/.." && pwd)"
+TAG=gpu_device
+# device_settings, log, skip, check_settings, start_call, step, finish_call: the driver shared with
+# bench/gpu_numa_split.sh
+source "$ROOT/bench/device_steps.sh"
 
 # ------------------------------------------------------------------ settings
-export REHEARSAL="${REHEARSAL:-0}"
-export DEVICE_DIR="${DEVICE_DIR:-$ROOT/.device}"
-export WORK="${WORK:-$ROOT/build/gpu-device}"
-export BUDGET_S="${BUDGET_S:-450}"
-export STARPU_REUSE="${STARPU_REUSE:-}"
+device_settings "$ROOT/build/gpu-device" 450
 export NUMA_BENCH="${NUMA_BENCH:-auto}"
-export PYTHON="${PYTHON:-python3}"
-export STEPS="${STEPS:-all}"
 export HOSTALLOC_RUNS="${HOSTALLOC_RUNS:-960:2:0.5 1920:2:0.5 960:2:5}"
 ALL_STEPS="node fxt starpu check_starpu_reused microbench apps hostallocstall variability bus check calibrate
   trace convert cudabench overhead runs numa summary"
@@ -92,9 +90,6 @@ export LU="$WORK/build/lu-real/lu" MB="$WORK/build/microbench"
 # StarPU's runs: calibration files under WORK (only their tarball is a result), dmdas as before.
 export STARPU_HOME="$WORK/starpu-home" STARPU_HOSTNAME="${HOSTNAME_MODEL:-gpunode}" STARPU_SCHED=dmdas
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
-TAG=gpu_device
-# log, skip, check_settings, start_call, step, finish_call: the driver shared with bench/gpu_numa_split.sh
-source "$ROOT/bench/device_steps.sh"
 use_private_fxt
 have_cuda() { [ "$CUDA" = yes ]; }
 
@@ -376,11 +371,7 @@ if [ "${1:-}" = --step ]; then shift; name="$1"; shift; "step_$name" "$@"; exit 
 
 # ------------------------------------------------------------------ driver
 OUT="${1:?usage: bench/gpu_device.sh OUT   (REHEARSAL=1 for a machine without CUDA)}"
-case "$REHEARSAL" in 0|1) ;; *) echo "error: REHEARSAL=$REHEARSAL: expected 0 or 1" >&2; exit 2 ;; esac
 case "$NUMA_BENCH" in auto|force|no) ;; *) echo "error: NUMA_BENCH=$NUMA_BENCH: expected auto, force or no" >&2; exit 2 ;; esac
-if [ -n "$STARPU_REUSE" ] && [ ! -f "$STARPU_REUSE/lib/pkgconfig/starpu-1.4.pc" ]; then
-  echo "error: STARPU_REUSE=$STARPU_REUSE: expected an installed StarPU 1.4 (lib/pkgconfig/starpu-1.4.pc)" >&2; exit 2
-fi
 check_settings "$ALL_STEPS" B CHECK_N REPS CAL_REPS NUMA_B NUMA_REPS VAR_REPS
 for run in $HOSTALLOC_RUNS; do
   [[ "$run" =~ ^[1-9][0-9]*:[1-9][0-9]*:[0-9]+(\.[0-9]+)?$ ]] || { echo "error: HOSTALLOC_RUNS: $run: expected b:depth:op_ms (e.g. 960:2:0.5)" >&2; exit 2; }
@@ -428,14 +419,7 @@ trap 'log "interrupted"; exit 130' INT TERM
 
 log "start: REHEARSAL=$REHEARSAL SIZES=$SIZES B=$B REPS=$REPS budget $BUDGET_S s, work $WORK"
 step node 30
-if [ -n "$STARPU_REUSE" ]; then
-  skip fxt "STARPU_REUSE=$STARPU_REUSE: StarPU already built (with the FxT it was built with)"
-  skip starpu "STARPU_REUSE=$STARPU_REUSE"
-  step check_starpu_reused 20
-else
-  step fxt 30
-  step starpu 300
-fi
+starpu_steps
 step microbench 60
 step apps 90
 step hostallocstall 60

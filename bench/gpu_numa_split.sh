@@ -53,15 +53,11 @@
 set -uo pipefail
 SELF="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")"
 ROOT="$(cd "$(dirname "$SELF")/.." && pwd)"
+TAG=gpu_numa_split
+source "$ROOT/bench/device_steps.sh"  # the step driver shared with bench/gpu_device.sh
 
 # ------------------------------------------------------------------ settings
-export REHEARSAL="${REHEARSAL:-0}"
-export DEVICE_DIR="${DEVICE_DIR:-$ROOT/.device}"
-export WORK="${WORK:-$ROOT/build/gpu-numa-split}"
-export BUDGET_S="${BUDGET_S:-480}"
-export STARPU_REUSE="${STARPU_REUSE:-}"
-export PYTHON="${PYTHON:-python3}"
-export STEPS="${STEPS:-all}"
+device_settings "$ROOT/build/gpu-numa-split" 480
 export NUMASIM="${NUMASIM:-$ROOT/build/simulator/numasim}"
 ALL_STEPS="node fxt starpu check_starpu_reused apps wheels describe calibrate real gpu numasim summary"
 if [ "$REHEARSAL" = 1 ]; then
@@ -81,8 +77,6 @@ export TESTBED_NUMASIM="$NUMASIM" STARPU_NATIVE_PREFIX="$PREFIX"
 export STARPU_HOME="$WORK/starpu-home" STARPU_HOSTNAME="${HOSTNAME_MODEL:-gpunode-numa2}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 
-TAG=gpu_numa_split
-source "$ROOT/bench/device_steps.sh"
 use_private_fxt
 
 counts() { # engines [args]: bench/numa_split_counts.py on the split description, into SPLIT
@@ -166,10 +160,6 @@ if [ "${1:-}" = --step ]; then shift; name="$1"; shift; "step_$name" "$@"; exit 
 
 # ------------------------------------------------------------------ driver
 OUT="${1:?usage: bench/gpu_numa_split.sh OUT   (REHEARSAL=1 for a machine without CUDA)}"
-case "$REHEARSAL" in 0|1) ;; *) echo "error: REHEARSAL=$REHEARSAL: expected 0 or 1" >&2; exit 2 ;; esac
-if [ -n "$STARPU_REUSE" ] && [ ! -f "$STARPU_REUSE/lib/pkgconfig/starpu-1.4.pc" ]; then
-  echo "error: STARPU_REUSE=$STARPU_REUSE: expected an installed StarPU 1.4 (lib/pkgconfig/starpu-1.4.pc)" >&2; exit 2
-fi
 [ -f "$ROOT/platforms/clusters/$CLUSTER.yaml" ] || {
   echo "error: CLUSTER=$CLUSTER: expected a cluster of platforms/clusters/ (a split description, e.g. gpunode_numa2-1)" >&2; exit 2; }
 check_settings "$ALL_STEPS" N B RUNS CAL_REPS
@@ -191,14 +181,7 @@ trap 'log "interrupted"; exit 130' INT TERM
 
 log "start: REHEARSAL=$REHEARSAL CLUSTER=$CLUSTER N=$N B=$B RUNS=$RUNS CAL_REPS=$CAL_REPS budget $BUDGET_S s, work $WORK"
 step node 30
-if [ -n "$STARPU_REUSE" ]; then
-  skip fxt "STARPU_REUSE=$STARPU_REUSE: StarPU already built (with the FxT it was built with)"
-  skip starpu "STARPU_REUSE=$STARPU_REUSE"
-  step check_starpu_reused 20
-else
-  step fxt 30
-  step starpu 300
-fi
+starpu_steps
 step apps 90
 step wheels 60
 step describe 30

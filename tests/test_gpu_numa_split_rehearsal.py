@@ -11,10 +11,11 @@ import os
 import shutil
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
 import pytest
+from support.device_calls import assert_refused, jsonl, members
+from support.device_calls import rehearse as rehearse_script
 
 from testbed import ROOT
 from testbed.common.paths import NUMASIM, STARPU_NATIVE
@@ -29,19 +30,7 @@ needs_starpu = pytest.mark.skipif(
 
 
 def rehearse(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess, Path, Path]:
-    out, work = tmp_path / "out", tmp_path / "work"
-    full = {**os.environ, "REHEARSAL": "1", "WORK": str(work), "PYTHON": sys.executable, **env}
-    proc = subprocess.run(["bash", str(SCRIPT), str(out)], capture_output=True, text=True, env=full, timeout=600)
-    return proc, out, work
-
-
-def members(path: Path) -> dict[str, bytes]:
-    with tarfile.open(path) as tar:
-        return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
-
-
-def jsonl(data: bytes) -> list[dict]:
-    return [json.loads(line) for line in data.decode().splitlines() if line.strip()]
+    return rehearse_script(SCRIPT, tmp_path, sys.executable, **env)
 
 
 @needs_starpu
@@ -97,18 +86,13 @@ def test_numasim_that_does_not_run_is_skipped_with_the_command_that_does_it_else
             "--merge results/numa-split/counts.json") in reason
 
 
+# The settings both scripts share (REHEARSAL, STARPU_REUSE, WORK, BUDGET_S, LIMIT_*: bench/device_steps.sh
+# check_settings) are tried in tests/test_gpu_device_rehearsal.py; these are this script's.
 @pytest.mark.parametrize(("env", "message"), [
-    ({"REHEARSAL": "2"}, "error: REHEARSAL=2: expected 0 or 1"),
-    ({"STARPU_REUSE": "/nonexistent"}, "error: STARPU_REUSE=/nonexistent: expected an installed StarPU 1.4"),
     ({"CLUSTER": "nowhere-1"}, "error: CLUSTER=nowhere-1: expected a cluster of platforms/clusters/"),
     ({"N": "1000"}, "error: N=1000: expected a multiple of B=192"),
     ({"RUNS": "0"}, "error: RUNS=0: expected a positive integer"),
     ({"STEPS": "real gpus"}, "error: STEPS: gpus: expected all or steps among: node fxt starpu"),
-    ({"WORK": "/"}, "error: WORK=/: expected a scratch folder (it is emptied first)"),
 ])
 def test_bad_settings_stop_before_anything_is_written(tmp_path, env, message):
-    proc, out, work = rehearse(tmp_path, **env)
-    assert proc.returncode == 2
-    assert proc.stderr.startswith(message)
-    assert len(proc.stderr.strip().splitlines()) == 1
-    assert not out.exists() and not (tmp_path / "work").exists()
+    assert_refused(*rehearse(tmp_path, **env), message)
