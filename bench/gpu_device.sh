@@ -61,16 +61,14 @@
 set -uo pipefail
 SELF="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")"
 ROOT="$(cd "$(dirname "$SELF")/.." && pwd)"
+TAG=gpu_device
+# device_settings, log, skip, check_settings, start_call, step, finish_call: the driver shared with
+# bench/gpu_numa_split.sh
+source "$ROOT/bench/device_steps.sh"
 
 # ------------------------------------------------------------------ settings
-export REHEARSAL="${REHEARSAL:-0}"
-export DEVICE_DIR="${DEVICE_DIR:-$ROOT/.device}"
-export WORK="${WORK:-$ROOT/build/gpu-device}"
-export BUDGET_S="${BUDGET_S:-450}"
-export STARPU_REUSE="${STARPU_REUSE:-}"
+device_settings "$ROOT/build/gpu-device" 450
 export NUMA_BENCH="${NUMA_BENCH:-auto}"
-export PYTHON="${PYTHON:-python3}"
-export STEPS="${STEPS:-all}"
 export HOSTALLOC_RUNS="${HOSTALLOC_RUNS:-960:2:0.5 1920:2:0.5 960:2:5}"
 ALL_STEPS="node fxt starpu check_starpu_reused microbench apps hostallocstall variability bus check calibrate
   trace convert cudabench overhead runs numa summary"
@@ -92,18 +90,7 @@ export LU="$WORK/build/lu-real/lu" MB="$WORK/build/microbench"
 # StarPU's runs: calibration files under WORK (only their tarball is a result), dmdas as before.
 export STARPU_HOME="$WORK/starpu-home" STARPU_HOSTNAME="${HOSTNAME_MODEL:-gpunode}" STARPU_SCHED=dmdas
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
-# The private FxT prefix: pkg-config (StarPU's configure, the apps' Makefiles) and the loader.
-FXT_LIBDIR="$(ls -d "$FXT_PREFIX"/usr/lib/*-linux-gnu 2>/dev/null | head -1)"
-if [ -n "$FXT_LIBDIR" ]; then
-  export PKG_CONFIG_PATH="$FXT_LIBDIR/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
-  export LD_LIBRARY_PATH="$FXT_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
-
-log() { printf '[gpu_device %4ds] %s\n' "$SECONDS" "$*" | tee -a "$WORK/gpu_device.log" >&2; }
-skip() { # step reason: a visible message and a line in steps.jsonl
-  log "SKIP $1: $2"
-  printf '{"step": "%s", "status": "skipped", "reason": "%s"}\n' "$1" "${2//\"/\'}" >>"$RES/steps.jsonl"
-}
+use_private_fxt
 have_cuda() { [ "$CUDA" = yes ]; }
 
 lu_run() { # phase variant rep n [extra apps/lu args]: one apps/lu run, its JSON line in runs.jsonl
@@ -384,57 +371,15 @@ if [ "${1:-}" = --step ]; then shift; name="$1"; shift; "step_$name" "$@"; exit 
 
 # ------------------------------------------------------------------ driver
 OUT="${1:?usage: bench/gpu_device.sh OUT   (REHEARSAL=1 for a machine without CUDA)}"
-case "$REHEARSAL" in 0|1) ;; *) echo "error: REHEARSAL=$REHEARSAL: expected 0 or 1" >&2; exit 2 ;; esac
 case "$NUMA_BENCH" in auto|force|no) ;; *) echo "error: NUMA_BENCH=$NUMA_BENCH: expected auto, force or no" >&2; exit 2 ;; esac
-if [ -n "$STARPU_REUSE" ] && [ ! -f "$STARPU_REUSE/lib/pkgconfig/starpu-1.4.pc" ]; then
-  echo "error: STARPU_REUSE=$STARPU_REUSE: expected an installed StarPU 1.4 (lib/pkgconfig/starpu-1.4.pc)" >&2; exit 2
-fi
-if [ "$STEPS" != all ]; then
-  for s in $STEPS; do
-    [[ " $(echo $ALL_STEPS) " == *" $s "* ]] || { echo "error: STEPS: $s: expected all or steps among: $(echo $ALL_STEPS)" >&2; exit 2; }
-  done
-fi
+check_settings "$ALL_STEPS" B CHECK_N REPS CAL_REPS NUMA_B NUMA_REPS VAR_REPS
 for run in $HOSTALLOC_RUNS; do
   [[ "$run" =~ ^[1-9][0-9]*:[1-9][0-9]*:[0-9]+(\.[0-9]+)?$ ]] || { echo "error: HOSTALLOC_RUNS: $run: expected b:depth:op_ms (e.g. 960:2:0.5)" >&2; exit 2; }
-done
-for v in BUDGET_S B CHECK_N REPS CAL_REPS NUMA_B NUMA_REPS VAR_REPS $(compgen -v LIMIT_); do
-  [[ "${!v}" =~ ^[1-9][0-9]*$ ]] || { echo "error: $v=${!v}: expected a positive integer" >&2; exit 2; }
 done
 for n in $SIZES $TRACE_SIZES; do
   [[ "$n" =~ ^[1-9][0-9]*$ ]] && [ $((n % B)) = 0 ] || { echo "error: SIZES/TRACE_SIZES: $n: expected a multiple of B=$B" >&2; exit 2; }
 done
-case "$(realpath -m "$WORK")" in /|"$ROOT"|"$HOME") echo "error: WORK=$WORK: expected a scratch folder (it is emptied first)" >&2; exit 2 ;; esac
-mkdir -p "$OUT" && OUT="$(cd "$OUT" && pwd)" || exit 2
-rm -f "$OUT"/gpu_device.log "$OUT"/results.tar.gz "$OUT"/results.tmp.tar.gz "$OUT"/fxt-*.tar.xz "$OUT"/fxt-*.tar.gz
-rm -rf "$WORK" && mkdir -p "$LOGS" || exit 2
-: >"$WORK/gpu_device.log"
-
-step() { # name limit_s [args]: runs `SELF --step name args` under timeout within the budget
-  local name="$1" limit="$2"; shift 2
-  local tag="$name${1:+-$*}" left=$((BUDGET_S - SECONDS)) t0=$SECONDS rc=0 status
-  tag="${tag// /-}"
-  local own="LIMIT_$name"; limit="${!own:-$limit}"  # LIMIT_<step>=S: another time box
-  if [ "$STEPS" != all ] && [[ " $STEPS " != *" $name "* ]]; then skip "$tag" "not in STEPS=$STEPS"; return 0; fi
-  if [ "$left" -lt 5 ]; then
-    log "SKIP $tag: budget of $BUDGET_S s spent"
-    printf '{"step": "%s", "status": "budget", "reason": "budget of %d s spent"}\n' "$tag" "$BUDGET_S" >>"$RES/steps.jsonl"
-    return 1
-  fi
-  [ "$limit" -gt "$left" ] && limit="$left"
-  log "step $tag (limit $limit s)"
-  timeout -k 5 "$limit" bash "$SELF" --step "$name" "$@" >>"$LOGS/$tag.log" 2>&1 || rc=$?
-  case "$rc" in 0) status=ok ;; 124|137) status=timeout ;; *) status=failed ;; esac
-  printf '{"step": "%s", "status": "%s", "rc": %d, "seconds": %d, "limit_s": %d}\n' \
-    "$tag" "$status" "$rc" $((SECONDS - t0)) "$limit" >>"$RES/steps.jsonl"
-  if [ "$status" = ok ]; then log "step $tag: ok ($((SECONDS - t0)) s)"
-  else log "step $tag: $status (rc $rc, $((SECONDS - t0)) s); last lines of logs/$tag.log:"
-       tail -5 "$LOGS/$tag.log" | sed 's/^/    /' | tee -a "$WORK/gpu_device.log" >&2
-  fi
-  # What is there so far, in OUT already: a call killed before the end still brings it back.
-  cp "$WORK/gpu_device.log" "$OUT/gpu_device.log" && tar -czf "$OUT/results.tmp.tar.gz" -C "$WORK" results \
-    && mv -f "$OUT/results.tmp.tar.gz" "$OUT/results.tar.gz"
-  return "$rc"
-}
+start_call 'fxt-*.tar.xz' 'fxt-*.tar.gz'
 
 pack() { # OUT: at most 8 files, each under 15 MiB
   trap - EXIT INT TERM
@@ -474,14 +419,7 @@ trap 'log "interrupted"; exit 130' INT TERM
 
 log "start: REHEARSAL=$REHEARSAL SIZES=$SIZES B=$B REPS=$REPS budget $BUDGET_S s, work $WORK"
 step node 30
-if [ -n "$STARPU_REUSE" ]; then
-  skip fxt "STARPU_REUSE=$STARPU_REUSE: StarPU already built (with the FxT it was built with)"
-  skip starpu "STARPU_REUSE=$STARPU_REUSE"
-  step check_starpu_reused 20
-else
-  step fxt 30
-  step starpu 300
-fi
+starpu_steps
 step microbench 60
 step apps 90
 step hostallocstall 60
@@ -507,6 +445,4 @@ else
   skip numa "$nodes NUMA node(s): no remote memory to measure (NUMA_BENCH=$NUMA_BENCH)"
 fi
 step summary 20 && sed 's/^/    /' "$LOGS/summary.log" | tee -a "$WORK/gpu_device.log" >&2
-failed="$(grep -cv '"status": "\(ok\|skipped\)"' "$RES/steps.jsonl")"
-log "steps: $(grep -c '"status": "ok"' "$RES/steps.jsonl") ok, $failed failed, timed out or out of budget, $(grep -c '"status": "skipped"' "$RES/steps.jsonl") skipped"
-exit $((failed > 0))
+finish_call

@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import os
 import shutil
 import signal
 import subprocess
-import tarfile
 from pathlib import Path
 
 import pytest
+from support.device_calls import assert_refused, jsonl, members
+from support.device_calls import rehearse as rehearse_script
 
 from testbed import ROOT
 from testbed.common.paths import STARPU_NATIVE
@@ -32,19 +32,7 @@ MIB = 1 << 20
 
 
 def rehearse(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess, Path, Path]:
-    out, work = tmp_path / "out", tmp_path / "work"
-    full = {**os.environ, "REHEARSAL": "1", "WORK": str(work), "PYTHON": shutil.which("python3") or "python3", **env}
-    proc = subprocess.run(["bash", str(SCRIPT), str(out)], capture_output=True, text=True, env=full, timeout=300)
-    return proc, out, work
-
-
-def members(path: Path) -> dict[str, bytes]:
-    with tarfile.open(path) as tar:
-        return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
-
-
-def jsonl(data: bytes) -> list[dict]:
-    return [json.loads(line) for line in data.decode().splitlines() if line.strip()]
+    return rehearse_script(SCRIPT, tmp_path, shutil.which("python3") or "python3", **env)
 
 
 def check_out_limits(out: Path) -> list[str]:
@@ -239,11 +227,7 @@ def test_out_is_packed_when_the_budget_is_spent(tmp_path):
     ({"VAR_REPS": "-1"}, "error: VAR_REPS=-1: expected a positive integer"),
 ])
 def test_bad_settings_stop_before_anything_is_written(tmp_path, env, message):
-    proc, out, work = rehearse(tmp_path, **env)
-    assert proc.returncode == 2
-    assert proc.stderr.strip() == message or proc.stderr.startswith(message)
-    assert len(proc.stderr.strip().splitlines()) == 1
-    assert not out.exists() and not work.exists()
+    assert_refused(*rehearse(tmp_path, **env), message)
 
 
 @pytest.mark.skipif(not (ROOT / ".device" / "SHA256SUMS").is_file(),

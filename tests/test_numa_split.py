@@ -182,3 +182,54 @@ def test_real_starpu_on_a_split_topology(tmp_path: Path) -> None:
     # every tile starts on memory node 0 (--generate-on-main-ram): nothing was allocated on node 1 before
     assert seen[1]["phases"]["generation"]["allocations"] == {}
     assert lu["copies_by_thread"].get("cpu worker of node 1", 0) == lu["allocations"]["1"]
+
+
+def test_numasim_counts_number_a_gpu_after_the_ram_nodes(tmp_path: Path) -> None:
+    """With a GPU, numasim's memory nodes are StarPU's numbers: the RAM nodes, then GPU j as their
+    count + j (core/topology.c), for copies, allocations, workers and the protocol's count."""
+    events, transfers, trace = tmp_path / "e.csv", tmp_path / "t.csv", tmp_path / "tasks.csv"
+    events.write_text("Type,Start,End,Rank,Thread,MemNode,Value\n"
+                      "Worker,0,0,0,a.gpu0,a.gpu0,0\nWorker,0,0,0,a.cpu0,a.ram0,1\nWorker,0,0,0,a.cpu1,a.ram1,2\n"
+                      "Allocating,1,1,0,a.gpu0,a.gpu0,64\nAllocating,1,1,0,a.gpu0,a.ram1,64\n"
+                      "Pop,1,1,0,a.gpu0,,7\n")
+    transfers.write_text("Start,End,Bytes,Src,Dst,Links,Estimate,Calibrated,Thread\n"
+                         "1,2,64,a.ram0,a.gpu0,x,,,\n2,3,64,a.gpu0,a.ram1,x,,,\n3,4,64,a.ram0,a.ram1,x,,,a.cpu1\n")
+    (a,) = mc.numasim_counts(transfers, events)
+    lu = a["phases"]["lu"]
+    assert a["ram_memory_nodes"] == [0, 1] and a["memory_nodes"] == [0, 1, 2]
+    assert lu["copies"] == {"0->2": 1, "2->1": 1, "0->1": 1} and lu["ram_to_ram_copies"] == 1
+    assert lu["allocations"] == {"1": 1, "2": 1}
+    assert lu["allocations_by_thread"] == {"cuda worker of node 2 on node 1": 1, "cuda worker of node 2 on node 2": 1}
+    assert lu["tasks_by_worker"] == {"cuda worker of node 2": 1}
+    trace.write_text("Start,Value,Step,X,Y,WorkerMemNode\n0.0,getrf,0,0,0,a.gpu0\n")
+    assert mc.coherence_copies(trace, ram_nodes=2) == {"0->2": 1}
+
+
+def _split_counts(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "bench" / "numa_split_counts.py"), *args], capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+
+
+def test_split_counts_tables_name_memory_nodes_and_merge_runs(tmp_path: Path) -> None:
+    """bench/numa_split_counts.py: a run's nodes named RAM k / GPU j (StarPU numbers the GPU after
+    the RAM nodes, so node 1 is the GPU at A = -1 and NUMA 1 at A = +1), the columns of an earlier
+    counts.json merged in; a counts.json of another cluster, N or b is refused (one line, exit 2)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import numa_split_counts as nsc
+
+    run = {"ram_memory_nodes": [0], "lu": {"tasks_by_worker": {"cuda worker of node 1": 3},
+                                           "copies_by_thread": {}, "allocations_by_thread": {
+                                               "cuda worker of node 1 on node 0": 2},
+                                           "allocations": {"1": 4}, "copies": {"0->1": 5}}}
+    assert nsc.named(run) == {"tasks_by_worker": {"cuda worker of GPU 0": 3}, "copies_by_thread": {},
+                              "allocations_by_thread": {"cuda worker of GPU 0 on RAM 0": 2},
+                              "allocations": {"GPU 0": 4}, "copies": {"RAM 0 -> GPU 0": 5}}
+    earlier = tmp_path / "counts.json"
+    earlier.write_text(json.dumps({"cluster": "local_numa2-1", "n": 384, "b": 192, "results": {"StarPU A=-1": [
+        {**run, "makespan_s": 0.5, "memory_nodes": [0, 1], "protocol_copies": None}]}}))
+    ok = _split_counts("--n", "384", "--b", "192", "--engines", "none", "--merge", str(earlier))
+    assert ok.returncode == 0, ok.stderr
+    assert "| copies RAM 0 -> GPU 0 | 5.0 |" in ok.stdout and "| makespan (s) | 0.5000 |" in ok.stdout
+    bad = _split_counts("--n", "768", "--b", "192", "--engines", "none", "--merge", str(earlier))
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines() == [f"error: {earlier}: n: expected 768 (this run's), got 384"]

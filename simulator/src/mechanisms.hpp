@@ -19,7 +19,7 @@ enum class Mechanism : unsigned char {
   pinned_alloc_gpu_stall,   // the node's GPUs waiting while a pinned allocation runs
   cuda_malloc,              // cudaMalloc / cudaFree by a GPU's driver thread
   thread_copies,            // RAM -> RAM copies performed by the thread progressing the node
-  mpi_main_ram,             // StarPU-MPI sends from STARPU_MAIN_RAM (a copy there first)
+  mpi_main_ram,             // StarPU-MPI sends from and receives on STARPU_MAIN_RAM (a copy there first)
   launch_costs,             // GPU launch latency, copy submission, per-task host time, first calls
   numa_balancing,           // Linux's NUMA hinting faults and page migrations
   kernel_variability,       // lognormal kernel durations and their spread on remote pages

@@ -2,6 +2,7 @@
 #include "error.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 
@@ -48,7 +49,12 @@ double double_prop(const sg4::Host* h, const char* key, const std::string& file)
   const char* v = h->get_property(key);
   if (!v)
     throw InputError(file, "host " + h->get_name() + " property '" + key + "'", "a number of bytes");
-  return std::strtod(v, nullptr);
+  char* end = nullptr;
+  const double x = std::strtod(v, &end);
+  if (end == v || *end || !(x >= 0) || !std::isfinite(x))
+    throw InputError(file, "host " + h->get_name() + " property '" + key + "'",
+                     std::string("a number of bytes (0 or more), got '") + v + "'");
+  return x;
 }
 double optional_seconds(const sg4::Host* h, const char* key, const std::string& file) {
   const char* v = h->get_property(key);

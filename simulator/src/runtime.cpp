@@ -379,7 +379,7 @@ void Simulation::main_thread(int rank) {
     if (rc.dst != rank)
       continue;
     submit_until(rank, rc.first_reader);
-    data_->allocate_reception(rank, data_->handle(rank, rc.tile));
+    mpi_->allocate_buffer(r);
     mpi_->post(r);
   }
   submit_until(rank, ntasks);
@@ -415,6 +415,13 @@ Summary Simulation::run() {
       sg4::Actor::create(nodes()[rank].name + ".main", nodes()[rank].cpus.front().host,
                          [this, rank] { main_thread(rank); });
     }
+  // StarPU 1.4.10 allocates a reception's buffer on the node it chose when the reception is
+  // posted, at the submission of the tile's first local reader (MpiRuntime::reception_node): on a
+  // rank whose main thread is not simulated, all of them now, in submission order.
+  if (mpi_->choose_node())
+    for (uint32_t r = 0; r < dag_.receptions.size(); r++)
+      if (!submits_slowly(dag_.receptions[r].dst))
+        mpi_->note_buffer(r);
   // The main thread submits the whole graph at t=0; ready tasks are pushed in submission order.
   sg4::Actor::create("main", nodes()[0].cpus.front().host, [this] {
     if (dag_.tasks.empty()) {

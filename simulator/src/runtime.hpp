@@ -71,6 +71,7 @@ public:
 
   NumaEffects& numa() { return *numa_; }
   const MpiRuntime& mpi() const { return *mpi_; }
+  const DataWizard& data() const { return *data_; }
 
   // Task trace and transfer log as CSV (output.cpp); the path versions go through write_output
   // (output.hpp): checked, temporary file renamed in, OutputError on failure.

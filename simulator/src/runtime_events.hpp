@@ -22,7 +22,8 @@ enum class EventType : uint8_t {
   Progressing,      // a worker's thread ran a copy between RAM nodes (its allocation included)
   SendSubmitted,    // the MPI thread of rank `where` handled a send request
   ReceiveCompleted, // the MPI thread of rank `where` handled a landed message
-  Allocating,       // a new buffer on memory node `where` (global), by thread `who` (-1: a driver)
+  Allocating,       // a new buffer on memory node `where` (global), by thread `who` (-1: no worker's:
+                    // a copy actor, or the main thread for a reception's buffer)
   AllocatingReuse,  // a GPU buffer taken from the chunks StarPU keeps (no allocation call)
   Freeing,          // a GPU chunk given back (cudaFree)
   Used,             // bytes allocated on GPU memory node `where` from now on (value)

@@ -194,6 +194,13 @@ void Topology::setup_node(int r) {
     throw InputError("env", "STARPU_NCPU/STARPU_NCUDA", "at least one worker on node " + n.name);
 }
 
+// The size StarPU's memory manager gives a RAM node of `memory` bytes: core/topology.c
+// _starpu_cpu_get_global_mem_size, `global_mem *= 0.9` on a size_t ("Don't eat all memory for
+// ourself").
+static double starpu_global_size(double memory) {
+  return std::floor(0.9 * memory);
+}
+
 // Memory nodes (src/core/topology.c): with STARPU_USE_NUMA=1 one RAM node per NUMA node, else one
 // RAM node whose pages the main thread first-touched (its NUMA node); then one per driven GPU.
 // Returns GPU index -> local memory node.
@@ -208,7 +215,7 @@ std::map<int, int> Topology::add_memory_nodes(int r, const StarpuEnv& env) {
   };
   if (env.use_numa) {
     for (const auto& ram : n.rams)
-      add_mem(false, ram.numa, ram.host, 0);
+      mem_[rank_mem_[r][add_mem(false, ram.numa, ram.host, 0)]].global_size = starpu_global_size(ram.memory);
     // STARPU_MAIN_RAM (memory node 0, where the application registers its tiles) is the NUMA
     // node of the first CPU worker: _starpu_init_numa_node (src/core/topology.c) registers one
     // RAM memory node per NUMA node of the CPU workers, in worker order.
@@ -221,6 +228,11 @@ std::map<int, int> Topology::add_memory_nodes(int r, const StarpuEnv& env) {
   } else {
     const RamInfo& ram = n.ram_of_numa(th.main_numa);
     home_[r] = add_mem(false, ram.numa, ram.host, 0);
+    // numa_enabled off: hwloc's root object total_memory, the sum of the NUMA nodes' (topology.c)
+    double total = 0;
+    for (const auto& any : n.rams)
+      total += any.memory;
+    mem_[rank_mem_[r][home_[r]]].global_size = starpu_global_size(total);
   }
   std::map<int, int> gpu_mem;
   for (const auto& wp : th.workers)

@@ -51,6 +51,13 @@ struct MemNode {
   sg4::Host* host;
   double capacity;                 // bytes usable for tiles (GPU memory); RAM is not limited
   double malloc_s = 0, free_s = 0; // GPU: cudaMalloc / cudaFree of one buffer (GpuInfo)
+  // RAM: the size StarPU's memory manager gives the node (core/topology.c
+  // _starpu_cpu_get_global_mem_size: 0.9 x the NUMA node's hwloc local memory with STARPU_USE_NUMA,
+  // 0.9 x the machine's without; the STARPU_LIMIT_CPU_*MEM variables, which would lower it, are
+  // refused by parse_starpu_env), from the machine description's NUMA memory sizes; 0 when the
+  // platform gives none (starpu_memory_get_available then answers -1). Read by StarPU 1.4.10's
+  // choice of a reception's node (DataWizard::reception_node).
+  double global_size = 0;
 };
 
 // A worker (StarPU's struct _starpu_worker, core/workers.h): placement, model lengths, the

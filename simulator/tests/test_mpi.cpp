@@ -8,8 +8,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 
 using namespace numasim;
 
@@ -202,4 +205,185 @@ TEST(MpiBackend, OwnerSendsEveryCopyAtOnce) {
   }
   for (const auto& m : ms)
     EXPECT_TRUE(m.from == 0 || m.to == 0) << m.from << " -> " << m.to; // nobody forwards
+}
+
+// Where StarPU 1.4.10 receives a tile (mpi/src/starpu_mpi.c _starpu_mpi_choose_node, receiving
+// branch; numasim: MpiRuntime::reception_node) on tiny2 (two nodes of two NUMA nodes, one RAM
+// memory node each with STARPU_USE_NUMA=1), CPU workers only: a tile the rank does not own has no
+// home node and no buffer before its reception, so it goes to the RAM node with the most memory
+// available, global_size (0.9 x the NUMA node's memory) minus what StarPU allocated there, ties to
+// the node numbered first. Every buffer of a rank whose main thread is not simulated is chosen and
+// allocated at the submission of the whole graph, in submission order, before any copy: so
+// (receptions of one rank in order) the node with more room takes them until the other has as much.
+static const uint64_t kTileBytes = 96 * 96 * 8; // b = 96
+
+// tiny2.xml with every node's NUMA 0 and NUMA 1 memory set to m0 and m1 bytes.
+static std::string numa_memories(double m0, double m1, const std::string& name) {
+  std::ifstream in(kData + "tiny2.xml");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string xml = ss.str();
+  for (int numa : {0, 1}) {
+    const std::string from = R"(<prop id="numa" value=")" + std::to_string(numa) +
+                             R"("/><prop id="memory" value="68719476736"/>)";
+    char to[128];
+    std::snprintf(to, sizeof to, R"(<prop id="numa" value="%d"/><prop id="memory" value="%.0f"/>)", numa,
+                  numa ? m1 : m0);
+    for (size_t at = xml.find(from); at != std::string::npos; at = xml.find(from, at))
+      xml.replace(at, from.size(), to);
+  }
+  const std::string path = ::testing::TempDir() + name;
+  std::ofstream(path) << xml;
+  return path;
+}
+
+// Per destination rank, the local RAM node of each of its receptions, in submission order.
+static std::map<int, std::vector<int>> landing_nodes(const std::string& platform, const std::string& memory_node) {
+  std::string text = R"({"platform": ")" + platform + R"(", "perfmodels": {"tiny": ")" + kData +
+                     R"(tiny_sampling"}, "workload": {"kind": "lu", "n": 768, "b": 96, "distribution":
+                     {"kind": "block-cyclic", "p": 1, "q": 2}}, "seed": 3, "variability": false,
+                     "env": {"STARPU_USE_NUMA": "1", "STARPU_NCUDA": "0", "STARPU_SCHED": "dmdas"},
+                     "mpi": {"memory_node": ")" +
+                     memory_node + R"("}})";
+  RunConfig cfg = RunConfig::from_json(parse_json(text, "test.json"), "test.json");
+  cfg.transfers = "unused.csv";
+  sg4::Engine e(&argc_, argv_);
+  Simulation sim(e, cfg);
+  Summary s = sim.run();
+  EXPECT_EQ(s.tasks, sim.dag().tasks.size());
+  std::map<int, std::vector<int>> nodes;
+  for (uint32_t r = 0; r < sim.dag().receptions.size(); r++)
+    nodes[sim.dag().receptions[r].dst].push_back(sim.mpi().landing_node(r));
+  // Each message landed where its reception was posted (the transfer log's destination host).
+  std::map<int, int> landed; // global memory node -> messages
+  for (const auto& t : sim.transfer_log())
+    if (sim.memnodes()[t.gsrc].rank != sim.memnodes()[t.gdst].rank)
+      landed[t.gdst]++;
+  std::map<int, int> posted;
+  for (uint32_t r = 0; r < sim.dag().receptions.size(); r++)
+    for (size_t g = 0; g < sim.memnodes().size(); g++)
+      if (sim.memnodes()[g].rank == sim.dag().receptions[r].dst && !sim.memnodes()[g].gpu &&
+          sim.memnodes()[g].local == sim.mpi().landing_node(r))
+        posted[static_cast<int>(g)]++;
+  EXPECT_EQ(landed, posted);
+  return nodes;
+}
+
+TEST(ReceptionNode, StudyEraStarpuMpiReceivesOnMainRam) {
+  for (const auto& [rank, nodes] : landing_nodes(kData + "tiny2.xml", "main_ram"))
+    for (int n : nodes)
+      EXPECT_EQ(n, 0) << "rank " << rank;
+}
+
+TEST(ReceptionNode, Starpu1410AlternatesBetweenEqualNumaNodes) {
+  // Equal nodes: a tie keeps node 0, whose reception then leaves node 1 ahead, and so on.
+  const auto nodes = landing_nodes(kData + "tiny2.xml", "choose_node");
+  ASSERT_EQ(nodes.size(), 2u);
+  for (const auto& [rank, seq] : nodes) {
+    ASSERT_GE(seq.size(), 4u) << rank;
+    for (size_t i = 0; i < seq.size(); i++)
+      EXPECT_EQ(seq[i], static_cast<int>(i % 2)) << "rank " << rank << ", reception " << i;
+  }
+}
+
+TEST(ReceptionNode, Starpu1410FillsTheRoomierNodeFirst) {
+  // NUMA 1 has 3.5 tiles more than NUMA 0 after StarPU's 0.9 factor: it takes the first four
+  // receptions (3.5, 2.5, 1.5, 0.5 tiles ahead), then the nodes alternate from node 0.
+  const double m0 = 1e9, m1 = m0 + 3.5 * kTileBytes / 0.9;
+  const auto nodes = landing_nodes(numa_memories(m0, m1, "roomier1.xml"), "choose_node");
+  for (const auto& [rank, seq] : nodes) {
+    ASSERT_GE(seq.size(), 6u) << rank;
+    for (size_t i = 0; i < seq.size(); i++)
+      EXPECT_EQ(seq[i], i < 4 ? 1 : static_cast<int>((i - 4) % 2 == 0 ? 0 : 1)) << "rank " << rank << ", " << i;
+  }
+}
+
+// starpu_memory_get_available is -1 for a node of size 0 (unknown), and a node must hold the
+// tile's allocation size: with NUMA 1 unknown, or smaller than a tile, all goes to STARPU_MAIN_RAM.
+TEST(ReceptionNode, Starpu1410SkipsANodeOfUnknownSize) {
+  for (const auto& [rank, seq] : landing_nodes(numa_memories(1e9, 0, "unknown1.xml"), "choose_node"))
+    for (int n : seq)
+      EXPECT_EQ(n, 0) << "rank " << rank;
+}
+
+TEST(ReceptionNode, Starpu1410SkipsANodeSmallerThanATile) {
+  for (const auto& [rank, seq] : landing_nodes(numa_memories(1e9, 0.5 * kTileBytes / 0.9, "small1.xml"), "choose_node"))
+    for (int n : seq)
+      EXPECT_EQ(n, 0) << "rank " << rank;
+}
+
+TEST(ReceptionNode, RuleTakesTheFirstNodeHoldingABufferThenTheRoomiest) {
+  const double t = kTileBytes;
+  const std::vector<int> numbered{0, 1};
+  // a tile already allocated on node 1 is received there, though node 0 has more room
+  EXPECT_EQ(choose_reception_node(numbered, {false, true}, {10 * t, t}, t, 0), 1);
+  // allocated on both: the node numbered first
+  EXPECT_EQ(choose_reception_node(numbered, {true, true}, {t, 10 * t}, t, 0), 0);
+  EXPECT_EQ(choose_reception_node({1, 0}, {true, true}, {t, 10 * t}, t, 0), 1);
+  // allocated nowhere: the most room, the first of equals, none that cannot hold the tile
+  EXPECT_EQ(choose_reception_node(numbered, {false, false}, {t, 2 * t}, t, 0), 1);
+  EXPECT_EQ(choose_reception_node(numbered, {false, false}, {2 * t, 2 * t}, t, 0), 0);
+  EXPECT_EQ(choose_reception_node({1, 0}, {false, false}, {2 * t, 2 * t}, t, 0), 1);
+  EXPECT_EQ(choose_reception_node(numbered, {false, false}, {t / 2, -1}, t, 0), 0);
+  EXPECT_EQ(choose_reception_node(numbered, {false, false}, {t / 2, t / 2}, t, 1), 1); // STARPU_MAIN_RAM
+}
+
+TEST(ReceptionNode, Starpu1410ReceivesWhereTheTileHasABuffer) {
+  // After the run the rule is asked again for every reception, as for a second reception of the
+  // tile: it answers the first RAM node holding a buffer of the tile, whatever the room left. On
+  // a machine whose NUMA 1 has far more room, every reception lands on NUMA 1, and a tile that
+  // NUMA 0's worker also read has a buffer on NUMA 0 too: asked again, it goes to NUMA 0.
+  std::string text = R"({"platform": ")" + numa_memories(1e9, 2e9, "buffer1.xml") +
+                     R"(", "perfmodels": {"tiny": ")" + kData +
+                     R"(tiny_sampling"}, "workload": {"kind": "lu", "n": 768, "b": 96, "distribution":
+                     {"kind": "block-cyclic", "p": 1, "q": 2}}, "seed": 3, "variability": false,
+                     "env": {"STARPU_USE_NUMA": "1", "STARPU_NCUDA": "0", "STARPU_SCHED": "dmdas"},
+                     "mpi": {"memory_node": "choose_node"}})";
+  RunConfig cfg = RunConfig::from_json(parse_json(text, "test.json"), "test.json");
+  sg4::Engine e(&argc_, argv_);
+  Simulation sim(e, cfg);
+  sim.run();
+  const DataWizard& data = sim.data();
+  size_t held_on_0 = 0;
+  for (uint32_t r = 0; r < sim.dag().receptions.size(); r++) {
+    const int rank = sim.dag().receptions[r].dst;
+    const uint32_t h = data.handle(rank, sim.dag().receptions[r].tile);
+    EXPECT_EQ(sim.mpi().landing_node(r), 1) << "reception " << r;
+    ASSERT_TRUE(data.ram_allocated(h, 1)) << "reception " << r;
+    ASSERT_GT(data.available(rank, 1), data.available(rank, 0));
+    const int first = data.ram_allocated(h, 0) ? 0 : 1;
+    EXPECT_EQ(sim.mpi().reception_node(r), first) << "reception " << r;
+    held_on_0 += first == 0;
+  }
+  EXPECT_GT(held_on_0, 0u);
+}
+
+TEST(ReceptionNode, Starpu1410MainThreadPinsEachBufferOnTheNodeItChose) {
+  // With pinned allocations (a GPU and its cudaHostAlloc cost) the main thread allocates each
+  // reception's buffer while it submits (Simulation::main_thread), on the node the rule gives at
+  // that moment, which counts what the workers allocated meanwhile: both NUMA nodes get some.
+  std::ifstream in(kData + "tiny2.xml");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string xml = ss.str();
+  const std::string gpu = R"(<prop id="kind" value="gpu"/>)";
+  for (size_t at = xml.find(gpu); at != std::string::npos; at = xml.find(gpu, at + 1))
+    xml.insert(at + gpu.size(), R"(<prop id="pinned_alloc_s_per_mib" value="0.00065"/>)");
+  const std::string platform = ::testing::TempDir() + "pinned2.xml";
+  std::ofstream(platform) << xml;
+  std::string text = R"({"platform": ")" + platform + R"(", "perfmodels": {"tiny": ")" + kData +
+                     R"(tiny_sampling"}, "workload": {"kind": "lu", "n": 768, "b": 96, "distribution":
+                     {"kind": "block-cyclic", "p": 1, "q": 2}}, "seed": 3, "variability": false,
+                     "env": {"STARPU_USE_NUMA": "1", "STARPU_SCHED": "dmdas"},
+                     "mpi": {"memory_node": "choose_node"}})";
+  RunConfig cfg = RunConfig::from_json(parse_json(text, "test.json"), "test.json");
+  sg4::Engine e(&argc_, argv_);
+  Simulation sim(e, cfg);
+  Summary s = sim.run();
+  EXPECT_EQ(s.tasks, sim.dag().tasks.size());
+  EXPECT_EQ(s.runtime_costs.at("pinned_allocs_main"), static_cast<double>(sim.dag().receptions.size()));
+  std::set<int> nodes;
+  for (uint32_t r = 0; r < sim.dag().receptions.size(); r++)
+    nodes.insert(sim.mpi().landing_node(r));
+  EXPECT_EQ(nodes, (std::set<int>{0, 1}));
 }

@@ -331,6 +331,32 @@ TEST(Simulation, MissingHostsAreInputError) {
   EXPECT_THROW(Simulation(e, c), InputError);
 }
 
+// A RAM host's memory (its NUMA node's size, read by StarPU 1.4.10's choice of where a tile is
+// received) that is not a number of bytes: one message naming the host and the property.
+TEST(Simulation, RamMemoryThatIsNotANumberOfBytesIsInputError) {
+  std::ifstream in(kData + "tiny1.xml");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string xml = ss.str();
+  const std::string ram = R"(<prop id="kind" value="ram"/><prop id="numa" value="1"/><prop id="memory" value="68719476736"/>)";
+  ASSERT_NE(xml.find(ram), std::string::npos);
+  xml.replace(xml.find(ram), ram.size(),
+              R"(<prop id="kind" value="ram"/><prop id="numa" value="1"/><prop id="memory" value="64GiB"/>)");
+  const std::string path = ::testing::TempDir() + "tiny1_bad_ram.xml";
+  std::ofstream(path) << xml;
+  sg4::Engine e(&argc_, argv_);
+  RunConfig c = config("tiny1.xml", 4, {});
+  c.platform = path;
+  try {
+    Simulation sim(e, c);
+    ADD_FAILURE() << "no InputError";
+  } catch (const InputError& err) {
+    const std::string what = err.what();
+    EXPECT_NE(what.find("host n1.ram1 property 'memory'"), std::string::npos) << what;
+    EXPECT_NE(what.find("a number of bytes (0 or more), got '64GiB'"), std::string::npos) << what;
+  }
+}
+
 // The watchdog: a simulation that runs out of events with tasks left ends with one message that
 // counts them and names the blocked tasks and what they wait for. Forced here by killing actors:
 // every copy runner as it starts (no copy ever lands), or rank 0's MPI thread.

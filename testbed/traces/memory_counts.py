@@ -33,9 +33,12 @@ and the copy, names the thread. (An allocation with no copy, coherency.c
 made by whichever thread asks, is followed by the task's own write, not by a copy of the handle.)
 A copy into a buffer the replica already had is counted as `unattributed`.
 
-numasim: the transfer CSV (`Src`, `Dst` hosts `<node>.ram<k>`, `Thread`: the worker that ran a copy
-between RAM nodes) and the events CSV (`Worker` rows, `Allocating` rows on a RAM node), docs/interfaces.md
-§4 and §10. numasim does not simulate the matrix generation: its counts are the LU's.
+numasim: the transfer CSV (`Src`, `Dst` hosts `<node>.ram<k>` and `<node>.gpu<j>`, `Thread`: the
+worker that ran a copy between RAM nodes) and the events CSV (`Worker` rows, `Allocating` rows on a
+memory node), docs/interfaces.md §4 and §10, its memory nodes numbered as StarPU numbers them (the
+RAM nodes first, NUMA node k as k, then GPU j as the number of RAM nodes + j: core/topology.c
+registers the RAM nodes, then one per CUDA device). numasim does not simulate the matrix
+generation: its counts are the LU's.
 """
 
 from __future__ import annotations
@@ -80,13 +83,14 @@ def _empty_phase() -> dict[str, Any]:
             "copies_by_thread": Counter(), "tasks_by_worker": Counter(), "allocations_by_thread": Counter()}
 
 
-def _finish(phase: dict[str, Any]) -> dict[str, Any]:
+def _finish(phase: dict[str, Any], ram_nodes: list[int]) -> dict[str, Any]:
     return {
         "allocations": {str(k): v for k, v in sorted(phase["allocations"].items())},
         "replicas": {str(k): len(v) for k, v in sorted(phase["replicas"].items())},
         "copies": dict(sorted(phase["copies"].items())),
         "copy_bytes": dict(sorted(phase["copy_bytes"].items())),
-        "ram_to_ram_copies": sum(phase["copies"].values()),
+        "ram_to_ram_copies": sum(v for pair, v in phase["copies"].items()
+                                 if all(int(k) in ram_nodes for k in pair.split("->"))),
         "copies_by_thread": dict(sorted(phase["copies_by_thread"].items())),
         "tasks_by_worker": dict(sorted(phase["tasks_by_worker"].items())),
         "allocations_by_thread": dict(sorted(phase["allocations_by_thread"].items())),
@@ -146,13 +150,19 @@ def starpu_counts(events: list[tuple[int, int, int, list[int]]], lu_models: set[
     return {"engine": "real", "memory_nodes": sorted(nodes), "ram_memory_nodes": ram_nodes,
             "workers": dict(sorted(Counter(f"{k} worker of node {m}" for k, _, m in workers.values()).items())),
             "lu_phase_found": lu_start is not None,
-            "phases": {name: _finish(ph) for name, ph in phases.items()}}
+            "phases": {name: _finish(ph, ram_nodes) for name, ph in phases.items()}}
 
 
 def _ram_index(host: str) -> int | None:
     """k of a numasim RAM host `<node>.ram<k>`; None for other hosts."""
     tail = host.rsplit(".", 1)[-1]
     return int(tail[3:]) if tail.startswith("ram") and tail[3:].isdigit() else None
+
+
+def _gpu_index(host: str) -> int | None:
+    """j of a numasim GPU host `<node>.gpu<j>`; None for other hosts."""
+    tail = host.rsplit(".", 1)[-1]
+    return int(tail[3:]) if tail.startswith("gpu") and tail[3:].isdigit() else None
 
 
 def numasim_counts(transfers: Path, events: Path) -> list[dict[str, Any]]:
@@ -164,10 +174,20 @@ def numasim_counts(transfers: Path, events: Path) -> list[dict[str, Any]]:
     rank_of: dict[str, int] = {}
     workers: dict[str, int | None] = {}
     kinds: dict[str, str] = {}
+    rams: dict[str, set[int]] = defaultdict(lambda: {0})  # node -> its RAM memory nodes (CPU workers' and 0)
+    for r in rows:
+        if r["Type"] == "Worker" and _ram_index(r["MemNode"]) is not None:
+            rams[r["Thread"].rsplit(".", 1)[0]].add(_ram_index(r["MemNode"]))
+
+    def mem(host: str) -> int | None:
+        """The memory node of a RAM or GPU host, StarPU's numbering."""
+        ram, gpu = _ram_index(host), _gpu_index(host)
+        return ram if ram is not None else None if gpu is None else len(rams[host.rsplit(".", 1)[0]]) + gpu
+
     for r in rows:
         if r["Type"] == "Worker":
             rank_of.setdefault(r["Thread"].rsplit(".", 1)[0], int(r["Rank"]))
-            workers[r["Thread"]] = _ram_index(r["MemNode"])
+            workers[r["Thread"]] = mem(r["MemNode"])
             kinds[r["Thread"]] = "cuda" if ".gpu" in r["Thread"] else "cpu"
 
     def label(thread: str) -> str:
@@ -177,7 +197,7 @@ def numasim_counts(transfers: Path, events: Path) -> list[dict[str, Any]]:
     phases = {n: _empty_phase() for n in nodes}
     receptions: dict[str, Counter] = {n: Counter() for n in nodes}
     for r in rows:
-        node = _ram_index(r["MemNode"])
+        node = mem(r["MemNode"])
         host = (r["Thread"] if r["Type"] == "Pop" else r["MemNode"]).rsplit(".", 1)[0]
         if host not in phases:
             continue
@@ -188,7 +208,7 @@ def numasim_counts(transfers: Path, events: Path) -> list[dict[str, Any]]:
             phases[host]["tasks_by_worker"][label(r["Thread"])] += 1
     with transfers.open(newline="") as fh:
         for r in csv.DictReader(fh):
-            src, dst = _ram_index(r["Src"]), _ram_index(r["Dst"])
+            src, dst = mem(r["Src"]), mem(r["Dst"])
             src_host, dst_host = r["Src"].rsplit(".", 1)[0], r["Dst"].rsplit(".", 1)[0]
             if src is None or dst is None or dst_host not in phases:
                 continue
@@ -202,20 +222,21 @@ def numasim_counts(transfers: Path, events: Path) -> list[dict[str, Any]]:
             phase["copies_by_thread"][label(thread) if thread else "unattributed"] += 1
     out = []
     for n in nodes:
-        lu = _finish(phases[n])
+        lu = _finish(phases[n], sorted(rams[n]))
         # numasim allocates a RAM replica once per (tile, node) and keeps it (docs/page-placement.md)
         lu["replicas"] = dict(lu["allocations"])
         lu["mpi_receptions"] = dict(sorted(receptions[n].items()))
         mine = [t for t in workers if t.rsplit(".", 1)[0] == n]
-        ram_nodes = sorted({workers[t] for t in mine if workers[t] is not None} | {0})
-        out.append({"engine": "numasim", "memory_nodes": ram_nodes, "ram_memory_nodes": ram_nodes,
+        ram_nodes = sorted(rams[n])
+        nodes_used = sorted({workers[t] for t in mine if workers[t] is not None} | set(ram_nodes))
+        out.append({"engine": "numasim", "memory_nodes": nodes_used, "ram_memory_nodes": ram_nodes,
                     "workers": dict(sorted(Counter(label(t) for t in mine).items())),
                     "lu_phase_found": True, "phases": {"lu": lu}})
     return out
 
 
-def coherence_copies(trace: Path, home_node: int = 0) -> dict[str, int]:
-    """The RAM → RAM copies an invalidation protocol needs for the schedule of a task trace (the
+def coherence_copies(trace: Path, home_node: int = 0, ram_nodes: int = 1) -> dict[str, int]:
+    """The copies an invalidation protocol needs for the schedule of a task trace (the
     tidy table of docs/interfaces.md §10: `Start`, `Value`, `Step`, `X`, `Y`, `WorkerMemNode`): the
     tasks in start order, each operand fetched to the worker's memory node unless a valid copy is
     there, a written tile then valid there alone (datawizard/coherency.c
@@ -223,10 +244,13 @@ def coherence_copies(trace: Path, home_node: int = 0) -> dict[str, int]:
     at the start. Operands are the LU's (Chameleon's pzgetrf_nopiv): getrf(k) A(k,k); trsm writing
     A(m,n) at step k reads A(k,k); gemm writing A(m,n) reads A(m,k) and A(k,n). Comparing an
     engine's copies with this count on its own schedule separates how it copies from where it ran
-    the tasks."""
-    def node(text: str) -> int:  # `<node>.memnode<k>` (real) or `<node>.ram<k>` (numasim)
+    the tasks. Memory nodes are StarPU's numbers: the real trace's `<node>.memnode<k>`, numasim's
+    `<node>.ram<k>`, and numasim's `<node>.gpu<j>` after the run's `ram_nodes` RAM nodes."""
+    def node(text: str) -> int:  # `<node>.memnode<k>` (real), `<node>.ram<k>` or `<node>.gpu<j>` (numasim)
         tail = text[len(text.rstrip("0123456789")):]
-        return int(tail) if tail else home_node
+        if not tail:
+            return home_node
+        return int(tail) + (ram_nodes if _gpu_index(text) is not None else 0)
 
     with trace.open(newline="") as fh:
         rows = sorted(csv.DictReader(fh), key=lambda r: float(r["Start"]))

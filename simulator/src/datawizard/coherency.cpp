@@ -65,6 +65,7 @@ DataWizard::DataWizard(const Topology& topo, BusModel& bus, LinkClasses& classes
       for (int wid : topo_.rank_workers(static_cast<int>(r)))
         thread_copies_[g] |= drives(topo_.workers()[wid], static_cast<int>(g));
   }
+  init_ram_accounting();
   runner_of_pair_.assign(topo_.mem().size() * topo_.mem().size(), -1);
   gpu_copies_.resize(topo_.nranks());
   log_transfers_ = !cfg_.transfers.empty();
@@ -234,15 +235,18 @@ void DataWizard::task_done(const Task& t, const Worker& w) {
     serve_waiting(g);
 }
 
-void DataWizard::receive(int rank, uint32_t h, uint32_t version) {
-  ram_alloc_[slot(h, topo_.home(rank))] = 1; // the reception buffer (its allocation is not charged)
-  // Received into the main RAM node; this version replaces any older cached one.
+void DataWizard::receive(int rank, uint32_t h, uint32_t version, int local) {
+  if (!ram_alloc_[slot(h, local)]) { // the reception buffer, unless allocated when posted (not charged)
+    ram_alloc_[slot(h, local)] = 1;
+    count_ram_buffer(global(rank, local));
+  }
+  // Received into RAM node `local`; this version replaces any older cached one.
   HandleState& s = hstate_[h];
   for (int l = 0; l < mem_stride_; l++)
     if (s.valid & (1u << l))
       drop_replica(rank, h, l);
   s.version = version;
-  change_valid(rank, h, [&] { s.valid = static_cast<MemMask>(1u << topo_.home(rank)); });
+  change_valid(rank, h, [&] { s.valid = static_cast<MemMask>(1u << local); });
 }
 
 // A local copy landed: the replica is valid unless the tile was rewritten meanwhile.

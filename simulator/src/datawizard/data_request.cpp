@@ -184,6 +184,7 @@ bool DataWizard::allocate_ram(int rank, uint32_t h, int gdst, const Worker* thre
   if (ram_alloc_[s])
     return false;
   ram_alloc_[s] = 1;
+  count_ram_buffer(gdst);
   numa_->allocated(rank, h, gdst, thread, main_thread);
   const double per_mib = pinned_s_per_mib_[rank];
   const bool pinned = per_mib > 0 && cfg_.mechanisms(Mechanism::pinned_alloc);
@@ -216,6 +217,18 @@ bool DataWizard::allocate_ram(int rank, uint32_t h, int gdst, const Worker* thre
   counters_.pinned_gpu_stall_s += stall;
   numasim::sleep_for(cost);
   return true;
+}
+
+void DataWizard::note_reception_buffer(int rank, uint32_t h, int local) {
+  const size_t s = slot(h, local);
+  if (ram_alloc_[s])
+    return;
+  ram_alloc_[s] = 1;
+  count_ram_buffer(global(rank, local));
+  if (events_) {
+    const double t = sg4::Engine::get_clock();
+    events_->add(EventType::Allocating, t, t, -1, global(rank, local), tile_bytes_);
+  }
 }
 
 void DataWizard::wait_out_holds(int gmem_a, int gmem_b, double start) const {
@@ -293,13 +306,13 @@ void DataWizard::transfer_done(uint32_t tid) {
   free_transfers_.push_back(tid);
 }
 
-void DataWizard::send_message(int src, int dst, uint32_t tile, uint32_t recv, int src_local) {
+void DataWizard::send_message(int src, int dst, uint32_t tile, uint32_t recv, int src_local, int dst_local) {
   uint32_t tid = new_transfer();
   Transfer& t = transfers_[tid];
   t.rank = dst;
   t.handle = handle(dst, tile);
   t.gsrc = global(src, src_local);
-  t.gdst = global(dst, topo_.home(dst));
+  t.gdst = global(dst, dst_local);
   t.mpi = true;
   t.recv = recv;
   t.waiters.clear();

@@ -175,16 +175,17 @@ public:
   void fetch_task(Task& t, uint32_t task, const Worker& w);
   // The task ended on w: its written tile's replica on w becomes the only valid one; operands unpinned.
   void task_done(const Task& t, const Worker& w);
-  // An MPI message delivered version `version` of handle h into the rank's main RAM node.
-  void receive(int rank, uint32_t h, uint32_t version);
+  // An MPI message delivered version `version` of handle h into the rank's RAM node `local`
+  // (its main RAM node, or the one StarPU 1.4.10 chose: reception_node).
+  void receive(int rank, uint32_t h, uint32_t version, int local);
   OperandReadiness readiness(int rank, uint32_t h, int local) const;
   // What the replica of handle h of `rank` on memory node `local` waits for (stall report).
   std::string describe(int rank, uint32_t h, int local, const std::string& tile_name) const;
 
   // data_request.cpp
-  // Sends version `version` of tile `tile` as an MPI message (reception `recv`, src -> dst rank).
-  // from the sender's local RAM node `src_local`.
-  void send_message(int src, int dst, uint32_t tile, uint32_t recv, int src_local);
+  // Sends version `version` of tile `tile` as an MPI message (reception `recv`, src -> dst rank)
+  // from the sender's local RAM node `src_local` into the receiver's `dst_local`.
+  void send_message(int src, int dst, uint32_t tile, uint32_t recv, int src_local, int dst_local);
   int ram_nodes(int rank) const { return nram_[rank]; } // RAM memory nodes: local 0 .. n - 1
   double estimate(int gsrc, int gdst) { return bus_.estimate(gsrc, gdst, tile_bytes_); }
 
@@ -204,11 +205,20 @@ public:
   // Pinned host allocations (malloc.c _starpu_malloc_flags_on_node): seconds per MiB, 0 when the
   // node has no CUDA worker or its description gives no cost.
   double pinned_cost_per_mib(int rank) const { return pinned_s_per_mib_[rank]; }
-  // The main thread allocates the buffer of a tile `rank` receives, on its main RAM node
+  // The main thread allocates the buffer of a tile `rank` receives, on its RAM node `local`
   // (Simulation::main_thread); the calling actor sleeps for it.
-  void allocate_reception(int rank, uint32_t h) {
-    allocate_ram(rank, h, global(rank, topo_.home(rank)), nullptr, true);
-  }
+  void allocate_reception(int rank, uint32_t h, int local) { allocate_ram(rank, h, global(rank, local), nullptr, true); }
+  // The same buffer allocated at no cost (no pinning, or the mechanism reception_buffers off): the
+  // submitting thread's malloc (datawizard/coherency.c _starpu_create_request_to_fetch_data, "just
+  // quickly allocate"), counted on the node and recorded as an allocation by no worker.
+  void note_reception_buffer(int rank, uint32_t h, int local);
+  // A buffer of handle h is allocated on RAM node `local` (StarPU's per_node[].allocated).
+  bool ram_allocated(uint32_t h, int local) const { return ram_alloc_[slot(h, local)]; }
+  // The rank's RAM nodes (local indices) in StarPU's numbering of memory nodes (memory_manager.cpp).
+  const std::vector<int>& ram_order(int rank) const { return ram_order_[rank]; }
+  // What StarPU's memory manager reports as available on RAM node `local` of `rank`
+  // (memory_manager.cpp).
+  double available(int rank, int local) const;
 
 private:
   const Topology& topo_;
@@ -233,6 +243,12 @@ private:
   std::vector<uint16_t> prefetch_tasks_; // (handle, local mem) -> queued tasks it was prefetched for
   std::vector<uint8_t> dirty_;           // (handle, local mem) -> counted in MemState::dirty
   std::vector<uint8_t> ram_alloc_;       // (handle, local RAM mem) -> a buffer is allocated there
+  // per global RAM node: bytes of the buffers StarPU allocated there (memory_manager.c used_size:
+  // every replica and reception buffer, STARPU_MALLOC_COUNT; not the tiles the application
+  // allocated itself and registered). Nothing frees a RAM buffer in numasim (RAM replicas stay
+  // allocated when invalidated, and nothing evicts them), so it only grows.
+  std::vector<double> ram_used_;
+  std::vector<std::vector<int>> ram_order_; // per rank: RAM nodes (local) in StarPU's numbering
   std::vector<std::set<AllocKey>> ram_copy_q_; // per global RAM node: copies waiting for a thread
   std::vector<uint8_t> thread_copies_;         // per global RAM node: its copies are run by threads
   std::vector<double> pinned_s_per_mib_;       // per rank
@@ -330,6 +346,9 @@ private:
   // true when this call made a pinned allocation (the thread's own, whatever others did while it slept)
   // `main_thread`: the application's thread allocates (thread null), a reception's buffer.
   bool allocate_ram(int rank, uint32_t h, int gdst, const Worker* thread, bool main_thread = false);
+  // memory_manager.cpp: a buffer now allocated on RAM node gdst, counted in ram_used_.
+  void count_ram_buffer(int gdst);
+  void init_ram_accounting();
   const Worker* driver_of(int gpu_gmem) const; // the CUDA worker driving a GPU memory node
 
   // data_request.cpp

@@ -15,9 +15,12 @@ MpiRuntime::MpiRuntime(const Topology& topo, const Dag& dag, DataWizard& data, c
       send_waiting_(dag.receptions.size(), 0), send_node_(dag.receptions.size(), -1),
       coop_(build_coop_sends(dag)), group_triggered_(coop_.ngroups(), 0),
       group_first_(coop_.ngroups(), kNone), sender_(dag.receptions.size()),
-      next_send_(dag.receptions.size(), kNone), forward_(dag.receptions.size(), kNone) {
-  for (size_t r = 0; r < dag.receptions.size(); r++)
+      next_send_(dag.receptions.size(), kNone), forward_(dag.receptions.size(), kNone),
+      recv_node_(dag.receptions.size()), relay_(dag.receptions.size(), kNone) {
+  for (size_t r = 0; r < dag.receptions.size(); r++) {
     sender_[r] = dag.receptions[r].src;
+    recv_node_[r] = static_cast<int8_t>(topo.home(dag.receptions[r].dst));
+  }
   if (cfg_.mpi_backend == MpiBackend::nmad && cfg_.mpi_tree != McastTree::flat)
     build_trees();
 }
@@ -41,6 +44,7 @@ void MpiRuntime::build_trees() {
       const uint16_t from = i == 0 ? dag_.receptions[members[0]].src : dag_.receptions[members[i - 1]].dst;
       for (size_t k = 0; k < sends.size(); k++) {
         sender_[sends[k]] = from;
+        relay_[sends[k]] = i == 0 ? kNone : members[i - 1];
         if (k + 1 < sends.size())
           next_send_[sends[k]] = sends[k + 1];
       }
@@ -62,16 +66,13 @@ void MpiRuntime::trigger(uint32_t r) {
   // first, and otherwise fetches it into STARPU_MAIN_RAM (the least loaded node, RAM not being
   // limited: mpi/src/starpu_mpi.c _starpu_mpi_choose_node, sending branch; `_starpu_mpi_has_cuda`
   // is off with a network that is not CUDA-aware), chosen once for the bag
-  // (starpu_mpi_coop_sends.c _starpu_mpi_coop_send_acquired_callback). Receptions go to
-  // STARPU_MAIN_RAM in both: 1.4.10 receives where the handle is already allocated,
-  // STARPU_MAIN_RAM first, which the first reception allocated.
+  // (starpu_mpi_coop_sends.c _starpu_mpi_coop_send_acquired_callback). Where the receiver
+  // receives: reception_node.
   const Reception& rc = dag_.receptions[r];
   uint32_t h = data_.handle(rc.src, rc.tile);
   const int home = topo_.home(rc.src);
   int node = home;
-  // The mechanism switched off sends as 1.4.10 does (mechanisms.hpp).
-  const bool choose_node = cfg_.mpi_choose_node || !cfg_.mechanisms(Mechanism::mpi_main_ram);
-  if (choose_node && !data_.valid_on(rc.src, h, home))
+  if (choose_node() && !data_.valid_on(rc.src, h, home))
     for (int l = 0; l < data_.ram_nodes(rc.src); l++)
       if (data_.valid_on(rc.src, h, l)) {
         node = l;
@@ -85,6 +86,68 @@ void MpiRuntime::trigger(uint32_t r) {
     send_group(g);
   else
     data_.request(rc.src, h, home, kRecvFlag | r);
+}
+
+int choose_reception_node(const std::vector<int>& order, const std::vector<bool>& allocated,
+                          const std::vector<double>& available, double needed, int main_ram) {
+  // 1. The handle's home node if it is a CPU RAM node: none here (MpiRuntime::reception_node).
+  // 2. With _starpu_mpi_has_cuda, a GPU where the handle is allocated: off here, as for the
+  //    sending branch (a network that is not CUDA-aware).
+  // 3. The first CPU RAM node, in StarPU's numbering, where the handle is allocated
+  //    (handle->per_node[i].allocated).
+  for (int l : order)
+    if (allocated[l])
+      return l;
+  // 4. "No luck, take the least loaded node": the CPU RAM node with the most memory available
+  //    (starpu_memory_get_available) if it holds the handle's allocation size
+  //    (starpu_data_get_alloc_size), and strictly more than the best so far, so that equals keep
+  //    the node numbered first; STARPU_MAIN_RAM when none qualifies.
+  double maximum = 0;
+  int node = main_ram;
+  for (int l : order)
+    if (available[l] >= needed && available[l] > maximum) {
+      node = l;
+      maximum = available[l];
+    }
+  return node;
+}
+
+int MpiRuntime::reception_node(uint32_t r) const {
+  // StarPU 1.4.10 mpi/src/starpu_mpi.c _starpu_mpi_choose_node, receiving branch (mode & STARPU_W:
+  // _starpu_mpi_irecv_common calls _starpu_mpi_isend_irecv_common with STARPU_W). It runs in
+  // _starpu_mpi_acquired_callback once the handle is acquired, with the node still -1:
+  // _starpu_mpi_isend_irecv_common fixes STARPU_MAIN_RAM beforehand (a pre-reservation) only with
+  // _starpu_mpi_mem_throttle, STARPU_MPI_MEM_THROTTLE, 0 by default (mpi/src/starpu_mpi_private.c).
+  // For a tile the rank has not read yet the acquisition is granted at once, in the thread
+  // submitting its first local reader (datawizard/user_interactions.c
+  // starpu_data_acquire_cb_pre_sync_callback -> _starpu_data_acquire_continuation_non_blocking).
+  // The handle has no home node: apps/lu registers the tiles a rank does not own with home -1
+  // (apps/lu/lu.c, starpu_matrix_data_register), as Chameleon does
+  // (runtime/starpu/control/runtime_descriptor.c RUNTIME_data_getaddr: home_node -1).
+  const Reception& rc = dag_.receptions[r];
+  const int rank = rc.dst;
+  const uint32_t h = data_.handle(rank, rc.tile);
+  const int n = data_.ram_nodes(rank);
+  std::vector<bool> allocated(n);
+  std::vector<double> available(n);
+  for (int l = 0; l < n; l++) {
+    allocated[l] = data_.ram_allocated(h, l);
+    available[l] = data_.available(rank, l);
+  }
+  return choose_reception_node(data_.ram_order(rank), allocated, available, data_.tile_bytes(), topo_.home(rank));
+}
+
+void MpiRuntime::allocate_buffer(uint32_t r) {
+  const Reception& rc = dag_.receptions[r];
+  if (choose_node())
+    recv_node_[r] = static_cast<int8_t>(reception_node(r));
+  data_.allocate_reception(rc.dst, data_.handle(rc.dst, rc.tile), recv_node_[r]);
+}
+
+void MpiRuntime::note_buffer(uint32_t r) {
+  const Reception& rc = dag_.receptions[r];
+  recv_node_[r] = static_cast<int8_t>(reception_node(r));
+  data_.note_reception_buffer(rc.dst, data_.handle(rc.dst, rc.tile), recv_node_[r]);
 }
 
 void MpiRuntime::data_ready(uint32_t r) {
@@ -152,11 +215,12 @@ void MpiRuntime::progression_loop(int rank) {
     const Reception& rc = dag_.receptions[r];
     if (send) {
       recv_state_[r] = kRecvSent;
-      // A forwarder sends from the RAM copy it received (its STARPU_MAIN_RAM).
+      // A forwarder sends from the RAM copy it received (the node that reception landed on).
       const int from = sender_[r];
-      data_.send_message(from, rc.dst, rc.tile, r, from == rc.src ? send_node_[r] : topo_.home(from));
+      data_.send_message(from, rc.dst, rc.tile, r, from == rc.src ? send_node_[r] : recv_node_[relay_[r]],
+                         recv_node_[r]);
     } else {
-      data_.receive(rc.dst, data_.handle(rc.dst, rc.tile), rc.version);
+      data_.receive(rc.dst, data_.handle(rc.dst, rc.tile), rc.version, recv_node_[r]);
       recv_state_[r] = kRecvDone;
       if (forward_[r] != kNone) // the progression thread forwards what it received (a send request)
         enqueue(rc.dst, true, forward_[r]);

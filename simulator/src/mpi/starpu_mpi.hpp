@@ -24,6 +24,15 @@
 
 namespace numasim {
 
+// StarPU 1.4.10's choice of the RAM node a rank receives a tile on (mpi/src/starpu_mpi.c
+// _starpu_mpi_choose_node, receiving branch, for a handle without home node and a network that is
+// not CUDA-aware; MpiRuntime::reception_node cites each step): the first node of `order` (the
+// rank's RAM nodes in StarPU's numbering) where `allocated[node]`, else the node with the most
+// `available[node]` bytes (-1: unknown) among those holding `needed`, the first of equals, else
+// `main_ram`. Nodes are local indices into `allocated` and `available`.
+int choose_reception_node(const std::vector<int>& order, const std::vector<bool>& allocated,
+                          const std::vector<double>& available, double needed, int main_ram);
+
 class MpiRuntime {
 public:
   // `received(r)`: reception r's data is in the destination's RAM (its successors may run).
@@ -37,6 +46,20 @@ public:
   // receive is posted).
   void hold_until_posted(uint32_t r) { posted_[r] = 0; }
   void post(uint32_t r);
+  // StarPU 1.4.10's _starpu_mpi_choose_node picks the RAM node of each send (trigger) and
+  // reception (reception_node): run description `mpi.memory_node: "choose_node"`, or the mechanism
+  // mpi_main_ram switched off (mechanisms.hpp). Otherwise, as the StarPU-MPI of the study's era,
+  // both use STARPU_MAIN_RAM.
+  bool choose_node() const { return cfg_.mpi_choose_node || !cfg_.mechanisms(Mechanism::mpi_main_ram); }
+  // Where reception r lands on its destination: STARPU_MAIN_RAM, or with choose_node() the RAM
+  // node StarPU 1.4.10 chooses when the reception is posted (reception_node). The buffer is allocated
+  // then: by the main thread, paying for a pinned allocation (allocate_buffer, from
+  // Simulation::main_thread), or at no cost (note_buffer, for ranks whose main thread is not
+  // simulated: the whole graph is submitted at once).
+  int reception_node(uint32_t r) const;
+  void allocate_buffer(uint32_t r);
+  void note_buffer(uint32_t r);
+  int landing_node(uint32_t r) const { return recv_node_[r]; }
   void start_actors();                                         // one progression thread per node
   void finish();                                               // the run ended: the threads return
   void set_events(RuntimeEvents* events) { events_ = events; } // the threads' states (runtime_events.hpp)
@@ -75,6 +98,8 @@ private:
   std::vector<uint32_t> group_first_; // per bag: the owner's first send along the tree (kNone: all at once)
   std::vector<uint16_t> sender_;
   std::vector<uint32_t> next_send_, forward_;
+  std::vector<int8_t> recv_node_; // per reception: the destination's local RAM node it lands on
+  std::vector<uint32_t> relay_;   // per reception: the reception whose destination forwards it (kNone: the owner sends)
   RuntimeEvents* events_ = nullptr;
 
   void build_trees();
