@@ -27,7 +27,8 @@ const std::array<MechanismInfo, kNumMechanisms> kMechanisms = {{
      "copies between RAM nodes run in a copy actor at the copying thread's rate instead of occupying the "
      "worker or driver that progresses the node; that actor allocates the replica, its pages bound to the "
      "node"},
-    {Mechanism::mpi_main_ram, "mpi_main_ram", "mpi/starpu_mpi.cpp MpiRuntime::trigger, MpiRuntime::reception_node",
+    {Mechanism::mpi_main_ram, "mpi_main_ram",
+     "mpi/starpu_mpi.cpp MpiRuntime::trigger, MpiRuntime::reception_node",
      "StarPU-MPI sends from the first RAM node holding a valid copy and receives on the RAM node holding "
      "a buffer of the tile or with the most memory left (StarPU 1.4.10's _starpu_mpi_choose_node) "
      "instead of fetching the data into STARPU_MAIN_RAM first and receiving there"},

@@ -1,6 +1,6 @@
 #include "memory_model.hpp"
-#include "network.hpp"
 #include "error.hpp"
+#include "network.hpp"
 #include "sleep.hpp"
 
 #include <algorithm>

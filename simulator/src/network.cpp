@@ -2,10 +2,10 @@
 #include "platform.hpp"
 
 #include <limits>
-#include <stdexcept>
 #include <simgrid/kernel/resource/Action.hpp>
 #include <simgrid/kernel/resource/Model.hpp>
 #include <simgrid/kernel/resource/NetworkModelIntf.hpp>
+#include <stdexcept>
 
 #include <unordered_set>
 #include <xbt/config.hpp>
@@ -90,7 +90,8 @@ bool flows_merge(const sg4::Host* a, const sg4::Host* b) {
     bw = std::min(bw, l->get_bandwidth());
   }
   const double gamma = simgrid::config::get_value<double>("network/TCP-gamma");
-  return simgrid::config::get_value<double>("network/weight-S") == 0 && (gamma <= 0 || gamma / (2 * lat) >= bw);
+  return simgrid::config::get_value<double>("network/weight-S") == 0 &&
+         (gamma <= 0 || gamma / (2 * lat) >= bw);
 }
 
 void weigh_as_flows(const sg4::CommPtr& comm, double latency, int n) {
@@ -98,8 +99,8 @@ void weigh_as_flows(const sg4::CommPtr& comm, double latency, int n) {
     return;
   // The flow's model action among the network model's newest started ones (SimGrid 3.32 public
   // kernel/resource/Model.hpp get_started_action_set, Action.hpp get_activity).
-  auto* model =
-      dynamic_cast<simgrid::kernel::resource::Model*>(comm->get_source()->get_englobing_zone()->get_network_model());
+  auto* model = dynamic_cast<simgrid::kernel::resource::Model*>(
+      comm->get_source()->get_englobing_zone()->get_network_model());
   if (model) {
     auto* started = model->get_started_action_set();
     for (auto it = started->rbegin(); it != started->rend(); ++it)

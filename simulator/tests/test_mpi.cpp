@@ -224,8 +224,8 @@ static std::string numa_memories(double m0, double m1, const std::string& name) 
   ss << in.rdbuf();
   std::string xml = ss.str();
   for (int numa : {0, 1}) {
-    const std::string from = R"(<prop id="numa" value=")" + std::to_string(numa) +
-                             R"("/><prop id="memory" value="68719476736"/>)";
+    const std::string from =
+        R"(<prop id="numa" value=")" + std::to_string(numa) + R"("/><prop id="memory" value="68719476736"/>)";
     char to[128];
     std::snprintf(to, sizeof to, R"(<prop id="numa" value="%d"/><prop id="memory" value="%.0f"/>)", numa,
                   numa ? m1 : m0);
@@ -238,7 +238,8 @@ static std::string numa_memories(double m0, double m1, const std::string& name) 
 }
 
 // Per destination rank, the local RAM node of each of its receptions, in submission order.
-static std::map<int, std::vector<int>> landing_nodes(const std::string& platform, const std::string& memory_node) {
+static std::map<int, std::vector<int>> landing_nodes(const std::string& platform,
+                                                     const std::string& memory_node) {
   std::string text = R"({"platform": ")" + platform + R"(", "perfmodels": {"tiny": ")" + kData +
                      R"(tiny_sampling"}, "workload": {"kind": "lu", "n": 768, "b": 96, "distribution":
                      {"kind": "block-cyclic", "p": 1, "q": 2}}, "seed": 3, "variability": false,
@@ -294,7 +295,8 @@ TEST(ReceptionNode, Starpu1410FillsTheRoomierNodeFirst) {
   for (const auto& [rank, seq] : nodes) {
     ASSERT_GE(seq.size(), 6u) << rank;
     for (size_t i = 0; i < seq.size(); i++)
-      EXPECT_EQ(seq[i], i < 4 ? 1 : static_cast<int>((i - 4) % 2 == 0 ? 0 : 1)) << "rank " << rank << ", " << i;
+      EXPECT_EQ(seq[i], i < 4 ? 1 : static_cast<int>((i - 4) % 2 == 0 ? 0 : 1))
+          << "rank " << rank << ", " << i;
   }
 }
 
@@ -307,7 +309,8 @@ TEST(ReceptionNode, Starpu1410SkipsANodeOfUnknownSize) {
 }
 
 TEST(ReceptionNode, Starpu1410SkipsANodeSmallerThanATile) {
-  for (const auto& [rank, seq] : landing_nodes(numa_memories(1e9, 0.5 * kTileBytes / 0.9, "small1.xml"), "choose_node"))
+  for (const auto& [rank, seq] :
+       landing_nodes(numa_memories(1e9, 0.5 * kTileBytes / 0.9, "small1.xml"), "choose_node"))
     for (int n : seq)
       EXPECT_EQ(n, 0) << "rank " << rank;
 }

@@ -47,7 +47,8 @@ static std::string split_dma_scenario(int n, bool merged, const char* optim) {
     } else {
       std::vector<sg4::CommPtr> parts;
       for (int i = 0; i < n; i++)
-        parts.push_back(sg4::Comm::sendto_async(ram1, gpu0, i + 1 < n ? bytes / n : bytes - bytes / n * (n - 1)));
+        parts.push_back(
+            sg4::Comm::sendto_async(ram1, gpu0, i + 1 < n ? bytes / n : bytes - bytes / n * (n - 1)));
       for (auto& c : parts)
         c->wait();
     }
@@ -56,11 +57,12 @@ static std::string split_dma_scenario(int n, bool merged, const char* optim) {
   // Cores streaming from NUMA 1 (membus1 at 40 GB/s saturated with the DMA; other latencies):
   // one from the start, one with the DMA, one after its latency phase, across qpi.
   auto stream = [&](const char* host, double at, uint64_t size, int slot) {
-    sg4::Actor::create(std::string("stream") + std::to_string(slot), e.host_by_name(host), [&, host, at, size, slot] {
-      numasim::sleep_for(at);
-      sg4::Comm::sendto(ram1, e.host_by_name(host), size);
-      ends[slot] = sg4::Engine::get_clock();
-    });
+    sg4::Actor::create(std::string("stream") + std::to_string(slot), e.host_by_name(host),
+                       [&, host, at, size, slot] {
+                         numasim::sleep_for(at);
+                         sg4::Comm::sendto(ram1, e.host_by_name(host), size);
+                         ends[slot] = sg4::Engine::get_clock();
+                       });
   };
   stream("n1.cpu2", 0, 900'000'000, 1);
   stream("n1.cpu3", 1e-3, 500'000'000, 2);
@@ -106,8 +108,8 @@ TEST(Network, OneFlowWithTheSharesOfSixteenMovesAsTheSixteenLazy) {
   const std::vector<double> single = dates(one.text);
   ASSERT_EQ(single.size(), 4u);
   EXPECT_GT(sixteen[0], 1e-3 + 10.18e-6 + 600e6 / 10e9 * 1.01);
-  EXPECT_GT(single[0], sixteen[0] * 1.03);   // 0.1081 s against 0.1034 s
-  EXPECT_GT(sixteen[3], single[3] * 1.05);   // the stream across qpi: 0.0643 s against 0.0592 s
+  EXPECT_GT(single[0], sixteen[0] * 1.03); // 0.1081 s against 0.1034 s
+  EXPECT_GT(sixteen[3], single[3] * 1.05); // the stream across qpi: 0.0643 s against 0.0592 s
 }
 
 TEST(Network, OneFlowWithTheSharesOfSixteenMovesAsTheSixteenFull) {

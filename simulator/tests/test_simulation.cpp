@@ -338,7 +338,8 @@ TEST(Simulation, RamMemoryThatIsNotANumberOfBytesIsInputError) {
   std::stringstream ss;
   ss << in.rdbuf();
   std::string xml = ss.str();
-  const std::string ram = R"(<prop id="kind" value="ram"/><prop id="numa" value="1"/><prop id="memory" value="68719476736"/>)";
+  const std::string ram =
+      R"(<prop id="kind" value="ram"/><prop id="numa" value="1"/><prop id="memory" value="68719476736"/>)";
   ASSERT_NE(xml.find(ram), std::string::npos);
   xml.replace(xml.find(ram), ram.size(),
               R"(<prop id="kind" value="ram"/><prop id="numa" value="1"/><prop id="memory" value="64GiB"/>)");

@@ -207,7 +207,9 @@ public:
   double pinned_cost_per_mib(int rank) const { return pinned_s_per_mib_[rank]; }
   // The main thread allocates the buffer of a tile `rank` receives, on its RAM node `local`
   // (Simulation::main_thread); the calling actor sleeps for it.
-  void allocate_reception(int rank, uint32_t h, int local) { allocate_ram(rank, h, global(rank, local), nullptr, true); }
+  void allocate_reception(int rank, uint32_t h, int local) {
+    allocate_ram(rank, h, global(rank, local), nullptr, true);
+  }
   // The same buffer allocated at no cost (no pinning, or the mechanism reception_buffers off): the
   // submitting thread's malloc (datawizard/coherency.c _starpu_create_request_to_fetch_data, "just
   // quickly allocate"), counted on the node and recorded as an allocation by no worker.
@@ -248,7 +250,7 @@ private:
   // allocated itself and registered). Nothing frees a RAM buffer in numasim (RAM replicas stay
   // allocated when invalidated, and nothing evicts them), so it only grows.
   std::vector<double> ram_used_;
-  std::vector<std::vector<int>> ram_order_; // per rank: RAM nodes (local) in StarPU's numbering
+  std::vector<std::vector<int>> ram_order_;    // per rank: RAM nodes (local) in StarPU's numbering
   std::vector<std::set<AllocKey>> ram_copy_q_; // per global RAM node: copies waiting for a thread
   std::vector<uint8_t> thread_copies_;         // per global RAM node: its copies are run by threads
   std::vector<double> pinned_s_per_mib_;       // per rank

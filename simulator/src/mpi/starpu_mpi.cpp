@@ -134,7 +134,8 @@ int MpiRuntime::reception_node(uint32_t r) const {
     allocated[l] = data_.ram_allocated(h, l);
     available[l] = data_.available(rank, l);
   }
-  return choose_reception_node(data_.ram_order(rank), allocated, available, data_.tile_bytes(), topo_.home(rank));
+  return choose_reception_node(data_.ram_order(rank), allocated, available, data_.tile_bytes(),
+                               topo_.home(rank));
 }
 
 void MpiRuntime::allocate_buffer(uint32_t r) {

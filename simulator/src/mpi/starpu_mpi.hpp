@@ -99,7 +99,8 @@ private:
   std::vector<uint16_t> sender_;
   std::vector<uint32_t> next_send_, forward_;
   std::vector<int8_t> recv_node_; // per reception: the destination's local RAM node it lands on
-  std::vector<uint32_t> relay_;   // per reception: the reception whose destination forwards it (kNone: the owner sends)
+  std::vector<uint32_t>
+      relay_; // per reception: the reception whose destination forwards it (kNone: the owner sends)
   RuntimeEvents* events_ = nullptr;
 
   void build_trees();
