@@ -61,13 +61,6 @@ static int rank_of_tile(const CHAM_desc_t *desc, int m, int n)
 	return owners.owners[m * owners.nt + n];
 }
 
-static int usage_error(int rank, const char *key, const char *expected)
-{
-	if (rank == 0)
-		fprintf(stderr, "error: %s: expected %s\n", key, expected);
-	return 2;
-}
-
 /* Returns 0, or an exit status (2) after printing the error on rank 0. */
 static int parse_options(int argc, char **argv, struct options *o, int rank)
 {
@@ -92,21 +85,18 @@ static int parse_options(int argc, char **argv, struct options *o, int rank)
 		case 'c': o->check = 1; break;
 		case 'w': o->warmup = 0; break;
 		default:
-			return usage_error(rank, "arguments",
+			return lu_usage_error(rank, "arguments",
 			                   "chameleon_lu --n N --b B [--dist FILE|--p P --q Q] [--seed S] [--check] "
 			                   "[--nowarmup]");
 		}
 	}
-	if (o->n <= 0 || o->b <= 0 || o->n % o->b != 0) {
-		char msg[128];
-		snprintf(msg, sizeof msg, "N a positive multiple of b, got N=%ld b=%ld", o->n, o->b);
-		return usage_error(rank, "--n/--b", msg);
-	}
+	if (lu_check_order(o->n, o->b, rank) != 0)
+		return 2;
 	if (o->dist_file && (o->p || o->q))
-		return usage_error(rank, "--dist/--p/--q", "either a distribution file or a P x Q grid");
+		return lu_usage_error(rank, "--dist/--p/--q", "either a distribution file or a P x Q grid");
 #ifdef CHAMELEON_SIMULATION
 	if (o->check)
-		return usage_error(rank, "--check", "a native build (in simulation Chameleon's kernels do not run)");
+		return lu_usage_error(rank, "--check", "a native build (in simulation Chameleon's kernels do not run)");
 #endif
 	return 0;
 }

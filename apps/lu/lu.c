@@ -68,13 +68,6 @@ static void count_task(void *arg)
 		__atomic_fetch_add(&executed[ON_CUDA], 1, __ATOMIC_RELAXED);
 }
 
-static int usage_error(int rank, const char *key, const char *expected)
-{
-	if (rank == 0)
-		fprintf(stderr, "error: %s: expected %s\n", key, expected);
-	return 2;
-}
-
 /* Returns 0, or an exit status (2) after printing the error on rank 0. */
 static int parse_options(int argc, char **argv, struct options *o, int rank)
 {
@@ -107,28 +100,25 @@ static int parse_options(int argc, char **argv, struct options *o, int rank)
 		case 'M': o->generate_on_main_ram = 1; break;
 		case 'D':
 			if (strcmp(optarg, "chameleon") && strcmp(optarg, "starpu-lu-example"))
-				return usage_error(rank, "--dag", "chameleon or starpu-lu-example");
+				return lu_usage_error(rank, "--dag", "chameleon or starpu-lu-example");
 			o->example_dag = !strcmp(optarg, "starpu-lu-example");
 			break;
 		default:
-			return usage_error(rank, "arguments",
+			return lu_usage_error(rank, "arguments",
 			                   "lu --n N --b B [--dist FILE|--p P --q Q] [--seed S] [--check] "
 			                   "[--symbols chameleon|starpu-lu] [--no-folded] [--getrf-gpu] "
 			                   "[--dag chameleon|starpu-lu-example] [--report-workers] [--generate-on-main-ram]");
 		}
 	}
-	if (o->n <= 0 || o->b <= 0 || o->n % o->b != 0) {
-		char msg[128];
-		snprintf(msg, sizeof msg, "N a positive multiple of b, got N=%ld b=%ld", o->n, o->b);
-		return usage_error(rank, "--n/--b", msg);
-	}
+	if (lu_check_order(o->n, o->b, rank) != 0)
+		return 2;
 	if (lu_select_symbols(o->symbols) != 0)
-		return usage_error(rank, "--symbols", "chameleon or starpu-lu");
+		return lu_usage_error(rank, "--symbols", "chameleon or starpu-lu");
 	if (o->getrf_gpu && lu_enable_getrf_on_cuda() != 0)
-		return usage_error(rank, "--getrf-gpu", "a build with CUDA and cuSOLVER (or the SimGrid build)");
+		return lu_usage_error(rank, "--getrf-gpu", "a build with CUDA and cuSOLVER (or the SimGrid build)");
 #ifdef STARPU_SIMGRID
 	if (o->check)
-		return usage_error(rank, "--check", "a real build (simulation computes no values)");
+		return lu_usage_error(rank, "--check", "a real build (simulation computes no values)");
 #endif
 	return 0;
 }

@@ -121,3 +121,19 @@ int lu_distribution_of_run(struct lu_distribution *d, const char *dist_file, int
 	lu_distribution_block_cyclic(d, nt, *p, *q);
 	return 0;
 }
+
+int lu_usage_error(int rank, const char *key, const char *expected)
+{
+	if (rank == 0)
+		fprintf(stderr, "error: %s: expected %s\n", key, expected);
+	return 2;
+}
+
+int lu_check_order(long n, long b, int rank)
+{
+	if (n > 0 && b > 0 && n % b == 0)
+		return 0;
+	char msg[128];
+	snprintf(msg, sizeof msg, "N a positive multiple of b, got N=%ld b=%ld", n, b);
+	return lu_usage_error(rank, "--n/--b", msg);
+}

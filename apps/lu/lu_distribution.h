@@ -33,4 +33,10 @@ int lu_distribution_of_run(struct lu_distribution *d, const char *dist_file, int
  * (apps/lu and apps/chameleon_lu). */
 int lu_launcher_rank(void);
 
+/* Prints "error: KEY: expected EXPECTED" on rank 0 and returns the exit status of bad input (2). */
+int lu_usage_error(int rank, const char *key, const char *expected);
+
+/* 0 when the matrix order n is a positive multiple of the tile size b, else lu_usage_error's. */
+int lu_check_order(long n, long b, int rank);
+
 #endif
