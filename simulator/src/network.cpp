@@ -2,6 +2,7 @@
 #include "platform.hpp"
 
 #include <limits>
+#include <map>
 #include <simgrid/kernel/resource/Action.hpp>
 #include <simgrid/kernel/resource/Model.hpp>
 #include <simgrid/kernel/resource/NetworkModelIntf.hpp>
@@ -16,10 +17,31 @@ namespace numasim {
 
 namespace {
 bool own_model_installed = false; // numasim's CM02 with LV08's factors on Ethernet only
+// flows_merge's answer per route, asked at every split DMA copy (routes and the network options
+// are fixed once the platform is loaded; cleared with each engine's configuration)
+std::map<std::pair<const sg4::Host*, const sg4::Host*>, bool> merge_known;
+
+bool route_merges(const sg4::Host* a, const sg4::Host* b) {
+  std::vector<sg4::Link*> links;
+  double lat = 0;
+  const_cast<sg4::Host*>(a)->route_to(const_cast<sg4::Host*>(b), links, &lat);
+  if (lat <= 0 || links.empty() || crosses_ethernet(links))
+    return false;
+  double bw = std::numeric_limits<double>::infinity();
+  for (const auto* l : links) {
+    if (l->get_sharing_policy() == sg4::Link::SharingPolicy::FATPIPE)
+      return false;
+    bw = std::min(bw, l->get_bandwidth());
+  }
+  const double gamma = simgrid::config::get_value<double>("network/TCP-gamma");
+  return simgrid::config::get_value<double>("network/weight-S") == 0 &&
+         (gamma <= 0 || gamma / (2 * lat) >= bw);
+}
 } // namespace
 
 bool configure_network_model() {
   own_model_installed = false;
+  merge_known.clear();
   if (!simgrid::config::is_default("network/model"))
     return false; // the command line chose a model (e.g. the bench's SMPI): SimGrid's, as is
   sg4::Engine::set_config("network/model:CM02");
@@ -78,20 +100,12 @@ std::pair<double, double> route_latency_bandwidth(const sg4::Host* a, const sg4:
 }
 
 bool flows_merge(const sg4::Host* a, const sg4::Host* b) {
-  std::vector<sg4::Link*> links;
-  double lat = 0;
-  const_cast<sg4::Host*>(a)->route_to(const_cast<sg4::Host*>(b), links, &lat);
-  if (!own_model_installed || lat <= 0 || links.empty() || crosses_ethernet(links))
+  if (!own_model_installed)
     return false;
-  double bw = std::numeric_limits<double>::infinity();
-  for (const auto* l : links) {
-    if (l->get_sharing_policy() == sg4::Link::SharingPolicy::FATPIPE)
-      return false;
-    bw = std::min(bw, l->get_bandwidth());
-  }
-  const double gamma = simgrid::config::get_value<double>("network/TCP-gamma");
-  return simgrid::config::get_value<double>("network/weight-S") == 0 &&
-         (gamma <= 0 || gamma / (2 * lat) >= bw);
+  auto [it, added] = merge_known.try_emplace({a, b}, false);
+  if (added)
+    it->second = route_merges(a, b);
+  return it->second;
 }
 
 void weigh_as_flows(const sg4::CommPtr& comm, double latency, int n) {
