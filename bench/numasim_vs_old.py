@@ -15,7 +15,9 @@ g5k-lille-21 (`testbed platform`), N = 96000, b = 960 (338,350 tasks), heterogen
 
 The old binary: `--old PATH`, or built from `--old-commit` (default 7c43ff8, before the speed
 work) in a scratch git worktree outside the repository (`--scratch`, default under the system's
-temporary directory), reused when already built there.
+temporary directory), reused when already built there. Each binary runs the platform its own
+commit's generator writes (the old one through the scratch worktree's testbed package; with
+`--old PATH`, the new platform for both).
 
 Usage: .venv/bin/python bench/numasim_vs_old.py [--pairs 5] [--old-commit 17c4d3c | --old PATH]
            [--out bench/results/numasim_vs_old.json]
@@ -24,6 +26,7 @@ Usage: .venv/bin/python bench/numasim_vs_old.py [--pairs 5] [--old-commit 17c4d3
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import os
@@ -56,6 +59,20 @@ def build_old(commit: str, scratch: Path) -> Path:
                     "-DCMAKE_BUILD_TYPE=Release"], check=True, stdout=subprocess.DEVNULL)
     subprocess.run(["cmake", "--build", str(build), "--target", "numasim"], check=True)
     return binary
+
+
+def old_platform(scratch: Path, out: Path) -> bool:
+    """The platform as the old commit's own generator writes it (its testbed package, in the
+    scratch worktree), so that the old binary runs what it ran then; False when it cannot."""
+    code = ("import sys; from pathlib import Path; from testbed.describe.machines import load_cluster; "
+            "from testbed.platform.platform_cmd import generate; "
+            f"generate(load_cluster({CLUSTER!r}), Path(sys.argv[1]), (960,))")
+    env = dict(os.environ, PYTHONPATH=str(scratch))
+    proc = subprocess.run([sys.executable, "-c", code, str(out)], cwd=scratch, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        print(f"warning: the old commit's platform generator failed ({proc.stderr.strip()[-300:]}): "
+              "the old binary runs the new platform", file=sys.stderr)
+    return proc.returncode == 0
 
 
 def timed(binary: Path, run_file: Path) -> dict:
@@ -103,8 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     if not NEW.exists():
         print(f"error: {NEW} is missing (run `make build-simulator`)", file=sys.stderr)
         return 2
-    old = args.old or build_old(args.old_commit,
-                                args.scratch or Path(tempfile.gettempdir()) / f"numasim-old-{args.old_commit}")
+    scratch = args.scratch or Path(tempfile.gettempdir()) / f"numasim-old-{args.old_commit}"
+    old = args.old or build_old(args.old_commit, scratch)
     from testbed.common.atomic import atomic_file
     from testbed.describe.machines import load_cluster
     from testbed.platform.platform_cmd import generate
@@ -116,6 +133,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-vs-old-") as tmp:
         pdir = Path(tmp) / "platform"
         generate(load_cluster(CLUSTER), pdir, (960,))
+        # The old binary runs its own commit's platform (the generator changes too: the switch's
+        # links), when the old commit is checked out (--old-commit) and its generator runs here.
+        pdir_old = Path(tmp) / "platform-old"
+        own_old_platform = args.old is None and old_platform(scratch, pdir_old)
         runs = []
         for levels, seed in IDENTITY:
             factors = {x: (1 if x in levels else -1) for x in "ABCDEFG"}
@@ -126,10 +147,15 @@ def main(argv: list[str] | None = None) -> int:
             work.mkdir()
             run_file = work / "run.json"
             run_file.write_text(json.dumps(run_description(spec, pdir, work), indent=1))
-            runs.append((levels or "(all default)", seed, run_file))
-        for levels, seed, run_file in runs:
+            run_old = run_file
+            if own_old_platform:
+                run_old = work / "run-old.json"
+                spec_old = dataclasses.replace(spec, platform_dir=pdir_old)
+                run_old.write_text(json.dumps(run_description(spec_old, pdir_old, work), indent=1))
+            runs.append((levels or "(all default)", seed, run_file, run_old))
+        for levels, seed, run_file, run_old in runs:
             # Every value the old binary prints (fields added to the summary since are not compared).
-            a, b = summary_of(old, run_file), summary_of(NEW, run_file)
+            a, b = summary_of(old, run_old), summary_of(NEW, run_file)
             differ = sorted(k for k in a if b.get(k) != a[k])
             rel = b["makespan_s"] / a["makespan_s"] - 1
             identity.append({"factors": levels, "seed": seed, "identical": not differ, "different": differ,
@@ -137,11 +163,11 @@ def main(argv: list[str] | None = None) -> int:
                              "makespan_rel_diff": rel})
             print(f"results {levels} seed {seed}: {len(a) - len(differ)} of {len(a)} fields the same "
                   f"(makespan {a['makespan_s']} / {b['makespan_s']} s, {100 * rel:+.2f} %)", flush=True)
-        run_file = runs[0][2]
-        timed(old, run_file), timed(NEW, run_file)  # warm-up (page cache, the platform's files)
+        run_file, run_old = runs[0][2], runs[0][3]
+        timed(old, run_old), timed(NEW, run_file)  # warm-up (page cache, the platform's files)
         pairs = []
         for i in range(args.pairs):
-            o, n = timed(old, run_file), timed(NEW, run_file)
+            o, n = timed(old, run_old), timed(NEW, run_file)
             pairs.append({"old": o, "new": n, "ratio_cpu": o["cpu_s"] / n["cpu_s"]})
             print(f"pair {i + 1}: old {o['cpu_s']:.2f} s CPU ({o['wall_s']:.2f} s wall), new {n['cpu_s']:.2f} s CPU "
                   f"({n['wall_s']:.2f} s wall): {o['cpu_s'] / n['cpu_s']:.2f}x", flush=True)
@@ -153,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         "date": datetime.datetime.now().isoformat(timespec="seconds"), "machine": platform.node(),
         "nproc": os.cpu_count(), "loadavg_after": os.getloadavg(), "cluster": CLUSTER, "n": args.nt * 960,
         "b": 960, "distribution": "heterogeneous", "old": str(old), "old_commit": args.old_commit,
+        "old_platform": "its own commit's" if own_old_platform else "the new one",
         "identity": identity, "all_identical": all(x["identical"] for x in identity), "pairs": pairs,
         "median_ratio_cpu": statistics.median(x["ratio_cpu"] for x in pairs),
         "median_cpu_s": {"old": med("old", "cpu_s"), "new": med("new", "cpu_s")},

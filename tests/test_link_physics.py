@@ -90,7 +90,7 @@ def test_intra_node_flow_is_size_over_bandwidth_plus_latency(flow_times: Path, p
 
 def test_ethernet_flow_has_lv08_factors(flow_times: Path, platforms: dict[str, Path]) -> None:
     (f,) = flows(flow_times, platforms["hetero-3"], ("chetemi-1.nic0", "chifflet-1.nic0"))
-    assert f["links"] == ["chetemi-1.eth_UP", "hetero-3.switch", "chifflet-1.eth_DOWN"]
+    assert f["links"] == ["chetemi-1.eth_UP", "hetero-3.switch0", "chifflet-1.eth_DOWN"]
     assert f["end"] == pytest.approx(LV08_LAT * f["latency"] + SIZE / (LV08_BW * f["bandwidth"]), rel=1e-12)
 
 

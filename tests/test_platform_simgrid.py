@@ -75,7 +75,7 @@ def test_numa_values_reach_simgrid(platform_info: Path, platforms: dict[str, Pat
     assert "chifflet-1.qpi" not in links
     # Memory buses and core paths carry reads and writes on one channel: one shared link.
     assert links["chifflet-1.membus0"]["sharing"] == links["chifflet-1.core0"]["sharing"] == "SHARED"
-    assert links["chifflet-1.switch"]["sharing"] == "FATPIPE"
+    assert links["chifflet-1.switch0"]["sharing"] == "FATPIPE"
     hosts = {h["name"]: h for h in data["hosts"]}
     assert hosts["chifflet-1.gpu1"]["properties"]["numa"] == "1"
     assert hosts["chifflet-1.cpu20"]["properties"]["numa"] == "1"
@@ -99,5 +99,5 @@ def test_numa1_routes_cross_the_inter_socket_link(platform_info: Path, platforms
     assert routes[("chifflet-1.ram0", "chifflet-1.nic0")] == ["chifflet-1.membus0", "chifflet-1.nicpcie0_DOWN"]
     assert routes[("chifflet-1.ram1", "chetemi-2.ram0")] == [
         "chifflet-1.membus1", "chifflet-1.qpi_DOWN", "chifflet-1.nicpcie0_DOWN", "chifflet-1.eth_UP",
-        "hetero-3.switch", "chetemi-2.eth_DOWN", "chetemi-2.nicpcie0_UP", "chetemi-2.membus0"]
+        "hetero-3.switch2", "chetemi-2.eth_DOWN", "chetemi-2.nicpcie0_UP", "chetemi-2.membus0"]
     assert "chifflet-1.qpi_DOWN" in routes[("chifflet-1.cpu20", "chifflet-1.ram0")]  # socket 1 -> socket 0

@@ -38,7 +38,8 @@ def test_busy_fraction_by_hand():
 
 
 def test_link_classes_of_numasim_link_names():
-    assert link_class("chifflet-3.eth_UP") == link_class("g5k.switch") == "network (Ethernet, NIC)"
+    assert link_class("chifflet-3.eth_UP") == link_class("g5k.switch") == link_class("g5k.switch12") \
+        == "network (Ethernet, NIC)"
     assert link_class("n1.nicpcie0") == "network (Ethernet, NIC)" and link_class("mpi") == "network (Ethernet, NIC)"
     assert link_class("n1.qpi") == link_class("n1.qpi1") == "inter-socket"
     assert link_class("n1.pcie0") == link_class("n1.pcie0_DOWN") == link_class("n1.xdma_d2h0") == "PCIe (GPU)"

@@ -254,7 +254,7 @@ double MemorySystem::stretched(double sigma, int t, const double* bytes_by_node,
 }
 
 size_t MemorySystem::start_traffic(sg4::Host* core, int t, const double* bytes_by_node, double d,
-                                   std::array<sg4::CommPtr, kMaxNumaNodes>& out) const {
+                                   std::array<FlowId, kMaxNumaNodes>& out) const {
   size_t n = 0;
   for (int p = 0; p < nnuma(); p++) {
     if (bytes_by_node[p] <= 0 || ram_[p] == core)
@@ -270,7 +270,7 @@ size_t MemorySystem::start_traffic(sg4::Host* core, int t, const double* bytes_b
                        (controller && demand_[p] > controller->get_bandwidth()) ||
                        (p != t && remote_demand_[t][p] > qpi_bw_[t][p]);
     if (bound)
-      out[n++] = sg4::Comm::sendto_async(ram_[p], core, static_cast<uint64_t>(bytes_by_node[p]));
+      out[n++] = start_flow(ram_[p], core, static_cast<double>(static_cast<uint64_t>(bytes_by_node[p])));
   }
   return n;
 }
@@ -314,29 +314,23 @@ MemorySystem::DmaRun MemorySystem::dma_copy(sg4::Host* src, sg4::Host* dst, doub
   r.flows = dma_flows(numa, to_memory);
   const auto whole = static_cast<uint64_t>(bytes);
   if (r.flows == 1)
-    sg4::Comm::sendto(src, dst, whole);
+    run_flow(src, dst, static_cast<double>(whole));
+  else if (flows_merge(src, dst)) // the r.flows equal flows as one flow with their shares (network.hpp)
+    run_flow(src, dst, static_cast<double>(whole), r.flows);
   else {
-    if (flows_merge(src, dst)) { // the r.flows equal flows as one flow with their shares (network.hpp)
-      sg4::CommPtr one = sg4::Comm::sendto_async(src, dst, whole);
-      numasim::sleep_for(route_latency); // the end of its latency phase
-      weigh_as_flows(one, route_latency, r.flows);
-      one->wait();
-    } else {
-      // SimGrid 3.32's lazy max-min update (network/optim:Lazy, numasim's setting) lets several
-      // flows created on one route at the same date as earlier flows on a shared link exceed a link
-      // of their route (15 flows through a 14 GB/s link at 29 GB/s: bench/host_network_microbench.py);
-      // created one precision step (SimGrid's 1e-9 s) later they get the max-min solution. 10 ns
-      // against a copy of tens of microseconds or more.
-      numasim::sleep_for(kDmaSplitDelay_s);
-      std::vector<sg4::CommPtr> parts;
-      parts.reserve(r.flows);
-      const uint64_t part = whole / r.flows;
-      for (int i = 0; i < r.flows; i++)
-        parts.push_back(
-            sg4::Comm::sendto_async(src, dst, i + 1 < r.flows ? part : whole - part * (r.flows - 1)));
-      for (auto& c : parts)
-        c->wait();
-    }
+    // SimGrid 3.32's lazy max-min update (network/optim:Lazy, numasim's setting) lets several
+    // flows created on one route at the same date as earlier flows on a shared link exceed a link
+    // of their route (15 flows through a 14 GB/s link at 29 GB/s: bench/host_network_microbench.py);
+    // created one precision step (SimGrid's 1e-9 s) later they get the max-min solution. 10 ns
+    // against a copy of tens of microseconds or more.
+    numasim::sleep_for(kDmaSplitDelay_s);
+    std::vector<FlowId> parts(static_cast<size_t>(r.flows));
+    const int n = r.flows;
+    const uint64_t part = whole / n;
+    for (int i = 0; i < n; i++)
+      parts[i] = start_flow(src, dst, static_cast<double>(i + 1 < n ? part : whole - part * (n - 1)));
+    for (int i = 0; i < n; i++)
+      wait_flow(parts[i]);
   }
   const double left = window_end - sg4::Engine::get_clock();
   if (left > 0)

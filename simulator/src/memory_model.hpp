@@ -23,6 +23,7 @@
 // Used by numasim (numa_effects.cpp) and by the microbenchmark simulator (tools/memory_bench.cpp),
 // so that the mechanism validated on the microbenchmarks is the one the LU runs on.
 #pragma once
+#include "flows.hpp"
 #include "platform.hpp"
 
 #include <array>
@@ -110,7 +111,7 @@ public:
   // (see above; SimGrid then shares the links max-min, the core's link capping one core's rate);
   // returns the number of flows put in `out`.
   size_t start_traffic(sg4::Host* core, int thread_numa, const double* bytes_by_node, double d,
-                       std::array<sg4::CommPtr, kMaxNumaNodes>& out) const;
+                       std::array<FlowId, kMaxNumaNodes>& out) const;
   // DMA of a peripheral reading (to_memory false) or writing (true) NUMA node `numa`'s pages, now.
   // Its credit window's rate: credits * 64 B over the domain's unloaded latency plus the
   // controller's queueing delay at its present utilisation (the loaded-latency curve's extra over

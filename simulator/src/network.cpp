@@ -1,6 +1,7 @@
 #include "network.hpp"
 #include "platform.hpp"
 
+#include <deque>
 #include <limits>
 #include <map>
 #include <simgrid/kernel/resource/Action.hpp>
@@ -20,6 +21,28 @@ bool own_model_installed = false; // numasim's CM02 with LV08's factors on Ether
 // flows_merge's answer per route, asked at every split DMA copy (routes and the network options
 // are fixed once the platform is loaded; cleared with each engine's configuration)
 std::map<std::pair<const sg4::Host*, const sg4::Host*>, bool> merge_known;
+
+// The latency factors announced for the next flows (announce_latency_factor), in the order their
+// starts reach SimGrid's kernel.
+struct Announced {
+  const sg4::Host* src;
+  const sg4::Host* dst;
+  double bytes;
+  double factor;
+};
+std::deque<Announced> announced;
+
+// The factor of a flow of `bytes` from src to dst: the announced one if it is the next announced
+// flow's (a negative announcement: the route's own).
+double announced_factor(double bytes, const sg4::Host* src, const sg4::Host* dst, double own) {
+  if (announced.empty())
+    return own;
+  const Announced a = announced.front();
+  if (a.src != src || a.dst != dst || a.bytes != bytes)
+    return own;
+  announced.pop_front();
+  return a.factor >= 0 ? a.factor : own;
+}
 
 bool route_merges(const sg4::Host* a, const sg4::Host* b) {
   std::vector<sg4::Link*> links;
@@ -42,6 +65,7 @@ bool route_merges(const sg4::Host* a, const sg4::Host* b) {
 bool configure_network_model() {
   own_model_installed = false;
   merge_known.clear();
+  announced.clear();
   if (!simgrid::config::is_default("network/model"))
     return false; // the command line chose a model (e.g. the bench's SMPI): SimGrid's, as is
   sg4::Engine::set_config("network/model:CM02");
@@ -81,10 +105,10 @@ void install_ethernet_factors(sg4::Engine& engine) {
                              const std::unordered_set<sg4::NetZone*>&) {
     return crosses_ethernet(links) ? kLv08BandwidthFactor : 1.0;
   });
-  model->set_lat_factor_cb([](double, const sg4::Host*, const sg4::Host*,
+  model->set_lat_factor_cb([](double size, const sg4::Host* src, const sg4::Host* dst,
                               const std::vector<sg4::Link*>& links,
                               const std::unordered_set<sg4::NetZone*>&) {
-    return crosses_ethernet(links) ? kLv08LatencyFactor : 1.0;
+    return announced_factor(size, src, dst, crosses_ethernet(links) ? kLv08LatencyFactor : 1.0);
   });
   own_model_installed = true;
 }
@@ -108,8 +132,17 @@ bool flows_merge(const sg4::Host* a, const sg4::Host* b) {
   return it->second;
 }
 
-void weigh_as_flows(const sg4::CommPtr& comm, double latency, int n) {
-  if (n == 1)
+bool own_network_model() {
+  return own_model_installed;
+}
+
+void announce_latency_factor(const sg4::Host* src, const sg4::Host* dst, uint64_t bytes, double factor) {
+  if (own_model_installed)
+    announced.push_back({src, dst, static_cast<double>(bytes), factor});
+}
+
+void weigh_as_flows(const sg4::CommPtr& comm, double latency, int n, bool even_one) {
+  if (n == 1 && !even_one)
     return;
   // The flow's model action among the network model's newest started ones (SimGrid 3.32 public
   // kernel/resource/Model.hpp get_started_action_set, Action.hpp get_activity).

@@ -11,6 +11,7 @@
 #pragma once
 #include <simgrid/s4u.hpp>
 
+#include <cstdint>
 #include <utility>
 #include <vector>
 
@@ -57,6 +58,19 @@ bool flows_merge(const sg4::Host* a, const sg4::Host* b);
 // penalty then (update_actions_state_lazy, from a member of the network action that the public
 // API does not reach) and a flow shares nothing before (penalty 0), so that setting it at that
 // date, before the next solve, is as if the flow had started with it.
-void weigh_as_flows(const sg4::CommPtr& comm, double latency, int n);
+// even_one: sets the penalty of one flow too (a flow started without latency phase, which CM02
+// gives a penalty of 1: flows.cpp).
+void weigh_as_flows(const sg4::CommPtr& comm, double latency, int n, bool even_one = false);
+
+// Whether numasim's model (configure_network_model, install_ethernet_factors) runs.
+bool own_network_model();
+
+// The next flow numasim starts from src to dst with `bytes` gets the latency factor `factor`
+// (< 0: its route's own; 0: no latency phase) instead of its route's. To be called right before
+// that flow's start, with no simcall in between, for every flow numasim starts (flows.cpp): the
+// factor callback, which SimGrid's kernel runs when it handles the start (after the actor yields,
+// in the order the actors yielded), takes the announcements in order and checks that the flow is
+// the announced one.
+void announce_latency_factor(const sg4::Host* src, const sg4::Host* dst, uint64_t bytes, double factor);
 
 } // namespace numasim

@@ -410,7 +410,7 @@ void NumaEffects::run_legs(int path, const Legs& legs, double bytes, const Dma* 
   // (an MPI message): a fixed array, no allocation per copy.
   if (legs.size() == 1) {
     if (!dma) {
-      sg4::Comm::sendto(legs[0].src, legs[0].dst, static_cast<uint64_t>(bytes));
+      run_flow(legs[0].src, legs[0].dst, static_cast<double>(static_cast<uint64_t>(bytes)));
       return;
     }
     const PathLeg& leg = paths_[path].legs[0];
@@ -432,13 +432,13 @@ void NumaEffects::run_legs(int path, const Legs& legs, double bytes, const Dma* 
       alone_end = std::max(alone_end, start + leg.latency + static_cast<uint64_t>(bytes) / leg.rate);
     }
   }
-  std::array<sg4::CommPtr, kMaxLegs> comms;
+  std::array<FlowId, kMaxLegs> flows{};
   size_t n = 0;
   for (size_t i = 0; i < legs.size(); i++)
     if (flow[i])
-      comms[n++] = sg4::Comm::sendto_async(legs[i].src, legs[i].dst, static_cast<uint64_t>(bytes));
+      flows[n++] = start_flow(legs[i].src, legs[i].dst, static_cast<double>(static_cast<uint64_t>(bytes)));
   for (size_t i = 0; i < n; i++)
-    comms[i]->wait();
+    wait_flow(flows[i]);
   const double left = alone_end - sg4::Engine::get_clock();
   if (left > 0)
     numasim::sleep_for(left);
@@ -686,7 +686,7 @@ void NumaEffects::run_on_cpu(const Worker& w, uint32_t task, double duration) {
                        ? ri.mem->stretched(ri.stall[kind], w.numa, by_node, duration)
                        : duration;
   stall_time_ += d - duration;
-  std::array<sg4::CommPtr, kMaxNumaNodes> traffic;
+  std::array<FlowId, kMaxNumaNodes> traffic{};
   const size_t nflows = cfg_.mechanisms(Mechanism::memory_bandwidth_sharing)
                             ? ri.mem->start_traffic(w.host, w.numa, by_node, d, traffic)
                             : 0;
@@ -694,7 +694,7 @@ void NumaEffects::run_on_cpu(const Worker& w, uint32_t task, double duration) {
   if (d > 0)
     numasim::sleep_for(d);
   for (size_t i = 0; i < nflows; i++)
-    traffic[i]->wait();
+    wait_flow(traffic[i]);
   ri.mem->end_kernel(w.numa, by_node, duration);
 }
 

@@ -1,5 +1,6 @@
 #include "runtime.hpp"
 #include "error.hpp"
+#include "flows.hpp"
 #include "network.hpp"
 #include "sleep.hpp"
 
@@ -19,6 +20,7 @@ Simulation::Simulation(sg4::Engine& engine, RunConfig cfg)
   reset_sleeps();
   precision_ = simgrid::config::get_value<double>("surf/precision");
   load_platform();
+  reset_flows(); // after the network model's configuration, which it reads
   dag_ = build_lu_dag(cfg_);
   bus_ = std::make_unique<BusModel>(*topo_, classes_);
   DataWizard::Hooks hooks{[this](uint32_t waiter) { operand_ready(waiter); },
@@ -434,6 +436,10 @@ Summary Simulation::run() {
       push(t, -1);
   });
   engine_.run();
+  const FlowCounts fc = flow_counts();
+  XBT_VERB("flows: %llu alone on their route (%llu of them taken back into SimGrid), %llu SimGrid's",
+           static_cast<unsigned long long>(fc.alone), static_cast<unsigned long long>(fc.taken_back),
+           static_cast<unsigned long long>(fc.simgrid));
   if (!progress_.finished) // SimGrid ran out of events with tasks left: name what they wait for
     throw std::runtime_error(stall_report(4));
   fill_summary();

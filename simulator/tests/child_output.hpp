@@ -6,7 +6,9 @@
 
 #include <cstdio>
 #include <exception>
+#include <sstream>
 #include <string>
+#include <vector>
 
 struct ChildOutput {
   std::string text; // what `body` returned
@@ -46,4 +48,13 @@ template <class Body> ChildOutput run_in_child(Body body) {
   waitpid(pid, &status, 0);
   r.ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
   return r;
+}
+
+// The numbers of a child's text (one per line or space-separated), in order.
+inline std::vector<double> numbers_of(const std::string& text) {
+  std::vector<double> v;
+  std::istringstream in(text);
+  for (double d; in >> d;)
+    v.push_back(d);
+  return v;
 }

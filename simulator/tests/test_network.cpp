@@ -75,19 +75,11 @@ static std::string split_dma_scenario(int n, bool merged, const char* optim) {
   return out.str();
 }
 
-static std::vector<double> dates(const std::string& text) {
-  std::vector<double> v;
-  std::istringstream in(text);
-  for (double d; in >> d;)
-    v.push_back(d);
-  return v;
-}
-
 static void expect_same_dates(int n, const char* optim, std::vector<double>* split_out = nullptr) {
   ChildOutput child = run_in_child([n, optim] { return split_dma_scenario(n, false, optim); });
   ASSERT_TRUE(child.ok) << "the run with " << n << " flows failed";
-  const std::vector<double> split = dates(child.text);
-  const std::vector<double> merged = dates(split_dma_scenario(n, true, optim));
+  const std::vector<double> split = numbers_of(child.text);
+  const std::vector<double> merged = numbers_of(split_dma_scenario(n, true, optim));
   ASSERT_EQ(split.size(), 4u);
   ASSERT_EQ(merged.size(), 4u);
   for (size_t i = 0; i < split.size(); i++)
@@ -105,7 +97,7 @@ TEST(Network, OneFlowWithTheSharesOfSixteenMovesAsTheSixteenLazy) {
   ASSERT_EQ(sixteen.size(), 4u);
   // The scenario exercises what it claims: the streams slow the DMA down, and the DMA's sixteen
   // shares make it faster than one flow of one share (which the merged flow would be without them).
-  const std::vector<double> single = dates(one.text);
+  const std::vector<double> single = numbers_of(one.text);
   ASSERT_EQ(single.size(), 4u);
   EXPECT_GT(sixteen[0], 1e-3 + 10.18e-6 + 600e6 / 10e9 * 1.01);
   EXPECT_GT(single[0], sixteen[0] * 1.03); // 0.1081 s against 0.1034 s

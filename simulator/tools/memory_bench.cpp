@@ -39,6 +39,7 @@
  * (stream, copy) or the probe's latency and the controller's utilisation (latency).
  */
 #include "error.hpp"
+#include "flows.hpp"
 #include "memory_model.hpp"
 #include "network.hpp"
 #include "platform.hpp"
@@ -128,13 +129,13 @@ double kernel_call(MemorySystem& mem, double sigma, sg4::Host* core, int t, int 
   const double start = sg4::Engine::get_clock();
   mem.begin_kernel(t, by_node, d0);
   const double dur = mem.stretched(sigma, t, by_node, d0);
-  std::array<sg4::CommPtr, kMaxNumaNodes> traffic;
+  std::array<numasim::FlowId, kMaxNumaNodes> traffic{};
   const size_t n = mem.start_traffic(core, t, by_node, dur, traffic);
   kernel_flows += n;
   if (dur > 0)
     numasim::sleep_for(dur);
   for (size_t i = 0; i < n; i++)
-    traffic[i]->wait();
+    numasim::wait_flow(traffic[i]);
   mem.end_kernel(t, by_node, d0);
   return sg4::Engine::get_clock() - start;
 }
@@ -146,6 +147,7 @@ int main(int argc, char* argv[]) {
     usage(argv[0]);
   const std::string file = argv[1], node_name = argv[2], what = argv[3];
   const bool own = numasim::configure_network_model();
+  numasim::reset_flows();
   if (!std::ifstream(file)) {
     std::cerr << "error: " << file << ": expected a readable numasim platform file\n";
     return 2;
@@ -225,10 +227,10 @@ int main(int argc, char* argv[]) {
       double end = 0;
       for (size_t i = 0; i < cores.size(); i++)
         sg4::Actor::create("s" + std::to_string(i), cores[i], [&, core = cores[i]] {
-          auto read = sg4::Comm::sendto_async(mem.ram(d), core, static_cast<uint64_t>(in));
+          auto read = numasim::start_flow(mem.ram(d), core, static_cast<double>(static_cast<uint64_t>(in)));
           if (out > 0)
-            sg4::Comm::sendto(core, mem.ram(d), static_cast<uint64_t>(out));
-          read->wait();
+            numasim::run_flow(core, mem.ram(d), static_cast<double>(static_cast<uint64_t>(out)));
+          numasim::wait_flow(read);
           end = std::max(end, sg4::Engine::get_clock());
         });
       engine.run();
@@ -256,13 +258,13 @@ int main(int argc, char* argv[]) {
         const double bytes = 1e9;
         const double copy_rate = copy_dst ? numasim::route_latency_bandwidth(mem.ram(d), copy_dst).second : 0;
         mem.add_stream(d, copy_rate);
-        std::vector<sg4::CommPtr> load;
+        std::vector<numasim::FlowId> load;
         if (copy_dst)
-          load.push_back(sg4::Comm::sendto_async(mem.ram(d), copy_dst, static_cast<uint64_t>(bytes)));
+          load.push_back(numasim::start_flow(mem.ram(d), copy_dst, bytes));
         for (int i = 0; i < threads; i++)
-          load.push_back(sg4::Comm::sendto_async(mem.ram(d), loaders[i], static_cast<uint64_t>(bytes)));
+          load.push_back(numasim::start_flow(mem.ram(d), loaders[i], bytes));
         for (int i = 0; i < threads; i++)
-          load[i + (copy_dst ? 1 : 0)]->wait();
+          numasim::wait_flow(load[i + (copy_dst ? 1 : 0)]);
         const double elapsed = sg4::Engine::get_clock();
         double by_node[kMaxNumaNodes] = {0, 0, 0, 0};
         by_node[d] = threads * bytes;
@@ -271,7 +273,7 @@ int main(int argc, char* argv[]) {
         utilisation = mem.utilisation(d);
         mem.end_kernel(t, by_node, elapsed);
         if (copy_dst)
-          load.front()->wait();
+          numasim::wait_flow(load.front());
         mem.add_stream(d, -copy_rate);
       });
       engine.run();
@@ -283,7 +285,7 @@ int main(int argc, char* argv[]) {
       const double bytes = number(argv[6], "BYTES");
       double end = 0;
       sg4::Actor::create("copy", src, [&] {
-        sg4::Comm::sendto(src, dst, static_cast<uint64_t>(bytes));
+        numasim::run_flow(src, dst, static_cast<double>(static_cast<uint64_t>(bytes)));
         end = sg4::Engine::get_clock();
       });
       engine.run();
@@ -307,16 +309,16 @@ int main(int argc, char* argv[]) {
       MemorySystem::DmaRun run;
       sg4::Actor::create("dma", to_memory ? src : dst, [&] {
         mem.add_stream(d, loaders + rate);
-        std::vector<sg4::CommPtr> load;
+        std::vector<numasim::FlowId> load;
         for (auto* c : cores) // longer than any DMA of the scenario: cancelled when it ends
-          load.push_back(sg4::Comm::sendto_async(mem.ram(d), c, static_cast<uint64_t>(1e12)));
+          load.push_back(numasim::start_flow(mem.ram(d), c, 1e12));
         utilisation = mem.utilisation(d);
         window = mem.dma_window_Bps(d, to_memory);
         const double start = sg4::Engine::get_clock();
         run = mem.dma_copy(src, dst, bytes, d, to_memory, latency, rate);
         elapsed = sg4::Engine::get_clock() - start;
-        for (auto& c : load)
-          c->cancel();
+        for (auto f : load)
+          numasim::cancel_flow(f);
         mem.add_stream(d, -(loaders + rate));
       });
       engine.run();

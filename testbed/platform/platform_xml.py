@@ -3,8 +3,17 @@
 One zone per node (Floyd routing) holding a host per core, GPU, NUMA memory and NIC,
 one router per NUMA node, and links for memory buses, inter-socket links, PCIe and
 per-core paths; a Full top zone joins the nodes through their NIC, Ethernet link and
-one switch. Only adjacent pairs get explicit routes: Floyd derives the rest, so a
+the switch. Only adjacent pairs get explicit routes: Floyd derives the rest, so a
 transfer from NUMA 1 memory to a NIC on NUMA 0 crosses the inter-socket link.
+
+The switch is non-blocking (a FATPIPE: it bounds each flow by its bandwidth and shares nothing),
+written as one FATPIPE link per sending node, `<cluster>.switch<i>` for the i-th node of the
+cluster, each with the switch's bandwidth and latency: the same bound and the same route latency
+for every message as one link would give, but SimGrid solves the flows crossing a link, FATPIPE
+included, as one sharing system (its max-min re-solves a flow's connected component at each of its
+events), and one switch link would put every message of the cluster into one; per sender, a
+message shares a system only with those that share its node's Ethernet link (numasim's run time,
+bench/RESULTS.md).
 
 Links are as the hardware is (docs/network-model.md): Ethernet, PCIe (GPU and NIC) and the
 inter-socket links are full duplex, SimGrid SPLITDUPLEX links (`<id>_UP` / `<id>_DOWN`, one per
@@ -213,17 +222,25 @@ def platform_tree(cluster: Cluster) -> etree._ElementTree:
         etree.SubElement(top, "link", id=f"{node.name}.eth",
                          bandwidth=_bw(min(nic.bandwidth_Bps, net.link_bandwidth_Bps)), latency=_lat(net.link_latency_s),
                          sharing_policy=SPLITDUPLEX)
-    etree.SubElement(top, "link", id=f"{cluster.name}.switch", bandwidth=_bw(net.switch_bandwidth_Bps),
-                     latency=_lat(net.switch_latency_s), sharing_policy="FATPIPE")
+    for i, _ in enumerate(cluster.nodes):
+        etree.SubElement(top, "link", id=switch_port(cluster, i), bandwidth=_bw(net.switch_bandwidth_Bps),
+                         latency=_lat(net.switch_latency_s), sharing_policy="FATPIPE")
     for i, a in enumerate(cluster.nodes):
-        for b in cluster.nodes[i + 1:]:
-            zr = etree.SubElement(top, "zoneRoute", src=a.name, dst=b.name,
+        for b in cluster.nodes:
+            if b is a:
+                continue
+            zr = etree.SubElement(top, "zoneRoute", src=a.name, dst=b.name, symmetrical="NO",
                                   gw_src=f"{a.name}.nic0", gw_dst=f"{b.name}.nic0")
             # <node>.eth_UP: the node's sending direction, <node>.eth_DOWN: its receiving one.
             etree.SubElement(zr, "link_ctn", id=f"{a.name}.eth", direction="UP")
-            etree.SubElement(zr, "link_ctn", id=f"{cluster.name}.switch")
+            etree.SubElement(zr, "link_ctn", id=switch_port(cluster, i))
             etree.SubElement(zr, "link_ctn", id=f"{b.name}.eth", direction="DOWN")
     return etree.ElementTree(root)
+
+
+def switch_port(cluster: Cluster, sender: int) -> str:
+    """The switch's link for messages sent by the cluster's node `sender` (module docstring)."""
+    return f"{cluster.name}.switch{sender}"
 
 
 def write_platform(cluster: Cluster, path) -> None:
@@ -246,4 +263,4 @@ def expected_counts(cluster: Cluster) -> dict[str, int]:
         links += 2 * len(_remote_dma_routes(m)) if m.gpu_remote_dma else 0  # H2D and D2H caps
         if m.nic_remote_dma:  # TX and RX caps per NIC with a far socket
             links += 2 * len({r[0].index for r in _remote_dma_routes(m, m.nics)})
-    return {"hosts": hosts, "links": links + 1}  # + switch
+    return {"hosts": hosts, "links": links + len(cluster.nodes)}  # + the switch's, one per node

@@ -14,7 +14,7 @@ metric; times in seconds from the run's start), `plot_utilisation` draws it:
 Link classes come from numasim's link names (testbed/platform/platform_xml.py): `<node>.membusK`,
 `<node>.qpi[K]`, `<node>.pcieK` and `<node>.xdma_*`, `<node>.nicpcieK`, `<node>.eth`, `<node>.coreK`
 (a core's own bandwidth cap, crossed by what the core sends or receives, MPI messages included),
-`<cluster>.switch`, split-duplex ones with a direction suffix (`_UP`, `_DOWN`); the real engine's
+`<cluster>.switchI` (the switch's port of the I-th node), split-duplex ones with a direction suffix (`_UP`, `_DOWN`); the real engine's
 MPI messages cross `mpi`.
 """
 
@@ -32,7 +32,7 @@ from testbed.traces.traces import worker_sort_key
 COLUMNS = ["time_s", "bin_s", "node", "resource", "metric", "value"]
 #: link class of a link name's last dotted part (first match wins), in plotting order
 LINK_CLASSES = [
-    ("network (Ethernet, NIC)", r"eth|switch|nicpcie\d*|mpi"),
+    ("network (Ethernet, NIC)", r"eth|switch\d*|nicpcie\d*|mpi"),
     ("inter-socket", r"qpi\d*|upi\d*"),
     ("PCIe (GPU)", r"pcie\d*|xdma.*"),
     ("memory bus", r"membus\d*"),
