@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     record = {
         "date": datetime.datetime.now().isoformat(timespec="seconds"), "machine": platform.node(),
         "nproc": os.cpu_count(), "loadavg_after": os.getloadavg(), "cluster": CLUSTER, "n": args.nt * 960,
-        "b": 960, "distribution": "heterogeneous", "old": str(old), "old_commit": args.old_commit,
+        "b": 960, "distribution": "heterogeneous", "old": f"numasim of {args.old_commit}" if args.old is None else old.name, "old_commit": args.old_commit,
         "old_platform": "its own commit's" if own_old_platform else "the new one",
         "identity": identity, "all_identical": all(x["identical"] for x in identity), "pairs": pairs,
         "median_ratio_cpu": statistics.median(x["ratio_cpu"] for x in pairs),
