@@ -62,18 +62,19 @@ struct MemNode {
 
 // A worker (StarPU's struct _starpu_worker, core/workers.h): placement, model lengths, the
 // scheduler's per-worker queue and expectations, and its actor.
-struct Worker {
+struct alignas(64) Worker {
+  // What dmda reads of every worker of its rank at each decision (sched/dmda.cpp choose) first,
+  // in one cache line: 338,350 decisions over 20-30 workers each at the study's scale.
   int id, rank;
+  int mem; // local memory node
   bool cuda;
+  double exp_start = 0, exp_len = 0;       // dmda's per-worker expectations
+  double length[kNumKinds] = {0, 0, 0, 0}; // perf-model mean (s), <0: cannot run
   int core, numa, gpu;
-  int mem;   // local memory node
   int devid; // perf-model device id (CUDA device, or 0 for CPUs)
   sg4::Host* host;
-  std::string name;                        // e.g. chifflet-1.cpu2 / chifflet-1.gpu0
-  double length[kNumKinds] = {0, 0, 0, 0}; // perf-model mean (s), <0: cannot run
+  std::string name; // e.g. chifflet-1.cpu2 / chifflet-1.gpu0
   double dev[kNumKinds] = {0, 0, 0, 0};
-  // dmda's per-worker expectations (sched/dmda.cpp)
-  double exp_start = 0, exp_len = 0;
   TaskQueue queue;
   // Model lengths of the queued tasks by priority rank (Fenwick tree, integer picoseconds so
   // that sums do not depend on the order of insertions): dmdasd's work ahead of a priority.

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <stdexcept>
 #include <vector>
 
 XBT_LOG_NEW_DEFAULT_SUBCATEGORY(numasim_dmda, numasim, "numasim dmda, dmdas, dmdasd");
@@ -33,25 +34,10 @@ private:
   // allocation per decision, and no limit on workers per node).
   std::vector<double> exp_end_, penalty_;
   // The data penalty depends on the worker's memory node only (StarPU computes it per memory
-  // node, starpu_task_expected_data_transfer_time): computed once per memory node and decision.
+  // node, starpu_task_expected_data_transfer_time): computed once per memory node and decision
+  // (choose), then read by push for the chosen worker.
   std::vector<double> mem_penalty_;
-  std::vector<uint64_t> mem_penalty_at_; // the decision mem_penalty_[m] was computed for
-  uint64_t decisions_ = 0;
-  double penalty(const Task& t, const Worker& w);
 };
-
-double Dmda::penalty(const Task& t, const Worker& w) {
-  const auto m = static_cast<size_t>(w.mem);
-  if (m >= mem_penalty_.size()) {
-    mem_penalty_.resize(m + 1);
-    mem_penalty_at_.resize(m + 1, 0);
-  }
-  if (mem_penalty_at_[m] != decisions_) {
-    mem_penalty_[m] = ctx_.data.transfer_penalty(t, w);
-    mem_penalty_at_[m] = decisions_;
-  }
-  return mem_penalty_[m];
-}
 
 double Dmda::queued_before(const Worker& w, int32_t prio) const {
   // dmdasd (not dmdas, which passes sorted_decision = 0) decides with the work queued ahead of
@@ -80,7 +66,7 @@ int Dmda::choose(uint32_t task, double* best_fitness) {
   }
   double* exp_end = exp_end_.data();
   double* penalty = penalty_.data();
-  decisions_++;
+  uint64_t known = 0; // bit m: mem_penalty_[m] is this decision's
   double best_exp_end = std::numeric_limits<double>::infinity();
   for (size_t i = 0; i < n; i++) {
     const Worker& w = ctx_.topo.workers()[ws[i]];
@@ -90,7 +76,16 @@ int Dmda::choose(uint32_t task, double* best_fitness) {
       continue;
     }
     double exp_start = std::max(w.exp_start, now);
-    penalty[i] = this->penalty(t, w);
+    const auto m = static_cast<size_t>(w.mem);
+    if (m >= 64)
+      throw std::logic_error("dmda: more than 64 memory nodes on a rank");
+    if (!(known >> m & 1)) {
+      if (m >= mem_penalty_.size())
+        mem_penalty_.resize(m + 1);
+      mem_penalty_[m] = ctx_.data.transfer_penalty(t, w);
+      known |= uint64_t{1} << m;
+    }
+    penalty[i] = mem_penalty_[m];
     // Work ahead of the task: the whole queue (dmda, dmdas: _dmda_push_task with
     // sorted_decision = 0), or only the work of priority >= the task's (dmdasd, sorted_decision = 1).
     double prev_len = sorted_decision_ ? queued_before(w, t.prio) : w.exp_len;
@@ -123,7 +118,7 @@ void Dmda::push(uint32_t task, int) {
                          ctx_.topo.nodes()[t.rank].name);
   Worker& w = ctx_.topo.workers()[wid];
   const double len = w.length[static_cast<int>(t.kind)];
-  const double transfer = penalty(t, w); // the decision's own: nothing moved since choose
+  const double transfer = mem_penalty_[static_cast<size_t>(w.mem)]; // choose's, for this decision
   const double now = sg4::Engine::get_clock();
   t.worker = w.id;
   t.predicted = static_cast<float>(len);
