@@ -3,6 +3,7 @@
 #include "datawizard/datawizard.hpp"
 #include "error.hpp"
 
+#include <cmath>
 #include <limits>
 
 XBT_LOG_NEW_DEFAULT_SUBCATEGORY(numasim_coherency, numasim, "numasim replicas and coherency");
@@ -71,6 +72,16 @@ DataWizard::DataWizard(const Topology& topo, BusModel& bus, LinkClasses& classes
   log_transfers_ = !cfg_.transfers.empty();
 }
 
+double DataWizard::tile_copy_estimate(int rank, int src_local, int dst_local) {
+  const auto m = static_cast<size_t>(mem_stride_);
+  if (tile_copy_estimate_.empty())
+    tile_copy_estimate_.assign(topo_.nranks() * m * m, std::numeric_limits<double>::quiet_NaN());
+  double& e = tile_copy_estimate_[(static_cast<size_t>(rank) * m + src_local) * m + dst_local];
+  if (std::isnan(e))
+    e = bus_.estimate(global(rank, src_local), global(rank, dst_local), tile_bytes_);
+  return e;
+}
+
 int DataWizard::best_source(int rank, uint32_t h, int dst_local) {
   // _starpu_select_src_node: among valid replicas, the one with the best predicted time.
   MemMask valid = hstate_[h].valid;
@@ -78,7 +89,7 @@ int DataWizard::best_source(int rank, uint32_t h, int dst_local) {
   double best_t = std::numeric_limits<double>::infinity();
   for (int l = 0; l < mem_stride_; l++)
     if (valid & (1u << l)) {
-      double t = bus_.estimate(global(rank, l), global(rank, dst_local), tile_bytes_);
+      double t = tile_copy_estimate(rank, l, dst_local);
       if (t < best_t) {
         best_t = t;
         best = l;
@@ -96,7 +107,7 @@ double DataWizard::transfer_penalty(const Task& t, const Worker& w) {
       continue; // present or already requested: _starpu_is_data_present_or_requested
     int src = best_source(w.rank, h, w.mem);
     if (src >= 0)
-      penalty += bus_.estimate(global(w.rank, src), global(w.rank, w.mem), tile_bytes_);
+      penalty += tile_copy_estimate(w.rank, src, w.mem);
   }
   return penalty;
 }

@@ -232,6 +232,10 @@ private:
   const Progress& progress_;
   NumaEffects* numa_ = nullptr;
   double tile_bytes_ = 0;
+  // The bus model's estimate of a tile's copy per (rank, source, destination) local memory node,
+  // asked for every operand of every candidate node at each scheduling decision (NaN: not yet).
+  std::vector<double> tile_copy_estimate_;
+  double tile_copy_estimate(int rank, int src_local, int dst_local);
   int mem_stride_ = 1;
   DataCounters counters_;
   std::vector<MemState> ms_; // per global memory node
