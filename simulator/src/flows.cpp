@@ -8,10 +8,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
-#include <map>
 #include <stdexcept>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 XBT_LOG_NEW_DEFAULT_SUBCATEGORY(numasim_flows, numasim, "numasim flows, alone on their route or SimGrid's");
@@ -142,7 +143,13 @@ public:
 
 private:
   std::vector<Route> routes_;
-  std::map<std::pair<const sg4::Host*, const sg4::Host*>, int> route_of_;
+  struct HostPairHash {
+    size_t operator()(const std::pair<const sg4::Host*, const sg4::Host*>& p) const {
+      return std::hash<const void*>()(p.first) * 31 + std::hash<const void*>()(p.second);
+    }
+  };
+  // Asked at every flow's start: hashed, not ordered.
+  std::unordered_map<std::pair<const sg4::Host*, const sg4::Host*>, int, HostPairHash> route_of_;
   std::unordered_map<const sg4::Link*, int> link_id_;
   std::vector<LinkUse> links_;
   std::vector<Flow> flows_;
