@@ -11,7 +11,7 @@
 // what it has left (the rest of its latency phase, or its remaining bytes with no latency phase
 // and the route's sharing penalty, which CM02 would have given it by then), so that max-min
 // shares the links from that date on as if it had been SimGrid's from its start. A flow that is
-// not alone when it starts is SimGrid's. At study scale about half of the flows run alone
+// not alone when it starts is SimGrid's. At study scale 43 % of the flows start alone
 // (bench/RESULTS.md); each spares SimGrid an activity and three max-min solves.
 //
 // Exact only under numasim's network model (CM02, LV08's factors on Ethernet routes, no
