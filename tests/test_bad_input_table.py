@@ -369,13 +369,16 @@ def test_numasim_run_description_refuses(change, key: str, tmp_path: Path) -> No
 
 
 @needs_numasim
-@pytest.mark.parametrize("cfg", ["--cfg=frob:1", "--cfg=nocolon", "--cfg=network/model:Nope", "--cfg=cpu/optim:Fast"])
+@pytest.mark.parametrize("cfg", ["--cfg=frob:1", "--cfg=nocolon", "--cfg=network/model:Nope", "--cfg=cpu/optim:Fast",
+                                 "--cfg=numasim/lone-flows:maybe"])
 def test_numasim_cfg_is_one_line(cfg: str, tmp_path: Path) -> None:
     run = tmp_path / "run.json"
     run.write_text(json.dumps(numasim_description(tmp_path)))
     proc = subprocess.run([str(paths.NUMASIM), str(run), cfg], capture_output=True, text=True, timeout=120)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: --cfg"), proc.stderr
+    if "=numasim/" in cfg:  # numasim's own option: its key and the values it takes
+        assert "numasim/lone-flows: expected yes or no" in lines[0] and "'maybe'" in lines[0]
 
 
 @needs_numasim

@@ -622,6 +622,11 @@ void check_cfg_option(const std::string& arg) {
       {"network/model", {"LV08", "Constant", "SMPI", "IB", "CM02", "ns-3"}},
       {"cpu/optim", {"Lazy", "TI", "Full"}},
       {"network/optim", {"Lazy", "TI", "Full"}}};
+  // numasim's own option (flows.cpp): SimGrid's boolean spellings (xbt/config.cpp parse_bool).
+  if (key == "numasim/lone-flows" &&
+      !std::set<std::string>{"yes", "no", "on", "off", "true", "false", "1", "0"}.count(value))
+    throw InputError("--cfg", key,
+                     "yes or no (a boolean: yes/no, on/off, true/false, 1/0), got '" + value + "'");
   auto it = models.find(key);
   if (it != models.end() && !it->second.count(value)) {
     std::string list;
