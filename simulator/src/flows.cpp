@@ -75,7 +75,7 @@ public:
     const FlowId id = allocate();
     Flow& f = flows_[id];
     f.route = r;
-    f.bytes = bytes;
+    f.bytes = std::trunc(bytes); // whole bytes, as a SimGrid comm's (Comm::sendto_async, uint64_t)
     f.shares = shares;
     const double now = sg4::Engine::get_clock();
     const Route& rt = routes_[r];
@@ -275,7 +275,7 @@ private:
     const Route& r = routes_[f.route];
     if (latency_factor == 0) { // no latency phase: SimGrid gave it a penalty of 1
       if (r.latency > 0)
-        weigh_as_flows(f.comm, r.latency, f.shares, true);
+        set_sharing_penalty(f.comm, r.latency / f.shares);
     } else if (f.shares > 1) { // the shares' penalty when its latency phase ends
       f.penalty_at =
           sg4::Engine::get_clock() + r.latency * (latency_factor < 0 ? r.latency_factor : latency_factor);

@@ -12,7 +12,7 @@
 // and the route's sharing penalty, which CM02 would have given it by then), so that max-min
 // shares the links from that date on as if it had been SimGrid's from its start. A flow that is
 // not alone when it starts is SimGrid's. At study scale 43 % of the flows start alone
-// (bench/RESULTS.md); each spares SimGrid an activity and three max-min solves.
+// (bench/RESULTS.md); each spares SimGrid an activity and the max-min solves of its events.
 //
 // Exact only under numasim's network model (CM02, LV08's factors on Ethernet routes, no
 // cross-traffic, no weight-S): under another model (--cfg=network/model:...) or with
@@ -27,7 +27,8 @@ namespace sg4 = simgrid::s4u;
 
 using FlowId = uint32_t;
 
-// Starts a flow of `bytes` from src to dst. shares > 1: it counts as that many equal flows
+// Starts a flow of `bytes` from src to dst (whole bytes: the fraction is dropped, as from a SimGrid
+// comm's size). shares > 1: it counts as that many equal flows
 // started together (network.hpp weigh_as_flows; only on a route flows_merge accepts).
 FlowId start_flow(sg4::Host* src, sg4::Host* dst, double bytes, int shares = 1);
 // The calling actor waits for the flow's end; the id is free afterwards.

@@ -270,7 +270,7 @@ size_t MemorySystem::start_traffic(sg4::Host* core, int t, const double* bytes_b
                        (controller && demand_[p] > controller->get_bandwidth()) ||
                        (p != t && remote_demand_[t][p] > qpi_bw_[t][p]);
     if (bound)
-      out[n++] = start_flow(ram_[p], core, static_cast<double>(static_cast<uint64_t>(bytes_by_node[p])));
+      out[n++] = start_flow(ram_[p], core, bytes_by_node[p]);
   }
   return n;
 }

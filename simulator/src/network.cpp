@@ -141,9 +141,12 @@ void announce_latency_factor(const sg4::Host* src, const sg4::Host* dst, uint64_
     announced.push_back({src, dst, static_cast<double>(bytes), factor});
 }
 
-void weigh_as_flows(const sg4::CommPtr& comm, double latency, int n, bool even_one) {
-  if (n == 1 && !even_one)
-    return;
+void weigh_as_flows(const sg4::CommPtr& comm, double latency, int n) {
+  if (n > 1)
+    set_sharing_penalty(comm, latency / n);
+}
+
+void set_sharing_penalty(const sg4::CommPtr& comm, double penalty) {
   // The flow's model action among the network model's newest started ones (SimGrid 3.32 public
   // kernel/resource/Model.hpp get_started_action_set, Action.hpp get_activity).
   auto* model = dynamic_cast<simgrid::kernel::resource::Model*>(
@@ -152,11 +155,11 @@ void weigh_as_flows(const sg4::CommPtr& comm, double latency, int n, bool even_o
     auto* started = model->get_started_action_set();
     for (auto it = started->rbegin(); it != started->rend(); ++it)
       if (it->get_activity() == comm->get_impl()) {
-        it->set_sharing_penalty(latency / n);
+        it->set_sharing_penalty(penalty);
         return;
       }
   }
-  throw std::logic_error("weigh_as_flows: the flow is not among the network model's started actions");
+  throw std::logic_error("set_sharing_penalty: the flow is not among the network model's started actions");
 }
 
 } // namespace numasim

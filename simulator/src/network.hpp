@@ -58,9 +58,11 @@ bool flows_merge(const sg4::Host* a, const sg4::Host* b);
 // penalty then (update_actions_state_lazy, from a member of the network action that the public
 // API does not reach) and a flow shares nothing before (penalty 0), so that setting it at that
 // date, before the next solve, is as if the flow had started with it.
-// even_one: sets the penalty of one flow too (a flow started without latency phase, which CM02
-// gives a penalty of 1: flows.cpp).
-void weigh_as_flows(const sg4::CommPtr& comm, double latency, int n, bool even_one = false);
+void weigh_as_flows(const sg4::CommPtr& comm, double latency, int n);
+// Sets `comm`'s sharing penalty (its max-min weight's inverse) now, through its model action's
+// public Action::set_sharing_penalty: weigh_as_flows, and a flow started without latency phase,
+// to which CM02 gives a penalty of 1 (flows.cpp).
+void set_sharing_penalty(const sg4::CommPtr& comm, double penalty);
 
 // Whether numasim's model (configure_network_model, install_ethernet_factors) runs.
 bool own_network_model();

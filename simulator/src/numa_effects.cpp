@@ -410,7 +410,7 @@ void NumaEffects::run_legs(int path, const Legs& legs, double bytes, const Dma* 
   // (an MPI message): a fixed array, no allocation per copy.
   if (legs.size() == 1) {
     if (!dma) {
-      run_flow(legs[0].src, legs[0].dst, static_cast<double>(static_cast<uint64_t>(bytes)));
+      run_flow(legs[0].src, legs[0].dst, bytes);
       return;
     }
     const PathLeg& leg = paths_[path].legs[0];
@@ -436,7 +436,7 @@ void NumaEffects::run_legs(int path, const Legs& legs, double bytes, const Dma* 
   size_t n = 0;
   for (size_t i = 0; i < legs.size(); i++)
     if (flow[i])
-      flows[n++] = start_flow(legs[i].src, legs[i].dst, static_cast<double>(static_cast<uint64_t>(bytes)));
+      flows[n++] = start_flow(legs[i].src, legs[i].dst, bytes);
   for (size_t i = 0; i < n; i++)
     wait_flow(flows[i]);
   const double left = alone_end - sg4::Engine::get_clock();

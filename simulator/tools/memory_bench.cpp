@@ -227,9 +227,9 @@ int main(int argc, char* argv[]) {
       double end = 0;
       for (size_t i = 0; i < cores.size(); i++)
         sg4::Actor::create("s" + std::to_string(i), cores[i], [&, core = cores[i]] {
-          auto read = numasim::start_flow(mem.ram(d), core, static_cast<double>(static_cast<uint64_t>(in)));
+          auto read = numasim::start_flow(mem.ram(d), core, in);
           if (out > 0)
-            numasim::run_flow(core, mem.ram(d), static_cast<double>(static_cast<uint64_t>(out)));
+            numasim::run_flow(core, mem.ram(d), out);
           numasim::wait_flow(read);
           end = std::max(end, sg4::Engine::get_clock());
         });
@@ -285,7 +285,7 @@ int main(int argc, char* argv[]) {
       const double bytes = number(argv[6], "BYTES");
       double end = 0;
       sg4::Actor::create("copy", src, [&] {
-        numasim::run_flow(src, dst, static_cast<double>(static_cast<uint64_t>(bytes)));
+        numasim::run_flow(src, dst, bytes);
         end = sg4::Engine::get_clock();
       });
       engine.run();
